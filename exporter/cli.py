@@ -1,0 +1,144 @@
+"""Command line: ``elasticache-exporter serve | demo``; also ``python -m exporter``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import __version__
+from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
+from .errors import ExporterError
+
+log = logging.getLogger("exporter")
+
+# Flags of `serve`, each also read from ELASTICACHE_EXPORTER_<FLAG> (dots and dashes as underscores).
+SERVE_FLAGS: dict[str, str] = {
+    "web.listen-address": "address to listen on, host:port or :port (default :9769)",
+    "web.telemetry-path": "path of the metrics of the configured targets (default /metrics)",
+    "redis.addr": "the single Redis target, redis://host:port or rediss://host:port; '' for none "
+    "(default redis://localhost:6379 unless the config file lists targets)",
+    "redis.user": "ACL user name for --redis.addr",
+    "redis.password-file": "file holding the password for --redis.addr",
+    "redis.tls-ca-file": "CA bundle to verify the server of --redis.addr",
+    "redis.tls-cert-file": "client certificate for --redis.addr",
+    "redis.tls-key-file": "client key for --redis.addr",
+    "redis.tls-server-name": "server name to verify instead of the host of --redis.addr",
+    "redis.tls-insecure-skip-verify": "do not verify the server certificate (explicit opt-in)",
+    "scrape.timeout": "timeout of one target's scrape, e.g. 5s (Prometheus' own scrape timeout also applies)",
+    "log.level": "debug, info, warn or error (default info)",
+    "log.format": "text or json (default text)",
+}
+# Read from the environment only: a password given as a flag would show in the process list.
+ENV_ONLY = ("redis.password",)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper(), logging.INFO)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elasticache-exporter",
+        description="Prometheus exporter for Redis, Valkey and AWS ElastiCache.",
+    )
+    parser.add_argument("--version", action="version", version=f"elasticache-exporter {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_ in (
+        ("serve", "serve metrics over HTTP"),
+        ("demo", "serve metrics of a local Redis on :6379, starting a throwaway redis-server if none answers"),
+    ):
+        sub = commands.add_parser(name, help=help_, description=help_)
+        sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
+        for flag, flag_help in SERVE_FLAGS.items():
+            env = flag_to_env(flag)
+            if flag.endswith("skip-verify"):
+                sub.add_argument(f"--{flag}", dest=flag, action="store_const", const="true", default=None, help=f"{flag_help} [{env}]")
+            else:
+                sub.add_argument(f"--{flag}", dest=flag, metavar="VALUE", default=None, help=f"{flag_help} [{env}]")
+    return parser
+
+
+def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
+    """Flags over environment over file over defaults."""
+    values = vars(args)
+    config_file = values.get("config.file") or environ.get(flag_to_env("config.file"))
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    raw = overlay(raw, env_values([*SERVE_FLAGS, *ENV_ONLY], environ))
+    raw = overlay(raw, {flag: values[flag] for flag in SERVE_FLAGS if values.get(flag) is not None})
+    return build_config(raw, source_file=config_file, environ=environ)
+
+
+def run_server(config: Config) -> int:
+    from .server import ExporterApp, make_http_server
+
+    app = ExporterApp(config)
+    try:
+        server = make_http_server(app, config.listen_address)
+    except OSError as err:
+        app.close()
+        raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: Any) -> None:
+        if not stop.is_set():
+            stop.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    host, port = server.server_address[:2]
+    log.info(
+        "elasticache-exporter %s listening on %s:%s; %d configured target(s): %s",
+        __version__,
+        host,
+        port,
+        len(config.targets),
+        ", ".join(f"{t.name} ({t.display})" for t in config.targets) or "none",
+    )
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        app.close()
+    log.info("stopped")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
+    try:
+        config = load_config(args, os.environ)
+        setup_logging(config.log_level, config.log_format)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return run_demo(config, run_server)
+        return run_server(config)
+    except ExporterError as err:
+        print(f"elasticache-exporter: {err}", file=sys.stderr)
+        return err.exit_code

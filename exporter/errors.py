@@ -1,0 +1,18 @@
+"""The exporter's error classes; ``main()`` catches :class:`ExporterError` once."""
+
+
+class ExporterError(Exception):
+    """Root of every error the CLI reports as one line with a non-zero exit."""
+
+    exit_code = 1
+
+
+class ConfigError(ExporterError):
+    """Invalid configuration: the message names the key and the problem."""
+
+    exit_code = 2
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"config key '{key}': {problem}")
+        self.key = key
+        self.problem = problem

@@ -1,0 +1,246 @@
+"""The known INFO fields: metric name, type, unit scaling and help text.
+
+Names follow oliver006/redis_exporter wherever it has one for the same field;
+where its name breaks Prometheus conventions, ``upstream`` records its name and
+docs/metrics.md lists the difference. Fields absent here are still exported,
+generically, by :mod:`exporter.info_metrics`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GAUGE = "gauge"
+COUNTER = "counter"
+PERCENT = 0.01  # scale marker: a "12.5%" value becomes the ratio 0.125
+
+
+@dataclass(frozen=True)
+class FieldMetric:
+    name: str
+    kind: str
+    help: str
+    scale: float = 1.0
+    upstream: str | None = None  # redis_exporter's name where it differs from ours
+
+
+def _g(name: str, help_: str, scale: float = 1.0, upstream: str | None = None) -> FieldMetric:
+    return FieldMetric("redis_" + name, GAUGE, help_, scale, upstream and "redis_" + upstream)
+
+
+def _c(name: str, help_: str, scale: float = 1.0, upstream: str | None = None) -> FieldMetric:
+    return FieldMetric("redis_" + name, COUNTER, help_, scale, upstream and "redis_" + upstream)
+
+
+US = 1e-6
+MS = 1e-3
+
+KNOWN_FIELDS: dict[str, FieldMetric] = {
+    # Server
+    "uptime_in_seconds": _g("uptime_in_seconds", "Seconds since the server started."),
+    "process_id": _g("process_id", "Process id of the server."),
+    "io_threads_active": _g("io_threads_active", "Whether I/O threads are active (1) or not (0)."),
+    "server_time_usec": _g("server_time_seconds", "The server's wall clock at the time of INFO, as a Unix time.", US),
+    # Clients
+    "connected_clients": _g("connected_clients", "Client connections, replicas excluded."),
+    "cluster_connections": _g("cluster_connections", "Sockets used by the cluster bus."),
+    "maxclients": _g("max_clients", "The maxclients setting."),
+    "blocked_clients": _g("blocked_clients", "Clients pending on a blocking call."),
+    "tracking_clients": _g("tracking_clients", "Clients being tracked (client-side caching)."),
+    "clients_in_timeout_table": _g("clients_in_timeout_table", "Clients in the timeout table."),
+    "pubsub_clients": _g("pubsub_clients", "Clients in pub/sub mode."),
+    "watching_clients": _g("watching_clients", "Clients in watching mode (WATCH)."),
+    "total_watched_keys": _g("total_watched_keys", "Number of watched keys."),
+    "total_blocking_keys": _g("total_blocking_keys", "Number of blocking keys."),
+    "client_recent_max_input_buffer": _g("client_recent_max_input_buffer_bytes", "Biggest input buffer among current clients."),
+    "client_recent_max_output_buffer": _g("client_recent_max_output_buffer_bytes", "Biggest output buffer among current clients."),
+    "client_longest_output_list": _g("client_longest_output_list", "Longest output list among current clients (Redis < 5)."),
+    "client_biggest_input_buf": _g("client_biggest_input_buf", "Biggest input buffer among current clients (Redis < 5)."),
+    # Memory
+    "used_memory": _g("memory_used_bytes", "Bytes allocated by the allocator."),
+    "used_memory_rss": _g("memory_used_rss_bytes", "Resident set size of the server process."),
+    "used_memory_peak": _g("memory_used_peak_bytes", "Peak of used_memory."),
+    "used_memory_peak_perc": _g("memory_used_peak_ratio", "used_memory_peak as a ratio of used_memory.", PERCENT),
+    "used_memory_overhead": _g("memory_used_overhead_bytes", "Memory used for internal overhead."),
+    "used_memory_startup": _g("memory_used_startup_bytes", "Memory used at startup."),
+    "used_memory_dataset": _g("memory_used_dataset_bytes", "Memory used by the data set."),
+    "used_memory_dataset_perc": _g("memory_used_dataset_ratio", "Data set memory as a ratio of net memory.", PERCENT),
+    "used_memory_lua": _g("memory_used_lua_bytes", "Memory used by the Lua engine."),
+    "used_memory_vm_total": _g("memory_used_vm_total_bytes", "Memory used by script VMs.", upstream="memory_used_vm_total"),
+    "used_memory_scripts": _g("memory_used_scripts_bytes", "Memory used by cached scripts."),
+    "number_of_cached_scripts": _g("number_of_cached_scripts", "Number of cached Lua scripts."),
+    "maxmemory": _g("memory_max_bytes", "The maxmemory setting (0 = no limit)."),
+    "total_system_memory": _g("total_system_memory_bytes", "Total memory of the host."),
+    "allocator_active": _g("allocator_active_bytes", "Allocator active bytes."),
+    "allocator_allocated": _g("allocator_allocated_bytes", "Allocator allocated bytes."),
+    "allocator_resident": _g("allocator_resident_bytes", "Allocator resident bytes."),
+    "allocator_frag_ratio": _g("allocator_frag_ratio", "Allocator fragmentation ratio."),
+    "allocator_frag_bytes": _g("allocator_frag_bytes", "Allocator fragmentation bytes."),
+    "allocator_rss_ratio": _g("allocator_rss_ratio", "Allocator RSS ratio."),
+    "allocator_rss_bytes": _g("allocator_rss_bytes", "Allocator RSS bytes."),
+    "mem_fragmentation_ratio": _g("mem_fragmentation_ratio", "used_memory_rss divided by used_memory."),
+    "mem_fragmentation_bytes": _g("mem_fragmentation_bytes", "used_memory_rss minus used_memory."),
+    "mem_not_counted_for_evict": _g("mem_not_counted_for_eviction_bytes", "Memory not counted for eviction (AOF and replica buffers)."),
+    "mem_clients_slaves": _g("mem_clients_slaves_bytes", "Memory used by replica clients.", upstream="mem_clients_slaves"),
+    "mem_clients_normal": _g("mem_clients_normal_bytes", "Memory used by normal clients.", upstream="mem_clients_normal"),
+    "mem_replication_backlog": _g("mem_replication_backlog_bytes", "Memory used by the replication backlog."),
+    "lazyfree_pending_objects": _g("lazyfree_pending_objects", "Objects waiting to be freed."),
+    "lazyfreed_objects": _c("lazyfreed_objects_total", "Objects freed lazily."),
+    "active_defrag_running": _g("active_defrag_running", "Whether active defragmentation runs."),
+    "maxmemory_reservation": _g("memory_max_reservation_bytes", "ElastiCache reserved memory."),
+    # Persistence
+    "loading": _g("loading_dump_file", "Whether a dump file is being loaded."),
+    "async_loading": _g("async_loading", "Whether data is being loaded asynchronously."),
+    "rdb_changes_since_last_save": _g("rdb_changes_since_last_save", "Changes since the last dump."),
+    "rdb_bgsave_in_progress": _g("rdb_bgsave_in_progress", "Whether an RDB save runs."),
+    "rdb_last_save_time": _g("rdb_last_save_timestamp_seconds", "Unix time of the last successful RDB save."),
+    "rdb_last_bgsave_status": _g("rdb_last_bgsave_status", "Status of the last RDB save (1 ok, 0 error)."),
+    "rdb_last_bgsave_time_sec": _g(
+        "rdb_last_bgsave_duration_seconds", "Duration of the last RDB save (-1 if none).", upstream="rdb_last_bgsave_duration_sec"
+    ),
+    "rdb_current_bgsave_time_sec": _g(
+        "rdb_current_bgsave_duration_seconds", "Duration of the running RDB save (-1 if none).", upstream="rdb_current_bgsave_duration_sec"
+    ),
+    "rdb_last_cow_size": _g("rdb_last_cow_size_bytes", "Copy-on-write memory of the last RDB save."),
+    "rdb_saves": _c("rdb_saves_total", "RDB saves since startup."),
+    "aof_enabled": _g("aof_enabled", "Whether AOF is enabled."),
+    "aof_rewrite_in_progress": _g("aof_rewrite_in_progress", "Whether an AOF rewrite runs."),
+    "aof_rewrite_scheduled": _g("aof_rewrite_scheduled", "Whether an AOF rewrite is scheduled."),
+    "aof_last_rewrite_time_sec": _g(
+        "aof_last_rewrite_duration_seconds", "Duration of the last AOF rewrite (-1 if none).", upstream="aof_last_rewrite_duration_sec"
+    ),
+    "aof_current_rewrite_time_sec": _g(
+        "aof_current_rewrite_duration_seconds", "Duration of the running AOF rewrite.", upstream="aof_current_rewrite_duration_sec"
+    ),
+    "aof_last_bgrewrite_status": _g("aof_last_bgrewrite_status", "Status of the last AOF rewrite (1 ok, 0 error)."),
+    "aof_last_write_status": _g("aof_last_write_status", "Status of the last AOF write (1 ok, 0 error)."),
+    "aof_last_cow_size": _g("aof_last_cow_size_bytes", "Copy-on-write memory of the last AOF rewrite."),
+    "aof_rewrites": _c("aof_rewrites_total", "AOF rewrites since startup."),
+    "aof_current_size": _g("aof_current_size_bytes", "Current AOF size."),
+    "aof_base_size": _g("aof_base_size_bytes", "AOF size at the last rewrite."),
+    "aof_pending_rewrite": _g("aof_pending_rewrite", "Whether an AOF rewrite is pending."),
+    "aof_buffer_length": _g("aof_buffer_length", "Size of the AOF buffer."),
+    "aof_rewrite_buffer_length": _g("aof_rewrite_buffer_length", "Size of the AOF rewrite buffer."),
+    "aof_pending_bio_fsync": _g("aof_pending_bio_fsync", "fsync jobs in the background queue."),
+    "aof_delayed_fsync": _g("aof_delayed_fsync", "Delayed fsync count."),
+    "module_fork_in_progress": _g("module_fork_in_progress", "Whether a module fork runs."),
+    "module_fork_last_cow_size": _g("module_fork_last_cow_size", "Copy-on-write memory of the last module fork."),
+    # Stats
+    "total_connections_received": _c("connections_received_total", "Connections accepted."),
+    "total_commands_processed": _c("commands_processed_total", "Commands processed."),
+    "instantaneous_ops_per_sec": _g("instantaneous_ops_per_sec", "Commands per second (server's own sample)."),
+    "total_net_input_bytes": _c("net_input_bytes_total", "Bytes read from the network."),
+    "total_net_output_bytes": _c("net_output_bytes_total", "Bytes written to the network."),
+    "total_net_repl_input_bytes": _c("net_repl_input_bytes_total", "Bytes read from the network for replication."),
+    "total_net_repl_output_bytes": _c("net_repl_output_bytes_total", "Bytes written to the network for replication."),
+    "instantaneous_input_kbps": _g("instantaneous_input_kbps", "Network read rate in KB/s (server's own sample)."),
+    "instantaneous_output_kbps": _g("instantaneous_output_kbps", "Network write rate in KB/s (server's own sample)."),
+    "rejected_connections": _c("rejected_connections_total", "Connections rejected because of maxclients."),
+    "sync_full": _c("replica_resyncs_full_total", "Full resyncs with replicas.", upstream="replica_resyncs_full"),
+    "sync_partial_ok": _c(
+        "replica_partial_resync_accepted_total", "Accepted partial resync requests.", upstream="replica_partial_resync_accepted"
+    ),
+    "sync_partial_err": _c(
+        "replica_partial_resync_denied_total", "Denied partial resync requests.", upstream="replica_partial_resync_denied"
+    ),
+    "expired_keys": _c("expired_keys_total", "Keys expired."),
+    "expired_stale_perc": _g("expired_stale_percentage", "Estimated percentage of keys that are expired but not yet reclaimed."),
+    "expired_time_cap_reached_count": _c("expired_time_cap_reached_total", "Active expire cycles stopped early."),
+    "expire_cycle_cpu_milliseconds": _c(
+        "expire_cycle_cpu_time_seconds_total", "CPU time spent in active expire cycles.", MS, upstream="expire_cycle_cpu_time_ms_total"
+    ),
+    "evicted_keys": _c("evicted_keys_total", "Keys evicted because of maxmemory."),
+    "evicted_clients": _c("evicted_clients_total", "Clients evicted because of maxmemory-clients."),
+    "total_eviction_exceeded_time": _c(
+        "eviction_exceeded_time_seconds_total", "Time used_memory was above maxmemory.", MS, upstream="eviction_exceeded_time_ms_total"
+    ),
+    "current_eviction_exceeded_time": _g(
+        "current_eviction_exceeded_time_seconds", "Time since used_memory went above maxmemory.", MS, upstream="current_eviction_exceeded_time_ms"
+    ),
+    "keyspace_hits": _c("keyspace_hits_total", "Successful key lookups."),
+    "keyspace_misses": _c("keyspace_misses_total", "Failed key lookups."),
+    "pubsub_channels": _g("pubsub_channels", "Pub/sub channels with subscribers."),
+    "pubsub_patterns": _g("pubsub_patterns", "Pub/sub patterns with subscribers."),
+    "pubsubshard_channels": _g("pubsubshard_channels", "Shard channels with subscribers."),
+    "latest_fork_usec": _g("latest_fork_seconds", "Duration of the latest fork.", US),
+    "total_forks": _c("forks_total", "Forks since startup."),
+    "migrate_cached_sockets": _g("migrate_cached_sockets", "Sockets open for MIGRATE.", upstream="migrate_cached_sockets_total"),
+    "slave_expires_tracked_keys": _g("slave_expires_tracked_keys", "Keys tracked for expiry on a writable replica."),
+    "active_defrag_hits": _c("defrag_hits_total", "Value reallocations by active defrag.", upstream="defrag_hits"),
+    "active_defrag_misses": _c("defrag_misses_total", "Aborted value reallocations by active defrag.", upstream="defrag_misses"),
+    "active_defrag_key_hits": _c("defrag_key_hits_total", "Keys actively defragmented.", upstream="defrag_key_hits"),
+    "active_defrag_key_misses": _c("defrag_key_misses_total", "Keys skipped by active defrag.", upstream="defrag_key_misses"),
+    "total_active_defrag_time": _c("active_defrag_time_seconds_total", "Time memory fragmentation was over the limit.", MS),
+    "tracking_total_keys": _g("tracking_total_keys", "Keys tracked by the server."),
+    "tracking_total_items": _g("tracking_total_items", "Items tracked by the server."),
+    "tracking_total_prefixes": _g("tracking_total_prefixes", "Tracked prefixes."),
+    "unexpected_error_replies": _c(
+        "unexpected_error_replies_total", "Unexpected error replies (AOF load, replication).", upstream="unexpected_error_replies"
+    ),
+    "total_error_replies": _c("error_replies_total", "Error replies sent to clients.", upstream="total_error_replies"),
+    "dump_payload_sanitizations": _c(
+        "dump_payload_sanitizations_total", "Deep dump payload integrity checks.", upstream="dump_payload_sanitizations"
+    ),
+    "total_reads_processed": _c("reads_processed_total", "Read events processed.", upstream="total_reads_processed"),
+    "total_writes_processed": _c("writes_processed_total", "Write events processed.", upstream="total_writes_processed"),
+    "io_threaded_reads_processed": _c(
+        "io_threaded_reads_processed_total", "Reads processed by I/O threads.", upstream="io_threaded_reads_processed"
+    ),
+    "io_threaded_writes_processed": _c(
+        "io_threaded_writes_processed_total", "Writes processed by I/O threads.", upstream="io_threaded_writes_processed"
+    ),
+    "client_query_buffer_limit_disconnections": _c(
+        "client_query_buffer_limit_disconnections_total", "Clients disconnected for exceeding the query buffer limit."
+    ),
+    "client_output_buffer_limit_disconnections": _c(
+        "client_output_buffer_limit_disconnections_total", "Clients disconnected for exceeding the output buffer limit."
+    ),
+    "acl_access_denied_auth": _c("acl_access_denied_auth_total", "Failed authentications."),
+    "acl_access_denied_cmd": _c("acl_access_denied_cmd_total", "Commands denied by ACL."),
+    "acl_access_denied_key": _c("acl_access_denied_key_total", "Key accesses denied by ACL."),
+    "acl_access_denied_channel": _c("acl_access_denied_channel_total", "Channel accesses denied by ACL."),
+    # Replication
+    "connected_slaves": _g("connected_slaves", "Connected replicas."),
+    "master_repl_offset": _g("master_repl_offset", "The server's replication offset in bytes."),
+    "second_repl_offset": _g("second_repl_offset", "Offset up to which the previous replication id is accepted."),
+    "repl_backlog_active": _g("repl_backlog_is_active", "Whether the replication backlog is active."),
+    "repl_backlog_size": _g("replication_backlog_bytes", "Size of the replication backlog."),
+    "repl_backlog_first_byte_offset": _g("repl_backlog_first_byte_offset", "Master offset of the backlog's first byte."),
+    "repl_backlog_histlen": _g("repl_backlog_history_bytes", "Bytes of data in the replication backlog."),
+    "slave_priority": _g("slave_priority", "Replica priority for failover."),
+    "slave_read_only": _g("slave_read_only", "Whether the replica is read-only."),
+    "master_link_down_since_seconds": _g("master_link_down_since_seconds", "Seconds since the link to the primary went down."),
+    "master_sync_total_bytes": _g("master_sync_total_bytes", "Total bytes of the running sync (-1 if unknown)."),
+    "master_sync_read_bytes": _g("master_sync_read_bytes", "Bytes already read in the running sync."),
+    "master_sync_left_bytes": _g("master_sync_left_bytes", "Bytes left in the running sync."),
+    "master_sync_last_io_seconds_ago": _g("master_sync_last_io_seconds_ago", "Seconds since the last I/O of the running sync."),
+    # CPU
+    "used_cpu_sys": _c("cpu_sys_seconds_total", "System CPU used by the server."),
+    "used_cpu_user": _c("cpu_user_seconds_total", "User CPU used by the server."),
+    "used_cpu_sys_children": _c("cpu_sys_children_seconds_total", "System CPU used by background processes."),
+    "used_cpu_user_children": _c("cpu_user_children_seconds_total", "User CPU used by background processes."),
+    "used_cpu_sys_main_thread": _c("cpu_sys_main_thread_seconds_total", "System CPU used by the main thread."),
+    "used_cpu_user_main_thread": _c("cpu_user_main_thread_seconds_total", "User CPU used by the main thread."),
+    # Cluster
+    "cluster_enabled": _g("cluster_enabled", "Whether cluster mode is enabled."),
+}
+
+# Replica-side fields that redis_exporter labels with the primary's address.
+MASTER_LABELLED_FIELDS: dict[str, FieldMetric] = {
+    "master_link_status": _g("master_link_up", "Whether the link to the primary is up."),
+    "master_last_io_seconds_ago": _g("master_last_io_seconds_ago", "Seconds since the last interaction with the primary."),
+    "master_sync_in_progress": _g("master_sync_in_progress", "Whether the replica is syncing from the primary."),
+    "slave_repl_offset": _g("slave_repl_offset", "The replica's replication offset in bytes."),
+}
+
+# Fields that become labels of redis_instance_info instead of numbers.
+INSTANCE_INFO_LABELS = ("redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "server_name", "valkey_version")
+
+# Fields handled elsewhere (labels, the role gauge) and so never exported generically.
+CONSUMED_FIELDS = frozenset(INSTANCE_INFO_LABELS) | {"role", "master_host", "master_port", "master_failover_state"}
+
+CLUSTER_INFO_FIELDS: dict[str, FieldMetric] = {
+    "cluster_state": _g("cluster_state", "Whether the cluster state is ok (1) or fail (0)."),
+    "cluster_stats_messages_sent": _c("cluster_messages_sent_total", "Messages sent on the cluster bus."),
+    "cluster_stats_messages_received": _c("cluster_messages_received_total", "Messages received on the cluster bus."),
+}

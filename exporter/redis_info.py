@@ -1,0 +1,137 @@
+"""Parse the text of a Redis ``INFO`` reply into sections of raw fields.
+
+Pure functions only: no I/O, no metric names. The reply is split into
+``{section: {field: value}}`` with the section names lower-cased; lines that
+are neither a ``# Section`` header nor a ``field:value`` pair are counted as
+malformed and skipped, never raised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# Fields whose values look numeric but are identifiers or versions, not measurements.
+IDENTIFIER_FIELDS = frozenset(
+    {
+        "redis_git_sha1",
+        "redis_git_dirty",
+        "redis_build_id",
+        "run_id",
+        "master_replid",
+        "master_replid2",
+        "tcp_port",
+        "arch_bits",
+        "gcc_version",
+        "executable",
+        "config_file",
+        "redis_version",
+        "valkey_version",
+        "server_name",
+        "mem_allocator",
+        "monotonic_clock",
+        "multiplexing_api",
+        "atomicvar_api",
+        "process_supervised",
+        "master_host",
+        "master_port",
+        "os",
+    }
+)
+
+STATUS_VALUES = {"ok": 1.0, "up": 1.0, "true": 1.0, "yes": 1.0, "err": 0.0, "fail": 0.0, "down": 0.0, "false": 0.0, "no": 0.0}
+
+
+@dataclass
+class InfoReply:
+    """A parsed INFO reply: ``sections[section][field] = raw value``."""
+
+    sections: dict[str, dict[str, str]] = field(default_factory=dict)
+    malformed_lines: int = 0
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The raw value of a field, looked up across all sections."""
+        for fields in self.sections.values():
+            if name in fields:
+                return fields[name]
+        return default
+
+    def merge(self, other: InfoReply) -> None:
+        """Add the sections of another reply (used when INFO is fetched per section)."""
+        for section, fields in other.sections.items():
+            self.sections.setdefault(section, {}).update(fields)
+        self.malformed_lines += other.malformed_lines
+
+
+def parse_info(text: str) -> InfoReply:
+    """Split INFO text into sections; malformed lines are counted, not raised."""
+    reply = InfoReply()
+    current = reply.sections.setdefault("default", {})
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r")
+        if not line:
+            continue
+        if line[0] == "#":
+            name = line[1:].strip().lower()
+            if not name:
+                reply.malformed_lines += 1
+                continue
+            current = reply.sections.setdefault(name, {})
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key or not _is_field_name(key):
+            reply.malformed_lines += 1
+            continue
+        current[key] = value
+    if not reply.sections["default"]:
+        del reply.sections["default"]
+    return reply
+
+
+def _is_field_name(key: str) -> bool:
+    return key.isprintable() and " " not in key and len(key) <= 200
+
+
+def parse_number(value: str) -> float | None:
+    """A finite float from an INFO value, or None when it is not a plain number."""
+    if not value or len(value) > 40:
+        return None
+    first = value[0]
+    if not (first.isdigit() or first in "-+."):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    return number
+
+
+def parse_value(value: str) -> float | None:
+    """A number, or 1/0 for status words such as ok/err and up/down."""
+    number = parse_number(value)
+    if number is not None:
+        return number
+    return STATUS_VALUES.get(value.lower())
+
+
+def parse_subfields(value: str) -> dict[str, str]:
+    """Split ``a=1,b=2`` (keyspace, commandstats, replica lines) into a dict.
+
+    Values may themselves contain ``=`` (never ``,``); pairs without ``=`` are dropped.
+    """
+    result: dict[str, str] = {}
+    for part in value.split(","):
+        key, sep, sub = part.partition("=")
+        if sep and key:
+            result[key] = sub
+    return result
+
+
+def parse_percent(value: str) -> float | None:
+    """``"99.58%"`` as the ratio 0.9958; None when it is not a percentage."""
+    if not value.endswith("%"):
+        return None
+    number = parse_number(value[:-1])
+    return None if number is None else number / 100.0

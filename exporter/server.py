@@ -1,0 +1,151 @@
+"""The HTTP side: a WSGI app (testable without sockets) and the threaded server that runs it."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import platform
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from socketserver import ThreadingMixIn
+from typing import Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.process_collector import ProcessCollector
+
+from . import __version__
+from .collectors.redis import RedisCollector
+from .config import Config, listen_host_port
+from .targets import TargetRefused, TargetSet
+
+log = logging.getLogger(__name__)
+
+StartResponse = Callable[..., Any]
+SCRAPE_TIMEOUT_HEADER = "HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"
+DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the reply
+
+
+class _Families:
+    """Adapts a list of collectors to what prometheus_client's encoders expect."""
+
+    def __init__(self, collectors: Iterable[Any]) -> None:
+        self._collectors = list(collectors)
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self._collectors:
+            yield from collector.collect()
+
+
+class _BuildInfo:
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "elasticache_exporter_build_info",
+            "The exporter's version and Python version.",
+            labels=["version", "python_version"],
+        )
+        family.add_metric([__version__, platform.python_version()], 1.0)
+        yield family
+
+
+class ExporterApp:
+    """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
+
+    def __init__(self, config: Config, targets: TargetSet | None = None) -> None:
+        self.config = config
+        self.targets = targets or TargetSet(config)
+        self.executor = ThreadPoolExecutor(max_workers=config.scrape_concurrency, thread_name_prefix="scrape")
+        self._process = ProcessCollector(registry=None)
+        self._build_info = _BuildInfo()
+        self.started = time.time()
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.targets.close()
+
+    def deadline(self, environ: dict[str, Any]) -> float:
+        timeout = self.config.scrape_timeout
+        header = environ.get(SCRAPE_TIMEOUT_HEADER)
+        if header:
+            with contextlib.suppress(ValueError):
+                timeout = min(timeout, max(0.05, float(header) - DEADLINE_MARGIN))
+        return time.monotonic() + timeout
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        method = environ.get("REQUEST_METHOD", "GET")
+        try:
+            if method not in ("GET", "HEAD"):
+                return _plain(start_response, "405 Method Not Allowed", "only GET and HEAD\n")
+            if path == self.config.telemetry_path:
+                collectors = [RedisCollector(self.targets.configured, self.executor, self.deadline(environ))]
+                return self._metrics(environ, start_response, [*collectors, self._build_info, self._process])
+            if path == "/scrape":
+                return self._scrape(environ, start_response)
+            if path in ("/-/healthy", "/health"):
+                return _plain(start_response, "200 OK", "OK\n")
+            if path == "/":
+                from .web.status import render_status_page
+
+                body = render_status_page(self.config, self.targets.all(), self.started).encode()
+                start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))])
+                return [body]
+            return _plain(start_response, "404 Not Found", "not found\n")
+        except Exception:
+            log.exception("internal error serving %s", path)
+            return _plain(start_response, "500 Internal Server Error", "internal error\n")
+
+    def _scrape(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        values = query.get("target", [])
+        if len(values) != 1 or not values[0]:
+            return _plain(start_response, "400 Bad Request", "give exactly one 'target' parameter\n")
+        try:
+            target = self.targets.resolve(values[0])
+        except TargetRefused as err:
+            return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
+        collector = RedisCollector([target], self.executor, self.deadline(environ))
+        return self._metrics(environ, start_response, [collector, self._build_info])
+
+    def _metrics(self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any]) -> list[bytes]:
+        encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
+        body = encoder(_Families(collectors))
+        headers = [("Content-Type", content_type)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gzip.compress(body, compresslevel=1)
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(body))))
+        start_response("200 OK", headers)
+        return [body]
+
+
+def _plain(start_response: StartResponse, status: str, text: str) -> list[bytes]:
+    body = text.encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s - %s", self.address_string(), format % args)
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _ThreadingServerV6(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
+def make_http_server(app: ExporterApp, listen_address: str) -> WSGIServer:
+    """A threaded HTTP server for ``app``; the caller runs ``serve_forever()``."""
+    host, port = listen_host_port(listen_address)
+    server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
+    return make_server(host or "0.0.0.0", port, app, server_class=server_class, handler_class=_QuietHandler)

@@ -1,0 +1,112 @@
+"""The set of nodes the exporter may scrape, and the per-target state between scrapes.
+
+Configured targets are known by name and address; /scrape may also reach
+addresses matching an allow rule. Anything else is refused before any
+connection is attempted or credential sent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .addresses import AddressError, Endpoint, parse_address
+from .config import Config, Credentials
+from .redis_node import RedisNode
+
+MAX_AD_HOC_NODES = 512
+
+
+class TargetRefused(Exception):
+    """A /scrape target that is not configured and matches no allow rule."""
+
+
+@dataclass
+class TargetState:
+    """What the status page and the self-metrics know of a target."""
+
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str = "none"
+    last_duration: float = 0.0
+    last_success: float = 0.0
+    malformed_lines: int = 0
+    up: bool = False
+    role: str = ""
+    version: str = ""
+    scraped: bool = False
+
+
+@dataclass
+class Target:
+    name: str
+    node: RedisNode
+    state: TargetState = field(default_factory=TargetState)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def display(self) -> str:
+        return self.node.endpoint.display()
+
+
+class TargetSet:
+    def __init__(self, config: Config) -> None:
+        self._by_name: dict[str, Target] = {}
+        self._by_address: dict[tuple[str, int, int], Target] = {}
+        for item in config.targets:
+            target = Target(item.name, RedisNode(item.endpoint, item.credentials))
+            self._by_name[item.name] = target
+            self._by_address.setdefault(_key(item.endpoint), target)
+        self._allow = config.allow
+        self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def configured(self) -> list[Target]:
+        return list(self._by_name.values())
+
+    def resolve(self, text: str) -> Target:
+        """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
+        target = self._by_name.get(text)
+        if target is not None:
+            return target
+        try:
+            endpoint = parse_address(text, allow_userinfo=False).endpoint
+        except AddressError as err:
+            raise TargetRefused(str(err)) from err
+        target = self._by_address.get(_key(endpoint))
+        if target is not None and target.node.endpoint.tls == endpoint.tls:
+            return target
+        for rule in self._allow:
+            if rule.matches(endpoint):
+                return self._ad_hoc_target(endpoint, rule.credentials)
+        raise TargetRefused("target is neither configured nor allowed by scrape.allow")
+
+    def _ad_hoc_target(self, endpoint: Endpoint, credentials: Credentials) -> Target:
+        key = (*_key(endpoint), endpoint.tls)
+        with self._lock:
+            target = self._ad_hoc.get(key)
+            if target is None:
+                node = RedisNode(
+                    Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username), credentials
+                )
+                target = Target(node.endpoint.display(), node)
+                self._ad_hoc[key] = target
+                if len(self._ad_hoc) > MAX_AD_HOC_NODES:
+                    _, evicted = self._ad_hoc.popitem(last=False)
+                    evicted.node.close()
+            else:
+                self._ad_hoc.move_to_end(key)
+            return target
+
+    def all(self) -> list[Target]:
+        with self._lock:
+            return self.configured + list(self._ad_hoc.values())
+
+    def close(self) -> None:
+        for target in self.all():
+            target.node.close()
+
+
+def _key(endpoint: Endpoint) -> tuple[str, int, int]:
+    return (endpoint.host, endpoint.port, endpoint.db)
