@@ -101,7 +101,10 @@ def _add_replica_side(info: InfoReply, base: dict[str, str], out: FamilySet) -> 
 
 
 def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
-    sub = parse_subfields(raw)
+    if "=" in raw:
+        sub = parse_subfields(raw)
+    else:  # Redis 2.6: slave0:<ip>,<port>,<state>
+        sub = dict(zip(("ip", "port", "state"), raw.split(","), strict=False))
     labels = {**base, "slave_ip": sub.get("ip", ""), "slave_port": sub.get("port", ""), "slave_state": sub.get("state", "")}
     offset = parse_number(sub.get("offset", ""))
     if offset is not None:

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from servers import RedisProcess, make_certificates, start_redis  # noqa: E402
+
+ADMIN_COMMANDS = ("CONFIG", "LATENCY", "SLOWLOG", "DEBUG", "MONITOR", "SHUTDOWN", "BGSAVE", "CLUSTER", "REPLICAOF", "SLAVEOF", "ACL")
+
+
+@pytest.fixture(scope="session")
+def plain_redis():
+    server = start_redis()
+    server.client().set("greeting", "hello")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def elasticache_like_redis():
+    """CONFIG and other admin commands renamed away, as ElastiCache does."""
+    renames: list[str] = []
+    for command in ADMIN_COMMANDS:
+        renames += ["--rename-command", command, ""]
+    server = start_redis(*renames)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def acl_redis():
+    """A password for the default user and an ACL user allowed INFO and PING only."""
+    server = start_redis(password="default-secret-pw")
+    server.client().execute_command("ACL", "SETUSER", "monitor", "on", ">monitor-secret-pw", "+info", "+ping", "+command|info")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def certificates():
+    return make_certificates(Path(tempfile.mkdtemp(prefix="ecx-tls-")))
+
+
+@pytest.fixture(scope="session")
+def tls_redis(certificates):
+    server = start_redis(tls=certificates)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def replicated_redis():
+    primary = start_redis()
+    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+    from servers import wait_until
+
+    wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
+    primary.client().set("replicated", "1")
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+@pytest.fixture
+def fresh_redis():
+    server: RedisProcess = start_redis()
+    yield server
+    server.stop()

@@ -1,0 +1,246 @@
+"""Real processes for the tests: redis-server instances and the exporter itself, on loopback."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class RedisProcess:
+    port: int
+    workdir: Path
+    args: list[str]
+    password: str | None = None
+    tls: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen | None = None
+
+    @property
+    def addr(self) -> str:
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def start(self) -> RedisProcess:
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, *self.args],
+            cwd=self.workdir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(self._answers, what=f"redis-server on {self.port}")
+        return self
+
+    def _answers(self) -> bool:
+        if self.process is not None and self.process.poll() is not None:
+            raise AssertionError(f"redis-server on {self.port} exited with {self.process.returncode}")
+        try:
+            return bool(self.client().ping())
+        except redis.exceptions.RedisError:
+            return False
+
+    def client(self, **kwargs) -> redis.Redis:
+        options = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "password": self.password,
+            "socket_timeout": 2,
+            "driver_info": None,
+        }
+        if self.tls:
+            options.update(ssl=True, ssl_ca_certs=self.tls["ca"], ssl_certfile=self.tls["cert"], ssl_keyfile=self.tls["key"])
+        options.update(kwargs)
+        return redis.Redis(**options)
+
+    def info(self) -> dict:
+        return self.client().info("all")
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.resume()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.process = None
+
+
+def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None) -> RedisProcess:
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
+    args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    if tls:
+        args += [
+            "--tls-port", str(port),
+            "--tls-cert-file", tls["server_cert"],
+            "--tls-key-file", tls["server_key"],
+            "--tls-ca-cert-file", tls["ca"],
+            "--tls-auth-clients", "optional",
+        ]  # fmt: skip
+    if password:
+        args += ["--requirepass", password]
+    args += list(extra)
+    return RedisProcess(port=port, workdir=workdir, args=args, password=password, tls=tls or {}).start()
+
+
+def make_certificates(directory: Path) -> dict[str, str]:
+    """A CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def key():
+        return ec.generate_private_key(ec.SECP256R1())
+
+    def write_key(path: Path, private) -> str:
+        path.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        return str(path)
+
+    def write_cert(path: Path, cert) -> str:
+        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return str(path)
+
+    ca_key = key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    def leaf(name: str, sans: list[x509.GeneralName]):
+        leaf_key = key()
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_name)
+            .public_key(leaf_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        return leaf_key, cert
+
+    server_key, server_cert = leaf(
+        "redis.test", [x509.DNSName("redis.test"), x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
+    client_key, client_cert = leaf("exporter", [x509.DNSName("exporter")])
+    return {
+        "ca": write_cert(directory / "ca.pem", ca),
+        "server_cert": write_cert(directory / "server.pem", server_cert),
+        "server_key": write_key(directory / "server-key.pem", server_key),
+        "cert": write_cert(directory / "client.pem", client_cert),
+        "key": write_key(directory / "client-key.pem", client_key),
+    }
+
+
+@dataclass
+class ExporterProcess:
+    port: int
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str, headers: dict[str, str] | None = None, timeout: float = 10) -> tuple[int, str]:
+        request = urllib.request.Request(self.url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        return self.process.returncode
+
+
+def start_exporter(*args: str, env: dict[str, str] | None = None) -> ExporterProcess:
+    port = free_port()
+    log_path = Path(tempfile.mkstemp(prefix="ecx-exporter-", suffix=".log")[1])
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ELASTICACHE_EXPORTER_")}
+    environment.update(env or {})
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", *args],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+    exporter = ExporterProcess(port, process, log_path)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"exporter exited with {process.returncode}: {exporter.log()}")
+        try:
+            return exporter.get("/-/healthy", timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    wait_until(healthy, what="exporter health")
+    return exporter

@@ -1,0 +1,187 @@
+"""INFO text → fields → samples, with no server involved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.families import FamilySet
+from exporter.info_fields import KNOWN_FIELDS
+from exporter.info_metrics import add_info_metrics
+from exporter.redis_info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
+
+DATA = Path(__file__).parent / "data"
+
+
+class _Registry:
+    def __init__(self, families: FamilySet) -> None:
+        self._families = families
+
+    def collect(self):
+        return iter(self._families)
+
+
+def exposition(info_text: str, target: str = "t") -> dict[tuple[str, tuple], float]:
+    """Samples as {(name, sorted labels): value}, through the real encoder and parser."""
+    out = FamilySet()
+    add_info_metrics(parse_info(info_text), target, out)
+    text = generate_latest(_Registry(out)).decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name, **labels):
+    labels.setdefault("target", "t")
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+def test_sections_are_split_and_lower_cased():
+    info = parse_info((DATA / "info_redis_7_0.txt").read_text())
+    assert {"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "latencystats"} <= set(
+        info.sections
+    )
+    assert info.sections["server"]["redis_version"] == "7.0.15"
+    assert info.malformed_lines == 0
+
+
+def test_malformed_lines_are_counted_and_skipped():
+    info = parse_info("# Server\nredis_version:7.0\ngarbage without colon\n:novalue\nuptime_in_seconds:5\n")
+    assert info.malformed_lines == 2
+    assert info.sections["server"] == {"redis_version": "7.0", "uptime_in_seconds": "5"}
+
+
+def test_value_parsers():
+    assert parse_number("12") == 12.0
+    assert parse_number("-1") == -1.0
+    assert parse_number("nan") is None
+    assert parse_number("inf") is None
+    assert parse_number("1.2M") is None
+    assert parse_value("ok") == 1.0
+    assert parse_value("err") == 0.0
+    assert parse_value("up") == 1.0
+    assert parse_percent("99.58%") == 0.9958
+    assert parse_subfields("keys=1,expires=0,avg_ttl=0") == {"keys": "1", "expires": "0", "avg_ttl": "0"}
+
+
+def test_known_fields_get_their_names_types_and_units():
+    samples = exposition((DATA / "info_redis_7_0.txt").read_text())
+    assert value(samples, "redis_memory_used_bytes") == 941048
+    assert value(samples, "redis_connections_received_total") == 2
+    assert value(samples, "redis_max_clients") == 10000
+    assert value(samples, "redis_memory_used_peak_ratio") == 1.002
+    assert value(samples, "redis_rdb_last_bgsave_status") == 1
+    assert value(samples, "redis_rdb_last_bgsave_duration_seconds") == -1
+    assert value(samples, "redis_cpu_user_seconds_total") == 0.003969
+    assert value(samples, "redis_latest_fork_seconds") == 0
+    assert value(samples, "redis_server_time_seconds") == 1795364104.28457
+    assert value(samples, "redis_start_time_seconds") == 1795364104.28457 - 1
+
+
+def test_unknown_numeric_fields_are_exported_generically():
+    samples = exposition("# Server\nuptime_in_seconds:3\nsome_future_counter:42\nsome_future_text:abc\n")
+    assert value(samples, "redis_some_future_counter") == 42
+    assert not any(name == "redis_some_future_text" for name, _ in samples)
+
+
+def test_identifier_fields_are_not_numbers():
+    samples = exposition("# Server\nredis_git_sha1:00000000\nrun_id:123\ntcp_port:6379\n# Replication\nmaster_replid2:000\n")
+    names = {name for name, _ in samples}
+    assert not names & {"redis_redis_git_sha1", "redis_run_id", "redis_tcp_port", "redis_master_replid2"}
+
+
+def test_instance_info_has_no_churning_labels():
+    samples = exposition((DATA / "info_redis_7_0.txt").read_text())
+    (labels,) = [dict(labels) for name, labels in samples if name == "redis_instance_info"]
+    assert labels["redis_version"] == "7.0.15"
+    assert "run_id" not in labels
+    assert "process_id" not in labels
+    assert "role" not in labels
+    assert value(samples, "redis_instance_role", role="master") == 1
+
+
+def test_keyspace_commandstats_errorstats_latencystats():
+    text = (
+        "# Commandstats\ncmdstat_get:calls=10,usec=50,usec_per_call=5.00,rejected_calls=1,failed_calls=2\n"
+        "cmdstat_config|get:calls=3,usec=30,usec_per_call=10.00,rejected_calls=0,failed_calls=0\n"
+        "# Errorstats\nerrorstat_ERR:count=3\nerrorstat_WRONGTYPE:count=1\n"
+        "# Latencystats\nlatency_percentiles_usec_get:p50=1.003,p99=2.007,p99.9=10.047\n"
+        "# Keyspace\ndb0:keys=5,expires=2,avg_ttl=1500\ndb3:keys=1,expires=0,avg_ttl=0\n"
+    )
+    samples = exposition(text)
+    assert value(samples, "redis_commands_total", cmd="get") == 10
+    assert value(samples, "redis_commands_duration_seconds_total", cmd="get") == 50e-6
+    assert value(samples, "redis_commands_rejected_calls_total", cmd="get") == 1
+    assert value(samples, "redis_commands_failed_calls_total", cmd="get") == 2
+    assert value(samples, "redis_commands_total", cmd="config|get") == 3
+    assert value(samples, "redis_errors_total", err="ERR") == 3
+    assert value(samples, "redis_latency_percentiles_seconds", cmd="get", quantile="0.999") == 10.047e-6
+    assert value(samples, "redis_latency_percentiles_seconds", cmd="get", quantile="0.5") == 1.003e-6
+    assert value(samples, "redis_latency_percentiles_seconds_count", cmd="get") == 10
+    assert value(samples, "redis_db_keys", db="db0") == 5
+    assert value(samples, "redis_db_keys_expiring", db="db0") == 2
+    assert value(samples, "redis_db_avg_ttl_seconds", db="db0") == 1.5
+    assert value(samples, "redis_db_keys", db="db3") == 1
+
+
+def test_redis_2_6_replica_and_primary_from_elasticache():
+    replica = exposition((DATA / "info_redis_2_6_replica.txt").read_text())
+    master = "xxxxx.xxx.0001.internal.apne1.cache.amazonaws.com"
+    assert value(replica, "redis_master_link_up", master_host=master, master_port="6379") == 1
+    assert value(replica, "redis_master_last_io_seconds_ago", master_host=master, master_port="6379") == 1
+    assert value(replica, "redis_instance_role", role="slave") == 1
+    primary = exposition((DATA / "info_redis_2_6_primary.txt").read_text())
+    assert value(primary, "redis_connected_slaves") == 5
+    replicas = [dict(labels) for name, labels in primary if name == "redis_instance_role"]
+    assert replicas == [{"role": "master", "target": "t"}]
+    # the old comma-separated replica lines carry no offset, so no offset series, but no error either
+    assert not any(name == "redis_connected_slave_offset_bytes" for name, _ in primary)
+
+
+def test_modern_replica_lines_become_labelled_series():
+    samples = exposition("# Replication\nrole:master\nslave0:ip=10.0.0.2,port=6380,state=online,offset=1234,lag=1\n")
+    labels = {"slave_ip": "10.0.0.2", "slave_port": "6380", "slave_state": "online"}
+    assert value(samples, "redis_connected_slave_offset_bytes", **labels) == 1234
+    assert value(samples, "redis_connected_slave_lag_seconds", **labels) == 1
+
+
+def test_every_known_field_name_is_documented():
+    doc = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    missing = [spec.name for spec in KNOWN_FIELDS.values() if f"`{spec.name}`" not in doc]
+    assert not missing, f"docs/metrics.md lacks {missing}"
+
+
+info_lines = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda k, v: f"{k}:{v}", st.text(max_size=20), st.text(max_size=30)),
+    st.builds(lambda k, v: f"cmdstat_{k}:{v}", st.text(max_size=10), st.text(max_size=40)),
+    st.builds(lambda k, v: f"db{k}:{v}", st.integers(-5, 20), st.text(max_size=40)),
+    st.builds(lambda k, v: f"slave{k}:{v}", st.integers(0, 3), st.text(max_size=40)),
+    st.builds(lambda v: f"latency_percentiles_usec_get:{v}", st.text(max_size=40)),
+    st.sampled_from(["# Server", "# Keyspace", "# Commandstats", "# Replication", "# Latencystats", "# Errorstats", "#", "# "]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(info_lines, max_size=40))
+def test_garbage_never_raises_and_always_encodes(lines):
+    text = "\r\n".join(lines)
+    out = FamilySet()
+    info = parse_info(text)
+    add_info_metrics(info, "t", out)
+    encoded = generate_latest(_Registry(out)).decode()
+    list(text_string_to_metric_families(encoded))
+
+
+def test_generated_metrics_table_is_current():
+    from exporter.metrics_doc import replace_table
+
+    path = Path(__file__).parent.parent / "docs" / "metrics.md"
+    document = path.read_text()
+    assert replace_table(document) == document, "run: python -m exporter.metrics_doc docs/metrics.md"
