@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from servers import RedisProcess, make_certificates, start_redis  # noqa: E402
+from servers import RedisProcess, make_certificates, start_redis
 
 ADMIN_COMMANDS = ("CONFIG", "LATENCY", "SLOWLOG", "DEBUG", "MONITOR", "SHUTDOWN", "BGSAVE", "CLUSTER", "REPLICAOF", "SLAVEOF", "ACL")
 

@@ -76,7 +76,6 @@ class RedisProcess:
             "port": self.port,
             "password": self.password,
             "socket_timeout": 2,
-            "driver_info": None,
         }
         if self.tls:
             options.update(ssl=True, ssl_ca_certs=self.tls["ca"], ssl_certfile=self.tls["cert"], ssl_keyfile=self.tls["key"])
@@ -110,7 +109,7 @@ class RedisProcess:
 def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None) -> RedisProcess:
     port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
-    args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir), "--enable-debug-command", "local"]
     if tls:
         args += [
             "--tls-port", str(port),

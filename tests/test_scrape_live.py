@@ -1,0 +1,254 @@
+"""The exporter against real redis-server processes, in process (WSGI app, no HTTP socket)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import call, make_app, sample
+
+
+@pytest.fixture
+def app_for():
+    apps = []
+
+    def build(raw):
+        app = make_app(raw)
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.close()
+
+
+def test_values_match_the_info_of_the_same_moment(plain_redis, app_for):
+    app = app_for({"redis": {"addr": plain_redis.addr}})
+    client = plain_redis.client()
+    client.set("k1", "v"), client.set("k2", "v", ex=1000)
+    before = client.info("all")
+    samples = call(app, "/metrics").samples()
+    after = client.info("all")
+    target = f"127.0.0.1:{plain_redis.port}"
+    assert sample(samples, "redis_up", target=target) == 1
+    assert sample(samples, "redis_db_keys", target=target, db="db0") == before["db0"]["keys"] == after["db0"]["keys"]
+    assert sample(samples, "redis_db_keys_expiring", target=target, db="db0") == before["db0"]["expires"]
+    assert sample(samples, "redis_max_clients", target=target) == before["maxclients"]
+    assert sample(samples, "redis_config_maxclients", target=target) == before["maxclients"]
+    assert sample(samples, "redis_memory_max_bytes", target=target) == before["maxmemory"]
+    for counter, field in (
+        ("redis_keyspace_hits_total", "keyspace_hits"),
+        ("redis_commands_processed_total", "total_commands_processed"),
+        ("redis_connections_received_total", "total_connections_received"),
+    ):
+        assert before[field] <= sample(samples, counter, target=target) <= after[field]
+    assert before["uptime_in_seconds"] <= sample(samples, "redis_uptime_in_seconds", target=target) <= after["uptime_in_seconds"]
+    calls_before = before["cmdstat_set"]["calls"]
+    assert sample(samples, "redis_commands_total", target=target, cmd="set") == calls_before
+    info = sample(samples, "redis_instance_info", target=target, **_instance_labels(before))
+    assert info == 1
+
+
+def _instance_labels(info: dict) -> dict[str, str]:
+    return {
+        "redis_version": str(info["redis_version"]),
+        "redis_build_id": str(info["redis_build_id"]),
+        "redis_mode": info["redis_mode"],
+        "os": info["os"],
+        "maxmemory_policy": info["maxmemory_policy"],
+        "tcp_port": str(info["tcp_port"]),
+        "server_name": "",
+        "valkey_version": "",
+    }
+
+
+def test_every_numeric_info_field_is_exported(plain_redis, app_for):
+    from exporter.info_fields import KNOWN_FIELDS, MASTER_LABELLED_FIELDS
+    from exporter.info_metrics import metric_name_for_unknown
+    from exporter.redis_info import IDENTIFIER_FIELDS
+
+    app = app_for({"redis": {"addr": plain_redis.addr}})
+    names = {name for name, _ in call(app, "/metrics").samples()}
+    info = plain_redis.client().info("all")
+    structured = ("db", "cmdstat_", "errorstat_", "latency_percentiles_usec_", "slave")
+    checked = 0
+    for field, raw in info.items():
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or field in IDENTIFIER_FIELDS or field.startswith(structured):
+            continue
+        spec = KNOWN_FIELDS.get(field) or MASTER_LABELLED_FIELDS.get(field)
+        expected = spec.name if spec else metric_name_for_unknown(field)
+        assert expected in names, f"INFO field {field} is not exported as {expected}"
+        checked += 1
+    assert checked > 120
+
+
+def test_connection_is_reused_between_scrapes(plain_redis, app_for):
+    app = app_for({"redis": {"addr": plain_redis.addr}})
+    received = plain_redis.client().info("stats")["total_connections_received"]
+    for _ in range(5):
+        call(app, "/metrics")
+    samples = call(app, "/metrics").samples()
+    target = f"127.0.0.1:{plain_redis.port}"
+    assert sample(samples, "elasticache_exporter_target_connects_total", target=target) == 1
+    # this test's own client connections: the one above and the one below
+    assert plain_redis.client().info("stats")["total_connections_received"] == received + 2
+
+
+def test_elasticache_like_node_gets_no_error_replies(elasticache_like_redis, app_for):
+    app = app_for({"redis": {"addr": elasticache_like_redis.addr}})
+    client = elasticache_like_redis.client()
+    errors_before = client.info("stats")["total_error_replies"]
+    for _ in range(10):
+        samples = call(app, "/metrics").samples()
+    target = f"127.0.0.1:{elasticache_like_redis.port}"
+    assert sample(samples, "redis_up", target=target) == 1
+    assert client.info("stats")["total_error_replies"] == errors_before
+    assert not any(name.startswith("redis_slowlog") for name, _ in samples)
+    assert sample(samples, "redis_config_maxclients", target=target) == 10000
+
+
+def test_slowlog_and_latency_are_exported_where_allowed(plain_redis, app_for):
+    app = app_for({"redis": {"addr": plain_redis.addr}})
+    client = plain_redis.client()
+    client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
+    client.execute_command("DEBUG", "SLEEP", "0.01")
+    errors_before = client.info("stats")["total_error_replies"]
+    samples = call(app, "/metrics").samples()
+    target = f"127.0.0.1:{plain_redis.port}"
+    assert sample(samples, "redis_slowlog_length", target=target) == client.slowlog_len()
+    assert sample(samples, "redis_latency_spike_duration_seconds", target=target, event_name="command") >= 0.01
+    assert client.info("stats")["total_error_replies"] == errors_before
+
+
+def test_acl_user_denied_commands_are_dropped_after_one_refusal(acl_redis, app_for):
+    app = app_for({"redis": {"addr": acl_redis.addr, "user": "monitor", "password": "monitor-secret-pw"}})
+    admin = acl_redis.client()
+    samples = call(app, "/metrics").samples()
+    target = f"127.0.0.1:{acl_redis.port}"
+    assert sample(samples, "redis_up", target=target) == 1
+    denied = admin.info("stats")["total_error_replies"]
+    for _ in range(5):
+        samples = call(app, "/metrics").samples()
+    assert sample(samples, "redis_up", target=target) == 1
+    assert admin.info("stats")["total_error_replies"] == denied
+
+
+def test_wrong_password_is_an_auth_error(acl_redis, app_for):
+    app = app_for({"redis": {"addr": acl_redis.addr, "password": "wrong-password"}})
+    response = call(app, "/metrics")
+    assert response.code == 200
+    samples = response.samples()
+    target = f"127.0.0.1:{acl_redis.port}"
+    assert sample(samples, "redis_up", target=target) == 0
+    assert sample(samples, "elasticache_exporter_target_last_error", target=target, kind="auth") == 1
+    assert sample(samples, "elasticache_exporter_target_scrape_errors_total", target=target, kind="auth") == 1
+    assert "wrong-password" not in response.text
+
+
+def test_no_password_on_protected_node_is_an_auth_error(acl_redis, app_for):
+    app = app_for({"redis": {"addr": acl_redis.addr}})
+    samples = call(app, "/metrics").samples()
+    assert sample(samples, "elasticache_exporter_target_last_error", target=f"127.0.0.1:{acl_redis.port}", kind="auth") == 1
+
+
+def test_tls_with_ca_and_client_certificate(tls_redis, certificates, app_for):
+    app = app_for(
+        {
+            "redis": {
+                "addr": tls_redis.addr,
+                "tls_ca_file": certificates["ca"],
+                "tls_cert_file": certificates["cert"],
+                "tls_key_file": certificates["key"],
+            }
+        }
+    )
+    samples = call(app, "/metrics").samples()
+    assert sample(samples, "redis_up", target=f"127.0.0.1:{tls_redis.port}") == 1
+
+
+def test_tls_server_name_is_verified(tls_redis, certificates, app_for):
+    good = app_for({"redis": {"addr": tls_redis.addr, "tls_ca_file": certificates["ca"], "tls_server_name": "redis.test"}})
+    assert sample(call(good, "/metrics").samples(), "redis_up", target=f"127.0.0.1:{tls_redis.port}") == 1
+    bad = app_for({"redis": {"addr": tls_redis.addr, "tls_ca_file": certificates["ca"], "tls_server_name": "other.test"}})
+    samples = call(bad, "/metrics").samples()
+    assert sample(samples, "elasticache_exporter_target_last_error", target=f"127.0.0.1:{tls_redis.port}", kind="tls") == 1
+
+
+def test_tls_without_ca_fails_unless_verification_is_skipped(tls_redis, app_for):
+    target = f"127.0.0.1:{tls_redis.port}"
+    strict = app_for({"redis": {"addr": tls_redis.addr}})
+    assert sample(call(strict, "/metrics").samples(), "elasticache_exporter_target_last_error", target=target, kind="tls") == 1
+    relaxed = app_for({"redis": {"addr": tls_redis.addr, "tls_insecure_skip_verify": True}})
+    assert sample(call(relaxed, "/metrics").samples(), "redis_up", target=target) == 1
+
+
+def test_replica_and_primary_metrics(replicated_redis, app_for):
+    primary, replica = replicated_redis
+    app = app_for({"targets": [{"name": "primary", "addr": primary.addr}, {"name": "replica", "addr": replica.addr}]})
+    samples = call(app, "/metrics").samples()
+    assert sample(samples, "redis_instance_role", target="primary", role="master") == 1
+    assert sample(samples, "redis_instance_role", target="replica", role="slave") == 1
+    assert sample(samples, "redis_connected_slaves", target="primary") == 1
+    assert sample(samples, "redis_master_link_up", target="replica", master_host="127.0.0.1", master_port=str(primary.port)) == 1
+    offsets = [v for (name, labels), v in samples.items() if name == "redis_connected_slave_offset_bytes"]
+    assert len(offsets) == 1
+
+
+def test_down_hung_and_healthy_targets_in_one_scrape(plain_redis, fresh_redis, app_for):
+    from servers import free_port
+
+    closed_port = free_port()
+    app = app_for(
+        {
+            "targets": [
+                {"name": "healthy", "addr": plain_redis.addr},
+                {"name": "hung", "addr": fresh_redis.addr, "timeout": "1s"},
+                {"name": "down", "addr": f"redis://127.0.0.1:{closed_port}", "timeout": "1s"},
+            ]
+        }
+    )
+    assert sample(call(app, "/metrics").samples(), "redis_up", target="hung") == 1
+    fresh_redis.pause()
+    try:
+        started = time.monotonic()
+        response = call(app, "/metrics")
+        elapsed = time.monotonic() - started
+    finally:
+        fresh_redis.resume()
+    samples = response.samples()
+    assert response.code == 200
+    assert elapsed < 1.8, elapsed
+    assert sample(samples, "redis_up", target="healthy") == 1
+    assert sample(samples, "redis_up", target="hung") == 0
+    assert sample(samples, "redis_up", target="down") == 0
+    assert sample(samples, "elasticache_exporter_target_last_error", target="hung", kind="timeout") == 1
+    assert sample(samples, "elasticache_exporter_target_last_error", target="down", kind="refused") == 1
+    # recovered: the hung node answers again after a reconnect
+    deadline = time.monotonic() + 10
+    while sample(call(app, "/metrics").samples(), "redis_up", target="hung") != 1:
+        assert time.monotonic() < deadline, "hung target did not recover"
+        time.sleep(0.1)
+
+
+def test_prometheus_scrape_timeout_header_bounds_the_scrape(fresh_redis, app_for):
+    app = app_for({"redis": {"addr": fresh_redis.addr, "timeout": "10s"}})
+    call(app, "/metrics")
+    fresh_redis.pause()
+    try:
+        started = time.monotonic()
+        samples = call(app, "/metrics", headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.6"}).samples()
+        elapsed = time.monotonic() - started
+    finally:
+        fresh_redis.resume()
+    assert elapsed < 1.0, elapsed
+    assert sample(samples, "redis_up", target=f"127.0.0.1:{fresh_redis.port}") == 0
+
+
+def test_gzip_and_openmetrics_negotiation(plain_redis, app_for):
+    app = app_for({"redis": {"addr": plain_redis.addr}})
+    response = call(app, "/metrics", headers={"Accept-Encoding": "gzip"})
+    assert response.headers["Content-Encoding"] == "gzip"
+    assert "redis_up" in response.text
+    response = call(app, "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+    assert response.text.rstrip().endswith("# EOF")
