@@ -61,6 +61,7 @@ def setup_logging(level: str, fmt: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elasticache-exporter",
+        allow_abbrev=False,
         description="Prometheus exporter for Redis, Valkey and AWS ElastiCache.",
     )
     parser.add_argument("--version", action="version", version=f"elasticache-exporter {__version__}")
@@ -69,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("serve", "serve metrics over HTTP"),
         ("demo", "serve metrics of a local Redis on :6379, starting a throwaway redis-server if none answers"),
     ):
-        sub = commands.add_parser(name, help=help_, description=help_)
+        sub = commands.add_parser(name, help=help_, description=help_, allow_abbrev=False)
         sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
         for flag, flag_help in SERVE_FLAGS.items():
             env = flag_to_env(flag)

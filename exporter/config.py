@@ -200,7 +200,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         targets.append(_target(item, f"targets[{index}]", timeout, environ))
 
     redis = _mapping(raw, "redis")
-    _check_keys(redis, "redis", {"addr", "user", "password", "password_file", "password_env", *_TLS_KEYS, "timeout"})
+    _check_keys(redis, "redis", {"addr", *_CREDENTIAL_KEYS})
     addr = redis.get("addr", None if targets_raw else DEFAULT_REDIS_ADDR)
     if addr not in (None, ""):
         single = {"addr": addr, **{k: v for k, v in redis.items() if k != "addr"}}
@@ -231,7 +231,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
 
 
 _TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}
-_CREDENTIAL_KEYS = {"user", "password_file", "password_env", "timeout", *_TLS_KEYS}
+_CREDENTIAL_KEYS = {"user", "password", "password_file", "password_env", "timeout", *_TLS_KEYS}
 
 
 def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], default_name: bool = False) -> TargetConfig:
@@ -239,7 +239,7 @@ def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], def
         item = {"addr": item}
     if not isinstance(item, dict):
         raise ConfigError(key, "must be an address or a mapping with 'addr'")
-    _check_keys(item, key, {"name", "addr", "password", *_CREDENTIAL_KEYS})
+    _check_keys(item, key, {"name", "addr", *_CREDENTIAL_KEYS})
     addr = _string(item.get("addr"), f"{key}.addr")
     try:
         parsed = parse_address(addr)
@@ -252,8 +252,6 @@ def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], def
     password = None
     if parsed.password is not None:
         password = Secret(value=parsed.password, source=f"{key}.addr")
-    if item.get("password") not in (None, ""):
-        password = Secret(value=_string(item["password"], f"{key}.password"), source=f"{key}.password")
     credentials = _credentials(item, key, timeout, environ, password, endpoint.username)
     name = item.get("name")
     if name is None:
@@ -287,6 +285,8 @@ def _allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str])
 def _credentials(
     item: dict[str, Any], key: str, timeout: float, environ: Mapping[str, str], password: Secret | None, username: str | None
 ) -> Credentials:
+    if item.get("password") not in (None, ""):
+        password = Secret(value=_string(item["password"], f"{key}.password"), source=f"{key}.password")
     if item.get("password_file") not in (None, ""):
         path = _string(item["password_file"], f"{key}.password_file")
         if not os.access(path, os.R_OK):

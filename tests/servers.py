@@ -109,7 +109,8 @@ class RedisProcess:
 def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None) -> RedisProcess:
     port = free_port()
     workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
-    args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir), "--enable-debug-command", "local"]
+    args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
+    args += ["--enable-debug-command", "local"]
     if tls:
         args += [
             "--tls-port", str(port),

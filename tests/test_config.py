@@ -1,0 +1,215 @@
+"""Configuration: sources and their precedence, validation errors, addresses and the allow-list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from exporter.addresses import AddressError, HostPattern, parse_address
+from exporter.cli import build_parser, load_config
+from exporter.config import DEFAULT_REDIS_ADDR, build_config
+from exporter.errors import ConfigError
+
+
+def config_from(argv: list[str], environ: dict[str, str] | None = None, yaml_text: str | None = None, tmp_path=None):
+    if yaml_text is not None:
+        path = tmp_path / "config.yml"
+        path.write_text(yaml_text)
+        argv = ["--config.file", str(path), *argv]
+    args = build_parser().parse_args(["serve", *argv])
+    return load_config(args, environ or {})
+
+
+def test_defaults_scrape_localhost():
+    config = config_from([])
+    assert [t.display for t in config.targets] == [DEFAULT_REDIS_ADDR.replace("localhost", "localhost")]
+    assert config.listen_address == ":9769"
+    assert config.targets[0].name == "localhost:6379"
+
+
+def test_flags_override_environment_override_file(tmp_path):
+    yaml_text = "web:\n  listen_address: ':1111'\nredis:\n  addr: redis://file-host:6379\nscrape:\n  timeout: 3s\n"
+    from_file = config_from([], {}, yaml_text, tmp_path)
+    assert from_file.listen_address == ":1111"
+    assert from_file.targets[0].endpoint.host == "file-host"
+    assert from_file.scrape_timeout == 3
+    env = {"ELASTICACHE_EXPORTER_REDIS_ADDR": "redis://env-host:6380", "ELASTICACHE_EXPORTER_WEB_LISTEN_ADDRESS": ":2222"}
+    from_env = config_from([], env, yaml_text, tmp_path)
+    assert from_env.listen_address == ":2222"
+    assert from_env.targets[0].endpoint.host == "env-host"
+    assert from_env.scrape_timeout == 3
+    from_flags = config_from(["--redis.addr", "flag-host:7000", "--scrape.timeout", "2s"], env, yaml_text, tmp_path)
+    assert from_flags.targets[0].endpoint.host == "flag-host"
+    assert from_flags.targets[0].endpoint.port == 7000
+    assert from_flags.listen_address == ":2222"
+    assert from_flags.scrape_timeout == 2
+
+
+def test_config_file_from_environment(tmp_path):
+    path = tmp_path / "c.yml"
+    path.write_text("targets:\n  - name: a\n    addr: redis://a:6379\n")
+    config = load_config(build_parser().parse_args(["serve"]), {"ELASTICACHE_EXPORTER_CONFIG_FILE": str(path)})
+    assert [t.name for t in config.targets] == ["a"]  # a file with targets has no default single target
+
+
+def test_empty_redis_addr_means_multi_target_only():
+    assert config_from(["--redis.addr", ""]).targets == ()
+
+
+def test_targets_with_credentials(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("from-file\n")
+    yaml_text = f"""
+targets:
+  - name: orders
+    addr: rediss://orders.abc.cache.amazonaws.com:6379
+    user: exporter
+    password_file: {secret}
+    timeout: 2s
+  - addr: redis://:inline-pw@10.0.0.5:6380/2
+  - name: env
+    addr: 10.0.0.6
+    password_env: ORDERS_PW
+"""
+    config = config_from(["--redis.addr", ""], {"ORDERS_PW": "from-env"}, yaml_text, tmp_path)
+    orders, inline, env = config.targets
+    assert orders.endpoint.tls and orders.credentials.username == "exporter"
+    assert orders.credentials.password.reveal() == "from-file"
+    assert orders.credentials.timeout == 2
+    assert orders.display == "rediss://exporter@orders.abc.cache.amazonaws.com:6379"
+    assert inline.name == "10.0.0.5:6380"
+    assert inline.credentials.password.reveal() == "inline-pw"
+    assert "inline-pw" not in inline.display and "inline-pw" not in repr(inline)
+    assert inline.endpoint.db == 2
+    assert env.credentials.password.reveal() == "from-env"
+
+
+def test_redis_password_from_environment_only():
+    config = config_from([], {"ELASTICACHE_EXPORTER_REDIS_PASSWORD": "s3cret"})
+    assert config.targets[0].credentials.password.reveal() == "s3cret"
+    assert "s3cret" not in repr(config)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--redis.password", "x"])
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "problem"),
+    [
+        ({"targets": [{"addr": "http://x:1"}]}, "targets[0].addr", "unsupported scheme"),
+        ({"targets": [{"addr": "x:99999"}]}, "targets[0].addr", "invalid port"),
+        ({"targets": [{"addr": "x", "tmeout": "1s"}]}, "targets[0].tmeout", "unknown key"),
+        ({"targets": [{"addr": "x", "timeout": "soon"}]}, "targets[0].timeout", "positive duration"),
+        ({"targets": [{"addr": "x", "password_file": "/nonexistent/pw"}]}, "targets[0].password_file", "cannot read"),
+        ({"targets": [{"addr": "x", "password_env": "NOT_SET_ANYWHERE"}]}, "targets[0].password_env", "is not set"),
+        ({"targets": [{"addr": "x", "tls_cert_file": "/etc/hostname"}]}, "targets[0].tls_cert_file", "go together"),
+        ({"targets": [{"name": "a", "addr": "x"}, {"name": "a", "addr": "y"}]}, "targets", "used twice"),
+        ({"scrape": {"allow": [{"hosts": ["10.0.0.0/33"]}]}}, "scrape.allow[0].hosts[0]", "invalid network"),
+        ({"scrape": {"concurrency": 0}}, "scrape.concurrency", "between"),
+        ({"web": {"listen_address": "nowhere"}}, "web.listen_address", "host:port"),
+        ({"log": {"level": "loud"}}, "log.level", "must be one of"),
+        ({"redis": {"addr": "[::1"}}, "redis.addr", "unclosed"),
+        ({"surprise": 1}, "surprise", "unknown key"),
+    ],
+)
+def test_invalid_config_names_the_key(raw, key, problem):
+    with pytest.raises(ConfigError) as caught:
+        build_config(raw, environ={})
+    assert caught.value.key == key
+    assert problem in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_cli_reports_invalid_config_in_one_line_with_exit_2(tmp_path):
+    path = tmp_path / "bad.yml"
+    path.write_text("targets:\n  - addr: ftp://nope\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--config.file", str(path)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["elasticache-exporter: config key 'targets[0].addr': unsupported scheme 'ftp' (use redis:// or rediss://)"]
+
+
+def test_cli_reports_broken_yaml_with_its_position(tmp_path):
+    path = tmp_path / "bad.yml"
+    path.write_text("targets:\n  - addr: [unclosed\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "--version"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0 and result.stdout.startswith("elasticache-exporter ")
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--config.file", str(path)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 2
+    assert "config key 'config.file'" in result.stderr and "line 3" in result.stderr
+
+
+def test_help_lists_flags_and_environment_variables():
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0
+    assert "--redis.addr" in result.stdout and "ELASTICACHE_EXPORTER_REDIS_ADDR" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "tls"),
+    [
+        ("redis://h:1", "h", 1, False),
+        ("rediss://h", "h", 6379, True),
+        ("valkeys://h:2", "h", 2, True),
+        ("h.example.com:7000", "h.example.com", 7000, False),
+        ("[::1]:6380", "::1", 6380, False),
+        ("redis://[::1]", "::1", 6379, False),
+        ("127.0.0.1", "127.0.0.1", 6379, False),
+    ],
+)
+def test_addresses(text, host, port, tls):
+    endpoint = parse_address(text).endpoint
+    assert (endpoint.host, endpoint.port, endpoint.tls) == (host, port, tls)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "unix:///var/run/redis.sock",
+        "file:///etc/passwd",
+        "http://h:80",
+        "tcp://h:1",
+        "h:0",
+        "h:65536",
+        "::1",
+        "[::1",
+        "h:1?x=y",
+        "h:1#frag",
+        "h h",
+        "h\n:1",
+        "redis://h:1/x",
+        "",
+    ],
+)
+def test_bad_addresses_are_refused(text):
+    with pytest.raises(AddressError):
+        parse_address(text)
+
+
+def test_userinfo_is_refused_where_credentials_must_not_come_from_the_address():
+    with pytest.raises(AddressError):
+        parse_address("redis://user:pw@h:1", allow_userinfo=False)
+    with pytest.raises(AddressError):
+        parse_address("allowed.example.com@evil.example.com:6379", allow_userinfo=False)
+
+
+def test_host_patterns():
+    glob = HostPattern.parse("*.cache.amazonaws.com")
+    assert glob.matches("a.b.cache.amazonaws.com")
+    assert not glob.matches("cache.amazonaws.com.evil.com")
+    assert not glob.matches("10.0.0.1")
+    net = HostPattern.parse("10.0.0.0/8")
+    assert net.matches("10.1.2.3")
+    assert not net.matches("11.0.0.1")
+    assert not net.matches("10.0.0.1.example.com")
+    assert not HostPattern.parse("127.0.0.0/8").matches("::ffff:127.0.0.1")
+    assert HostPattern.parse("::1").matches("::1")
