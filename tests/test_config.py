@@ -75,13 +75,15 @@ targets:
 """
     config = config_from(["--redis.addr", ""], {"ORDERS_PW": "from-env"}, yaml_text, tmp_path)
     orders, inline, env = config.targets
-    assert orders.endpoint.tls and orders.credentials.username == "exporter"
+    assert orders.endpoint.tls
+    assert orders.credentials.username == "exporter"
     assert orders.credentials.password.reveal() == "from-file"
     assert orders.credentials.timeout == 2
     assert orders.display == "rediss://exporter@orders.abc.cache.amazonaws.com:6379"
     assert inline.name == "10.0.0.5:6380"
     assert inline.credentials.password.reveal() == "inline-pw"
-    assert "inline-pw" not in inline.display and "inline-pw" not in repr(inline)
+    assert "inline-pw" not in inline.display
+    assert "inline-pw" not in repr(inline)
     assert inline.endpoint.db == 2
     assert env.credentials.password.reveal() == "from-env"
 
@@ -138,12 +140,14 @@ def test_cli_reports_broken_yaml_with_its_position(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "--version"], capture_output=True, text=True, timeout=30, check=False
     )
-    assert result.returncode == 0 and result.stdout.startswith("elasticache-exporter ")
+    assert result.returncode == 0
+    assert result.stdout.startswith("elasticache-exporter ")
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "serve", "--config.file", str(path)], capture_output=True, text=True, timeout=30, check=False
     )
     assert result.returncode == 2
-    assert "config key 'config.file'" in result.stderr and "line 3" in result.stderr
+    assert "config key 'config.file'" in result.stderr
+    assert "line 3" in result.stderr
 
 
 def test_help_lists_flags_and_environment_variables():
@@ -151,7 +155,8 @@ def test_help_lists_flags_and_environment_variables():
         [sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True, timeout=30, check=False
     )
     assert result.returncode == 0
-    assert "--redis.addr" in result.stdout and "ELASTICACHE_EXPORTER_REDIS_ADDR" in result.stdout
+    assert "--redis.addr" in result.stdout
+    assert "ELASTICACHE_EXPORTER_REDIS_ADDR" in result.stdout
 
 
 @pytest.mark.parametrize(
