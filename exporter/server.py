@@ -10,10 +10,9 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from socketserver import ThreadingMixIn
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from urllib.parse import parse_qs, unquote
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -22,6 +21,8 @@ from prometheus_client.process_collector import ProcessCollector
 from . import __version__
 from .collectors.redis import RedisCollector
 from .config import Config, listen_host_port
+from .exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
+from .exposition import encode_text
 from .targets import TargetRefused, TargetSet
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,13 @@ class ExporterApp:
         return self._metrics(environ, start_response, [collector, self._build_info])
 
     def _metrics(self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any]) -> list[bytes]:
-        encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
-        body = encoder(_Families(collectors))
+        accept = environ.get("HTTP_ACCEPT", "")
+        if "application/openmetrics-text" in accept:
+            encoder, content_type = choose_encoder(accept)
+            body = encoder(_Families(collectors))
+        else:
+            content_type = TEXT_CONTENT_TYPE
+            body = encode_text(_Families(collectors).collect())
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)
@@ -130,22 +136,65 @@ def _plain(start_response: StartResponse, status: str, text: str) -> list[bytes]
     return [body]
 
 
-class _QuietHandler(WSGIRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
+    """Runs the WSGI app over HTTP/1.1 with keep-alive, as Prometheus scrapes."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = f"elasticache-exporter/{__version__}"
+    timeout = 120  # an idle keep-alive connection is closed after this many seconds
+
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in two writes; without NODELAY the second waits for a delayed ACK (40 ms)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _serve(self) -> None:
+        path, _, query = self.path.partition("?")
+        environ: dict[str, Any] = {
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": unquote(path),
+            "QUERY_STRING": query,
+            "SERVER_PROTOCOL": self.request_version,
+            "REMOTE_ADDR": self.client_address[0],
+        }
+        for name, value in self.headers.items():
+            environ["HTTP_" + name.upper().replace("-", "_")] = value
+        reply: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+            reply["status"], reply["headers"] = status, headers
+
+        body = b"".join(self.server.app(environ, start_response))  # type: ignore[attr-defined]
+        code, _, reason = reply["status"].partition(" ")
+        self.send_response(int(code), reason)
+        for name, value in reply["headers"]:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s - %s", self.address_string(), format % args)
 
 
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
+class _ThreadingServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # the default of 5 drops the SYNs of a burst of parallel /scrape requests
+
+    def __init__(self, address: tuple[str, int], app: ExporterApp) -> None:
+        super().__init__(address, _Handler)
+        self.app = app
 
 
 class _ThreadingServerV6(_ThreadingServer):
     address_family = socket.AF_INET6
 
 
-def make_http_server(app: ExporterApp, listen_address: str) -> WSGIServer:
-    """A threaded HTTP server for ``app``; the caller runs ``serve_forever()``."""
+def make_http_server(app: ExporterApp, listen_address: str) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server for ``app``; the caller runs ``serve_forever()``."""
     host, port = listen_host_port(listen_address)
     server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
-    return make_server(host or "0.0.0.0", port, app, server_class=server_class, handler_class=_QuietHandler)
+    return server_class((host or "0.0.0.0", port), app)

@@ -210,3 +210,28 @@ def test_a_node_that_appears_later_is_picked_up(fresh_redis):
         wait_until(lambda: sample(parse_samples(exporter.get("/metrics")[1]), "redis_up", target=target) == 1, what="recovery")
     finally:
         exporter.stop()
+
+
+def test_http_keep_alive_head_and_methods(plain_redis):
+    import http.client
+
+    exporter = start_exporter("--redis.addr", plain_redis.addr)
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=5)
+        for _ in range(3):
+            started = time.monotonic()
+            connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+            response = connection.getresponse()
+            body = response.read()
+            assert response.status == 200
+            assert response.getheader("Content-Encoding") == "gzip"
+            assert len(body) == int(response.getheader("Content-Length"))
+            assert time.monotonic() - started < 0.035  # no delayed-ACK stall on a kept-alive connection
+        connection.request("HEAD", "/-/healthy")
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.read() == b""
+        connection.request("POST", "/metrics", body=b"x")
+        assert connection.getresponse().status == 405
+    finally:
+        exporter.stop()
