@@ -106,7 +106,7 @@ def get(port: int, path: str, headers: dict[str, str] | None = None, connection:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def single_target(redis_port: int, scrapes: int, gzip: bool) -> dict[str, float]:

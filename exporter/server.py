@@ -149,6 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
+        self._discard_body()
         path, _, query = self.path.partition("?")
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command,
@@ -172,6 +173,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _discard_body(self) -> None:
+        """No route takes a body; read a small one so the kept-alive connection stays in step."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if 0 < length <= 65536:
+            self.rfile.read(length)
+        elif length != 0 or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
 

@@ -232,6 +232,10 @@ def test_http_keep_alive_head_and_methods(plain_redis):
         assert response.status == 200
         assert response.read() == b""
         connection.request("POST", "/metrics", body=b"x")
-        assert connection.getresponse().status == 405
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 405
+        connection.request("GET", "/-/healthy")
+        assert connection.getresponse().read() == b"OK\n"
     finally:
         exporter.stop()
