@@ -82,6 +82,8 @@ def classify(err: BaseException) -> str:
     """A small fixed set of error kinds, safe as a label value."""
     if isinstance(err, ScrapeFailure):
         return err.kind
+    if isinstance(err, redis.exceptions.BusyLoadingError):
+        return "loading"
     if isinstance(err, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
         return "auth"
     if isinstance(err, redis.exceptions.ResponseError):
@@ -137,6 +139,7 @@ class RedisNode:
             "driver_info": None,  # CLIENT SETINFO is an error on Redis < 7.2
             "retry_on_timeout": False,
             "retry": None,
+            "protocol": 2,  # redis-py would send HELLO 3, which servers before Redis 6 refuse
         }
         if self.endpoint.tls:
             return _TlsConnection(
