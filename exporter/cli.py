@@ -32,6 +32,9 @@ SERVE_FLAGS: dict[str, str] = {
     "redis.tls-server-name": "server name to verify instead of the host of --redis.addr",
     "redis.tls-insecure-skip-verify": "do not verify the server certificate (explicit opt-in)",
     "scrape.timeout": "timeout of one target's scrape, e.g. 5s (Prometheus' own scrape timeout also applies)",
+    "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",
+    "heartbeat.key": "name of the exporter's heartbeat key (default elasticache-exporter:heartbeat)",
+    "heartbeat.interval": "how often the heartbeat is written, e.g. 1s",
     "log.level": "debug, info, warn or error (default info)",
     "log.format": "text or json (default text)",
 }
@@ -74,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
         for flag, flag_help in SERVE_FLAGS.items():
             env = flag_to_env(flag)
-            if flag.endswith("skip-verify"):
+            if flag.endswith(("skip-verify", "heartbeat.write")):
                 sub.add_argument(f"--{flag}", dest=flag, action="store_const", const="true", default=None, help=f"{flag_help} [{env}]")
             else:
                 sub.add_argument(f"--{flag}", dest=flag, metavar="VALUE", default=None, help=f"{flag_help} [{env}]")

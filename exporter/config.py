@@ -93,6 +93,17 @@ class AllowRule:
 
 
 @dataclass(frozen=True)
+class HeartbeatConfig:
+    """Replication heartbeats: read ElastiCache's and our own key; optionally write our own."""
+
+    read: bool = True
+    write: bool = False
+    key: str = "elasticache-exporter:heartbeat"
+    interval: float = 1.0
+    ttl: float = 300.0
+
+
+@dataclass(frozen=True)
 class Config:
     listen_address: str = DEFAULT_LISTEN_ADDRESS
     telemetry_path: str = "/metrics"
@@ -102,6 +113,7 @@ class Config:
     scrape_concurrency: int = 16
     targets: tuple[TargetConfig, ...] = ()
     allow: tuple[AllowRule, ...] = ()
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     source_file: str | None = None
 
 
@@ -172,7 +184,7 @@ def env_values(flags: list[str], environ: Mapping[str, str]) -> dict[str, str]:
 
 def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     environ = os.environ if environ is None else environ
-    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets"})
+    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat"})
     web = _mapping(raw, "web")
     _check_keys(web, "web", {"listen_address", "telemetry_path"})
     log = _mapping(raw, "log")
@@ -218,6 +230,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     allow = tuple(_allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
 
     return Config(
+        heartbeat=_heartbeat(_mapping(raw, "heartbeat")),
         listen_address=listen,
         telemetry_path=path,
         log_level=level,
@@ -227,6 +240,25 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         targets=tuple(targets),
         allow=allow,
         source_file=source_file,
+    )
+
+
+def _heartbeat(raw: dict[str, Any]) -> HeartbeatConfig:
+    _check_keys(raw, "heartbeat", {"read", "write", "key", "interval", "ttl"})
+    defaults = HeartbeatConfig()
+    key = _string(raw.get("key", defaults.key), "heartbeat.key")
+    if not key or len(key) > 512 or not key.isprintable() or " " in key:
+        raise ConfigError("heartbeat.key", "must be a non-empty printable key name without spaces")
+    interval = _duration(raw.get("interval", defaults.interval), "heartbeat.interval")
+    ttl = _duration(raw.get("ttl", defaults.ttl), "heartbeat.ttl")
+    if ttl <= interval:
+        raise ConfigError("heartbeat.ttl", f"must be longer than heartbeat.interval ({interval:g}s)")
+    return HeartbeatConfig(
+        read=_bool(raw.get("read", defaults.read), "heartbeat.read"),
+        write=_bool(raw.get("write", defaults.write), "heartbeat.write"),
+        key=key,
+        interval=interval,
+        ttl=ttl,
     )
 
 

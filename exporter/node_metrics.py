@@ -79,6 +79,7 @@ def add_target_health(
     last_error: str,
     malformed: int,
     connects: int,
+    heartbeat_errors: dict[tuple[str, str], int],
 ) -> None:
     base = {"target": target}
     out.add("redis_up", GAUGE, "Whether the last scrape of the target succeeded.", base, 1.0 if up else 0.0)
@@ -112,3 +113,11 @@ def add_target_health(
         float(malformed),
     )
     out.add("elasticache_exporter_target_connects_total", COUNTER, "Connections opened to the target.", base, float(connects))
+    for (source, reason), count in sorted(heartbeat_errors.items()):
+        out.add(
+            "elasticache_exporter_heartbeat_errors_total",
+            COUNTER,
+            "Heartbeat keys that could not be read: of another type than string, or not a timestamp.",
+            {**base, "source": source, "reason": reason},
+            float(count),
+        )

@@ -23,7 +23,7 @@ from .addresses import Endpoint
 from .config import Credentials, TlsOptions
 
 CLIENT_NAME = "elasticache-exporter"
-OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster", "config")
+OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster")
 
 
 class ScrapeFailure(Exception):
@@ -44,7 +44,8 @@ class ScrapeResult:
     slowlog_last: Any = None
     latency_latest: Any = None
     cluster_info: str | None = None
-    config: dict[str, str] = field(default_factory=dict)
+    heartbeat_values: list[bytes | None] | None = None
+    heartbeat_types: dict[str, str] = field(default_factory=dict)
     read_time: float = 0.0
     duration: float = 0.0
     command_errors: int = 0
@@ -114,9 +115,10 @@ def classify(err: BaseException) -> str:
 class RedisNode:
     """A Redis endpoint with at most one open connection, used by one scrape at a time."""
 
-    def __init__(self, endpoint: Endpoint, credentials: Credentials) -> None:
+    def __init__(self, endpoint: Endpoint, credentials: Credentials, heartbeat_keys: tuple[str, ...] = ()) -> None:
         self.endpoint = endpoint
         self.credentials = credentials
+        self.heartbeat_keys = heartbeat_keys
         self._lock = threading.Lock()
         self._conn: Connection | None = None
         self._allowed: dict[str, bool] = {}
@@ -149,11 +151,12 @@ class RedisNode:
             )
         return Connection(**kwargs)
 
-    def _connect(self) -> Connection:
+    def _connect(self, probe: bool = True) -> Connection:
         conn = self._new_connection()
         try:
             conn.connect()
-            self._probe(conn)
+            if probe:
+                self._probe(conn)
         except BaseException:
             conn.disconnect()
             raise
@@ -177,6 +180,28 @@ class RedisNode:
             if isinstance(name_reply, Exception):
                 self._allowed["client"] = False
 
+    def write_heartbeat(self, key: str, value: str, ttl_ms: int) -> bool:
+        """SET ``key`` if, and only if, ``ROLE`` says this node is a master; False when it is not."""
+        with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = self._connect(probe=False)
+                deadline = time.monotonic() + self.credentials.timeout
+                (role,) = _pipeline(self._conn, [("ROLE",)], deadline)
+                if isinstance(role, Exception):
+                    raise role
+                if not (isinstance(role, list) and role and role[0] == b"master"):
+                    return False
+                (reply,) = _pipeline(self._conn, [("SET", key, value, "PX", str(ttl_ms))], deadline)
+                if isinstance(reply, Exception):
+                    raise reply
+                return True
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ScrapeFailure, OSError):
+                if self._conn is not None:
+                    self._conn.disconnect()
+                    self._conn = None
+                raise
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -199,6 +224,11 @@ class RedisNode:
             commands.append(("latency", ("LATENCY", "LATEST")))
         if self._cluster_enabled and self._allowed.get("cluster", True):
             commands.append(("cluster", ("CLUSTER", "INFO")))
+        if self.heartbeat_keys and self._allowed.get("heartbeat", True):
+            # MGET answers nil, not an error, for a key of another type; TYPE tells the two apart
+            commands.append(("heartbeat", ("MGET", *self.heartbeat_keys)))
+            if self._allowed.get("heartbeat_type", True):
+                commands.extend(("heartbeat_type", ("TYPE", key)) for key in self.heartbeat_keys)
         return commands
 
     def scrape(self, deadline: float) -> ScrapeResult:
@@ -263,6 +293,10 @@ def _store(result: ScrapeResult, purpose: str, args: tuple[str, ...], reply: Any
         result.latency_latest = reply
     elif purpose == "cluster":
         result.cluster_info = _text(reply)
+    elif purpose == "heartbeat":
+        result.heartbeat_values = [v if isinstance(v, bytes) else None for v in reply] if isinstance(reply, list) else None
+    elif purpose == "heartbeat_type":
+        result.heartbeat_types[args[1]] = _text(reply)
 
 
 def _text(reply: Any) -> str:

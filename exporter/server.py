@@ -23,7 +23,8 @@ from .collectors.redis import RedisCollector
 from .config import Config, listen_host_port
 from .exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from .exposition import encode_text
-from .targets import TargetRefused, TargetSet
+from .heartbeat import HeartbeatWriter, HeartbeatWriterCollector
+from .targets import Target, TargetRefused, TargetSet
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,16 @@ class ExporterApp:
         self._process = ProcessCollector(registry=None)
         self._build_info = _BuildInfo()
         self.started = time.time()
+        self.heartbeat_writer: HeartbeatWriter | None = None
+        self._extra_collectors: list[Any] = []
+        if config.heartbeat.write:
+            self.heartbeat_writer = HeartbeatWriter(config.heartbeat, list(config.targets))
+            self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))
+            self.heartbeat_writer.start()
 
     def close(self) -> None:
+        if self.heartbeat_writer is not None:
+            self.heartbeat_writer.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.targets.close()
 
@@ -84,8 +93,8 @@ class ExporterApp:
             if method not in ("GET", "HEAD"):
                 return _plain(start_response, "405 Method Not Allowed", "only GET and HEAD\n")
             if path == self.config.telemetry_path:
-                collectors = [RedisCollector(self.targets.configured, self.executor, self.deadline(environ))]
-                return self._metrics(environ, start_response, [*collectors, self._build_info, self._process])
+                collectors = [self._redis_collector(self.targets.configured, environ)]
+                return self._metrics(environ, start_response, [*collectors, *self._extra_collectors, self._build_info, self._process])
             if path == "/scrape":
                 return self._scrape(environ, start_response)
             if path in ("/-/healthy", "/health"):
@@ -110,8 +119,17 @@ class ExporterApp:
             target = self.targets.resolve(values[0])
         except TargetRefused as err:
             return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
-        collector = RedisCollector([target], self.executor, self.deadline(environ))
+        collector = self._redis_collector([target], environ)
         return self._metrics(environ, start_response, [collector, self._build_info])
+
+    def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
+        return RedisCollector(
+            targets,
+            self.executor,
+            self.deadline(environ),
+            heartbeat_sources=self.targets.heartbeat_sources,
+            address_names=self.targets.address_names,
+        )
 
     def _metrics(self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any]) -> list[bytes]:
         accept = environ.get("HTTP_ACCEPT", "")

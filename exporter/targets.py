@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .addresses import AddressError, Endpoint, parse_address
 from .config import Config, Credentials
+from .heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
 from .redis_node import RedisNode
 
 MAX_AD_HOC_NODES = 512
@@ -31,6 +32,7 @@ class TargetState:
     last_duration: float = 0.0
     last_success: float = 0.0
     malformed_lines: int = 0
+    heartbeat_errors: dict[tuple[str, str], int] = field(default_factory=dict)
     up: bool = False
     role: str = ""
     version: str = ""
@@ -53,10 +55,17 @@ class TargetSet:
     def __init__(self, config: Config) -> None:
         self._by_name: dict[str, Target] = {}
         self._by_address: dict[tuple[str, int, int], Target] = {}
+        self.heartbeat_sources: tuple[tuple[str, str], ...] = (
+            ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
+        )
+        keys = tuple(key for _, key in self.heartbeat_sources)
         for item in config.targets:
-            target = Target(item.name, RedisNode(item.endpoint, item.credentials))
+            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys))
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
+        self.address_names: dict[tuple[str, int], str] = {
+            (item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)
+        }
         self._allow = config.allow
         self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
         self._lock = threading.Lock()
@@ -88,7 +97,9 @@ class TargetSet:
             target = self._ad_hoc.get(key)
             if target is None:
                 node = RedisNode(
-                    Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username), credentials
+                    Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username),
+                    credentials,
+                    tuple(key for _, key in self.heartbeat_sources),
                 )
                 target = Target(node.endpoint.display(), node)
                 self._ad_hoc[key] = target

@@ -17,7 +17,9 @@ from prometheus_client.metrics_core import Metric
 
 from ..families import FamilySet
 from ..node_metrics import add_node_metrics, add_target_health, parse_result
+from ..redis_info import InfoReply
 from ..redis_node import ScrapeResult, classify
+from ..replication import AddressNames, HeartbeatReading, add_heartbeat_metrics, add_replication_metrics
 from ..targets import Target
 
 log = logging.getLogger(__name__)
@@ -26,10 +28,20 @@ log = logging.getLogger(__name__)
 class RedisCollector:
     """Collects the given targets once per ``collect()`` call, by ``deadline``."""
 
-    def __init__(self, targets: Iterable[Target], executor: ThreadPoolExecutor, deadline: float) -> None:
+    def __init__(
+        self,
+        targets: Iterable[Target],
+        executor: ThreadPoolExecutor,
+        deadline: float,
+        *,
+        heartbeat_sources: tuple[tuple[str, str], ...] = (),
+        address_names: AddressNames | None = None,
+    ) -> None:
         self._targets = list(targets)
         self._executor = executor
         self._deadline = deadline
+        self._heartbeat_sources = heartbeat_sources
+        self._address_names = address_names or {}
 
     def collect(self) -> Iterator[Metric]:
         out = FamilySet()
@@ -37,7 +49,7 @@ class RedisCollector:
         outcomes = self._scrape_all()
         elapsed = time.monotonic() - started
         for target, outcome in zip(self._targets, outcomes, strict=True):
-            _record(target, outcome, elapsed, out)
+            self._record(target, outcome, elapsed, out)
         return iter(out)
 
     def _scrape_all(self) -> list[ScrapeResult | BaseException]:
@@ -57,6 +69,31 @@ class RedisCollector:
         return outcomes
 
 
+    def _record(self, target: Target, outcome: ScrapeResult | BaseException, elapsed: float, out: FamilySet) -> None:
+        heartbeat_errors: list[tuple[str, str]] = []
+        info = None
+        if isinstance(outcome, ScrapeResult):
+            try:
+                info = parse_result(outcome)
+                add_node_metrics(info, outcome, target.name, out)
+                add_replication_metrics(info, target.name, self._address_names, out)
+                heartbeat_errors = add_heartbeat_metrics(
+                    self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
+                )
+            except Exception:  # our own bug with this reply: report the target down, keep the others
+                log.exception("could not turn the reply of target %s into metrics", target.name)
+                outcome, info = RuntimeError("internal"), None
+        _record_state(target, outcome, info, elapsed, heartbeat_errors, out)
+
+    def _readings(self, result: ScrapeResult) -> list[HeartbeatReading]:
+        if result.heartbeat_values is None or len(result.heartbeat_values) != len(self._heartbeat_sources):
+            return []
+        return [
+            HeartbeatReading(source, key, value, result.heartbeat_types.get(key))
+            for (source, key), value in zip(self._heartbeat_sources, result.heartbeat_values, strict=True)
+        ]
+
+
 def _scrape_one(target: Target, deadline: float) -> ScrapeResult | BaseException:
     try:
         return target.node.scrape(deadline)
@@ -64,35 +101,34 @@ def _scrape_one(target: Target, deadline: float) -> ScrapeResult | BaseException
         return err
 
 
-def _record(target: Target, outcome: ScrapeResult | BaseException, elapsed: float, out: FamilySet) -> None:
+def _record_state(
+    target: Target,
+    outcome: ScrapeResult | BaseException,
+    info: InfoReply | None,
+    elapsed: float,
+    heartbeat_errors: list[tuple[str, str]],
+    out: FamilySet,
+) -> None:
     state = target.state
-    if isinstance(outcome, ScrapeResult):
-        try:
-            info = parse_result(outcome)
-            add_node_metrics(info, outcome, target.name, out)
-        except Exception:  # our own bug with this reply: report the target down, keep the others
-            log.exception("could not turn the reply of target %s into metrics", target.name)
-            outcome = RuntimeError("internal")
+    with target.lock:
+        state.scraped = True
+        if isinstance(outcome, ScrapeResult) and info is not None:
+            state.up = True
+            state.last_error = "none"
+            state.last_duration = outcome.duration
+            state.last_success = time.time()
+            state.malformed_lines += info.malformed_lines
+            state.role = info.get("role", "") or ""
+            state.version = info.get("valkey_version") or info.get("redis_version", "") or ""
         else:
-            with target.lock:
-                state.up = True
-                state.scraped = True
-                state.last_error = "none"
-                state.last_duration = outcome.duration
-                state.last_success = time.time()
-                state.malformed_lines += info.malformed_lines
-                state.role = info.get("role", "") or ""
-                state.version = info.get("valkey_version") or info.get("redis_version", "") or ""
-    if not isinstance(outcome, ScrapeResult):
-        kind = classify(outcome)
-        with target.lock:
+            kind = classify(outcome)
             if state.last_error != kind or state.up:
                 log.warning("target %s (%s): scrape failed (%s): %.200s", target.name, target.display, kind, outcome)
             state.up = False
-            state.scraped = True
             state.last_error = kind
             state.errors[kind] = state.errors.get(kind, 0) + 1
-    with target.lock:
+        for key in heartbeat_errors:
+            state.heartbeat_errors[key] = state.heartbeat_errors.get(key, 0) + 1
         add_target_health(
             out,
             target.name,
@@ -102,4 +138,5 @@ def _record(target: Target, outcome: ScrapeResult | BaseException, elapsed: floa
             last_error=state.last_error,
             malformed=state.malformed_lines,
             connects=target.node.connects,
+            heartbeat_errors=dict(state.heartbeat_errors),
         )

@@ -1,0 +1,59 @@
+"""A TCP proxy on loopback whose forwarding the test can stall and resume, as a network stall looks."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class StallableProxy:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    def _pump(self, source: socket.socket, destination: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while not self._stop.is_set():
+                self._flowing.wait()  # while stalled, bytes wait in the kernel's buffers
+                data = source.recv(65536)
+                if not data:
+                    break
+                self._flowing.wait()
+                destination.sendall(data)
+        with contextlib.suppress(OSError):
+            destination.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._flowing.set()
+        for sock in [self.sock, *self._sockets]:
+            with contextlib.suppress(OSError):
+                sock.close()
