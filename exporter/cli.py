@@ -35,6 +35,7 @@ SERVE_FLAGS: dict[str, str] = {
     "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",
     "heartbeat.key": "name of the exporter's heartbeat key (default elasticache-exporter:heartbeat)",
     "heartbeat.interval": "how often the heartbeat is written, e.g. 1s",
+    "aws.region": "AWS regions to discover ElastiCache nodes in and poll CloudWatch for, comma-separated (default: none, AWS off)",
     "log.level": "debug, info, warn or error (default info)",
     "log.format": "text or json (default text)",
 }
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_ in (
         ("serve", "serve metrics over HTTP"),
         ("demo", "serve metrics of a local Redis on :6379, starting a throwaway redis-server if none answers"),
+        ("cost", "discover the ElastiCache nodes and print what polling CloudWatch for them would cost, fetching no metric"),
     ):
         sub = commands.add_parser(name, help=help_, description=help_, allow_abbrev=False)
         sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
@@ -130,6 +132,31 @@ def run_server(config: Config) -> int:
     return 0
 
 
+def print_cost(config: Config) -> int:
+    from .aws_monitor import AwsMonitor
+    from .cloudwatch import estimate_cost
+
+    if not config.aws.enabled:
+        raise ExporterError("no AWS regions configured: set aws.regions in the config file or --aws.region")
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    nodes = monitor.nodes()
+    per_node = sum(len(spec.statistics) for spec in config.aws.metrics)
+    print(f"nodes discovered: {len(nodes)} in {', '.join(sorted({n.region for n in nodes})) or 'no region'}")
+    print(f"metrics: {len(config.aws.metrics)}, queries per node: {per_node} (metric x statistic)")
+    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
+    intervals = sorted({config.aws.poll_interval, 60.0, 300.0})
+    for interval in intervals:
+        cost = estimate_cost(len(nodes), config.aws.metrics, interval)
+        marker = "  (configured)" if interval == config.aws.poll_interval else ""
+        print(
+            f"{interval:>9.0f}s {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
+            f"{cost.metrics_per_month:>15,.0f} {cost.usd_per_month:>10.2f}{marker}"
+        )
+    print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -138,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args, os.environ)
         setup_logging(config.log_level, config.log_format)
+        if args.command == "cost":
+            return print_cost(config)
         if args.command == "demo":
             from .demo import run_demo
 

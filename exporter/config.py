@@ -104,6 +104,34 @@ class HeartbeatConfig:
 
 
 @dataclass(frozen=True)
+class AwsAccount:
+    """Credentials of one account: the default chain, or a role assumed from it."""
+
+    regions: tuple[str, ...]
+    role_arn: str | None = None
+    external_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    accounts: tuple[AwsAccount, ...] = ()
+    tag_filters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    discovery_interval: float = 300.0
+    cloudwatch: bool = True
+    poll_interval: float = 60.0
+    period: int = 60
+    delay: float = 120.0
+    lookback_periods: int = 5
+    metrics: tuple[Any, ...] = ()  # MetricSpec; the default set when empty
+    scrape_discovered: bool = False
+    discovered_credentials: Credentials = field(default_factory=Credentials)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.accounts)
+
+
+@dataclass(frozen=True)
 class Config:
     listen_address: str = DEFAULT_LISTEN_ADDRESS
     telemetry_path: str = "/metrics"
@@ -114,6 +142,7 @@ class Config:
     targets: tuple[TargetConfig, ...] = ()
     allow: tuple[AllowRule, ...] = ()
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    aws: AwsConfig = field(default_factory=AwsConfig)
     source_file: str | None = None
 
 
@@ -184,7 +213,7 @@ def env_values(flags: list[str], environ: Mapping[str, str]) -> dict[str, str]:
 
 def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     environ = os.environ if environ is None else environ
-    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat"})
+    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws"})
     web = _mapping(raw, "web")
     _check_keys(web, "web", {"listen_address", "telemetry_path"})
     log = _mapping(raw, "log")
@@ -230,6 +259,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     allow = tuple(_allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
 
     return Config(
+        aws=_aws(_mapping(raw, "aws"), timeout, environ),
         heartbeat=_heartbeat(_mapping(raw, "heartbeat")),
         listen_address=listen,
         telemetry_path=path,
@@ -241,6 +271,107 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         allow=allow,
         source_file=source_file,
     )
+
+
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+
+
+def _regions(value: Any, key: str) -> tuple[str, ...]:
+    if value in (None, ""):
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(key, "must be a list of regions")
+    regions = []
+    for i, item in enumerate(items):
+        region = _string(item, f"{key}[{i}]").strip()
+        if not _REGION.match(region):
+            raise ConfigError(f"{key}[{i}]", f"not an AWS region: {region!r}")
+        regions.append(region)
+    return tuple(dict.fromkeys(regions))
+
+
+def _aws(raw: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> AwsConfig:
+    from .cloudwatch import DEFAULT_METRICS, MetricSpec, valid_statistic
+
+    _check_keys(raw, "aws", {"region", "regions", "role_arn", "external_id", "accounts", "tag_filters", "discovery_interval",
+                             "cloudwatch", "scrape_discovered", "discovered"})  # fmt: skip
+    regions = _regions(raw.get("regions"), "aws.regions") + _regions(raw.get("region"), "aws.region")
+    accounts: list[AwsAccount] = []
+    role = raw.get("role_arn")
+    if regions:
+        accounts.append(AwsAccount(regions=regions, role_arn=_role(role, "aws.role_arn"), external_id=raw.get("external_id")))
+    elif role:
+        raise ConfigError("aws.role_arn", "needs aws.regions")
+    for i, item in enumerate(raw.get("accounts") or []):
+        key = f"aws.accounts[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(key, "must be a mapping with role_arn and regions")
+        _check_keys(item, key, {"role_arn", "external_id", "regions"})
+        account_regions = _regions(item.get("regions"), f"{key}.regions") or regions
+        if not account_regions:
+            raise ConfigError(f"{key}.regions", "no regions given here or in aws.regions")
+        external_id = item.get("external_id")
+        accounts.append(AwsAccount(account_regions, _role(item.get("role_arn"), f"{key}.role_arn"), external_id))
+    filters_raw = raw.get("tag_filters") or {}
+    if not isinstance(filters_raw, dict):
+        raise ConfigError("aws.tag_filters", "must map tag keys to lists of values")
+    filters = {}
+    for tag, values in filters_raw.items():
+        if values in (None, "", []):
+            filters[str(tag)] = ()
+        elif isinstance(values, list):
+            filters[str(tag)] = tuple(_string(v, f"aws.tag_filters.{tag}") for v in values)
+        else:
+            filters[str(tag)] = (_string(values, f"aws.tag_filters.{tag}"),)
+    cloudwatch = _mapping(raw, "cloudwatch")
+    _check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics"})
+    period = _duration(cloudwatch.get("period", 60), "aws.cloudwatch.period")
+    if period < 60 or period % 60:
+        raise ConfigError("aws.cloudwatch.period", "must be a multiple of 60s (ElastiCache publishes one datapoint a minute)")
+    delay = _duration(cloudwatch.get("delay", "2m"), "aws.cloudwatch.delay")
+    if delay < 120:
+        raise ConfigError("aws.cloudwatch.delay", "must be at least 2m: newer one-minute datapoints are still incomplete")
+    lookback = _duration(cloudwatch.get("lookback", period * 5), "aws.cloudwatch.lookback")
+    metrics = []
+    for i, entry in enumerate(cloudwatch.get("metrics") or []):
+        key = f"aws.cloudwatch.metrics[{i}]"
+        item = {"name": entry} if isinstance(entry, str) else entry
+        if not isinstance(item, dict) or "name" not in item:
+            raise ConfigError(key, "must be a metric name or a mapping with name and statistics")
+        _check_keys(item, key, {"name", "statistics"})
+        statistics = item.get("statistics") or ["Average"]
+        if isinstance(statistics, str):
+            statistics = [statistics]
+        for statistic in statistics:
+            if not valid_statistic(str(statistic)):
+                raise ConfigError(f"{key}.statistics", f"unknown statistic {statistic!r} (Average, Maximum, Minimum, Sum, SampleCount or pNN)")
+        metrics.append(MetricSpec(_string(item["name"], f"{key}.name"), tuple(str(s) for s in statistics)))
+    discovered = _mapping(raw, "discovered")
+    _check_keys(discovered, "aws.discovered", _CREDENTIAL_KEYS)
+    return AwsConfig(
+        accounts=tuple(accounts),
+        tag_filters=filters,
+        discovery_interval=_duration(raw.get("discovery_interval", "5m"), "aws.discovery_interval"),
+        cloudwatch=_bool(cloudwatch.get("enabled", True), "aws.cloudwatch.enabled"),
+        poll_interval=_duration(cloudwatch.get("interval", "60s"), "aws.cloudwatch.interval"),
+        period=int(period),
+        delay=delay,
+        lookback_periods=max(1, int(lookback // period)),
+        metrics=tuple(metrics) or DEFAULT_METRICS,
+        scrape_discovered=_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
+        discovered_credentials=_credentials(discovered, "aws.discovered", timeout, environ, None, None),
+    )
+
+
+def _role(value: Any, key: str) -> str | None:
+    if value in (None, ""):
+        return None
+    role = _string(value, key)
+    if not _ROLE_ARN.match(role):
+        raise ConfigError(key, f"not an IAM role ARN: {role!r}")
+    return role
 
 
 def _heartbeat(raw: dict[str, Any]) -> HeartbeatConfig:

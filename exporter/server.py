@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import logging
 import platform
 import socket
@@ -71,10 +72,20 @@ class ExporterApp:
             self.heartbeat_writer = HeartbeatWriter(config.heartbeat, list(config.targets))
             self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))
             self.heartbeat_writer.start()
+        self.aws_monitor: Any = None
+        if config.aws.enabled:
+            from .aws_monitor import AwsCollector, AwsMonitor
+
+            on_nodes = self.targets.set_discovered if config.aws.scrape_discovered else None
+            self.aws_monitor = AwsMonitor(config.aws, on_nodes=on_nodes)
+            self._extra_collectors.append(AwsCollector(self.aws_monitor))
+            self.aws_monitor.start()
 
     def close(self) -> None:
         if self.heartbeat_writer is not None:
             self.heartbeat_writer.stop()
+        if self.aws_monitor is not None:
+            self.aws_monitor.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.targets.close()
 
@@ -97,6 +108,8 @@ class ExporterApp:
                 return self._metrics(environ, start_response, [*collectors, *self._extra_collectors, self._build_info, self._process])
             if path == "/scrape":
                 return self._scrape(environ, start_response)
+            if path == "/discovery":
+                return self._discovery(start_response)
             if path in ("/-/healthy", "/health"):
                 return _plain(start_response, "200 OK", "OK\n")
             if path == "/":
@@ -121,6 +134,29 @@ class ExporterApp:
             return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
         collector = self._redis_collector([target], environ)
         return self._metrics(environ, start_response, [collector, self._build_info])
+
+    def _discovery(self, start_response: StartResponse) -> list[bytes]:
+        """Prometheus HTTP service discovery: one group per discovered node, its name as the target."""
+        groups = [
+            {
+                "targets": [target.name],
+                "labels": {
+                    "__meta_elasticache_address": target.display,
+                    "__meta_elasticache_replication_group": node.replication_group,
+                    "__meta_elasticache_shard": node.shard,
+                    "__meta_elasticache_role": node.role,
+                    "__meta_elasticache_node_type": node.node_type,
+                    "__meta_elasticache_engine": node.engine,
+                    "__meta_elasticache_engine_version": node.engine_version,
+                    "__meta_elasticache_region": node.region,
+                    "__meta_elasticache_az": node.az,
+                },
+            }
+            for target, node in self.targets.discovered_nodes()
+        ]
+        body = json.dumps(groups, sort_keys=True).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
         return RedisCollector(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .addresses import AddressError, Endpoint, parse_address
 from .config import Config, Credentials
+from .discovery import Node
 from .heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
 from .redis_node import RedisNode
 
@@ -69,14 +70,43 @@ class TargetSet:
         self._allow = config.allow
         self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
         self._lock = threading.Lock()
+        self._discovered: dict[str, Target] = {}
+        self._discovered_nodes: dict[str, Node] = {}
+        self._discovered_credentials = config.aws.discovered_credentials
 
     @property
     def configured(self) -> list[Target]:
-        return list(self._by_name.values())
+        """The targets of /metrics: those of the configuration, then the discovered ones."""
+        with self._lock:
+            return list(self._by_name.values()) + list(self._discovered.values())
+
+    def set_discovered(self, nodes: list[Node]) -> None:
+        """Make discovered nodes targets (by endpoint, TLS when in-transit encryption is on), keeping live connections."""
+        keys = tuple(key for _, key in self.heartbeat_sources)
+        wanted = {node.cluster_id: node for node in nodes if node.address and node.cluster_id not in self._by_name}
+        with self._lock:
+            for name in list(self._discovered):
+                current = self._discovered_nodes[name]
+                node = wanted.get(name)
+                if node is None or (node.address, node.port, node.tls) != (current.address, current.port, current.tls):
+                    self._discovered.pop(name).node.close()
+                    del self._discovered_nodes[name]
+            for name, node in wanted.items():
+                if name in self._discovered:
+                    continue
+                endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
+                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys))
+                self._discovered_nodes[name] = node
+                self.address_names[(endpoint.host, endpoint.port)] = name
+
+    def discovered_nodes(self) -> list[tuple[Target, Node]]:
+        with self._lock:
+            return [(self._discovered[name], self._discovered_nodes[name]) for name in sorted(self._discovered)]
 
     def resolve(self, text: str) -> Target:
         """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
-        target = self._by_name.get(text)
+        with self._lock:
+            target = self._by_name.get(text) or self._discovered.get(text)
         if target is not None:
             return target
         try:
@@ -84,6 +114,9 @@ class TargetSet:
         except AddressError as err:
             raise TargetRefused(str(err)) from err
         target = self._by_address.get(_key(endpoint))
+        if target is None:
+            with self._lock:
+                target = next((t for t in self._discovered.values() if _key(t.node.endpoint) == _key(endpoint)), None)
         if target is not None and target.node.endpoint.tls == endpoint.tls:
             return target
         for rule in self._allow:
@@ -111,8 +144,9 @@ class TargetSet:
             return target
 
     def all(self) -> list[Target]:
+        targets = self.configured
         with self._lock:
-            return self.configured + list(self._ad_hoc.values())
+            return targets + list(self._ad_hoc.values())
 
     def close(self) -> None:
         for target in self.all():

@@ -1,0 +1,211 @@
+"""AWS API calls with counting, classified errors and bounded exponential backoff with jitter.
+
+boto3 is imported only when AWS is used, so the Redis part stays small. botocore's
+own retries are switched off: every call made is counted here (the bill), and a
+throttled or failing call is retried with backoff inside the caller's deadline,
+never in a tight loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "LimitExceededException",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+    }
+)
+_TOKENS = {
+    "describe_replication_groups": ("Marker", "Marker"),
+    "describe_cache_clusters": ("Marker", "Marker"),
+    "describe_serverless_caches": ("NextToken", "NextToken"),
+    "get_metric_data": ("NextToken", "NextToken"),
+    "list_metrics": ("NextToken", "NextToken"),
+    "describe_alarms": ("NextToken", "NextToken"),
+}
+
+
+class AwsCallError(Exception):
+    def __init__(self, api: str, kind: str, detail: str) -> None:
+        super().__init__(f"{api}: {kind}: {detail}")
+        self.api = api
+        self.kind = kind
+
+
+@dataclass
+class ApiStats:
+    calls: dict[str, int] = field(default_factory=dict)
+    errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    metrics_requested: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_call(self, api: str) -> None:
+        with self.lock:
+            self.calls[api] = self.calls.get(api, 0) + 1
+
+    def count_error(self, api: str, kind: str) -> None:
+        with self.lock:
+            self.errors[(api, kind)] = self.errors.get((api, kind), 0) + 1
+
+    def count_metrics(self, number: int) -> None:
+        with self.lock:
+            self.metrics_requested += number
+
+    def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], int]:
+        with self.lock:
+            return dict(self.calls), dict(self.errors), self.metrics_requested
+
+
+def classify_aws_error(err: BaseException) -> tuple[str, bool]:
+    """(kind, retryable) for an exception raised by botocore."""
+    from botocore import exceptions as bex
+
+    if isinstance(err, bex.NoCredentialsError | bex.PartialCredentialsError | bex.CredentialRetrievalError):
+        return "credentials", False
+    if isinstance(err, bex.ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in RETRYABLE_CODES or "Throttl" in code:
+            return ("throttling" if "hrottl" in code or "Limit" in code or "TooMany" in code else "server"), True
+        if status >= 500:
+            return "server", True
+        if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "ExpiredToken", "InvalidClientTokenId"):
+            return "access_denied", False
+        return "client", False
+    if isinstance(err, bex.ReadTimeoutError | bex.ConnectTimeoutError):
+        return "timeout", True
+    if isinstance(err, bex.EndpointConnectionError | bex.ConnectionClosedError):
+        return "connection", True
+    if isinstance(err, NotImplementedError):
+        return "unsupported", False
+    return "other", False
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base: float = 0.5
+    cap: float = 8.0
+    attempts: int = 4
+
+    def delay(self, attempt: int, rng: Callable[[], float] = random.random) -> float:
+        """Full jitter: uniform in [0, min(cap, base * 2^attempt))."""
+        return rng() * min(self.cap, self.base * 2**attempt)
+
+
+class AwsApi:
+    """boto3 clients per (service, region, role), and calls made through :meth:`call`."""
+
+    def __init__(
+        self,
+        *,
+        role_arn: str | None = None,
+        external_id: str | None = None,
+        backoff: Backoff | None = None,
+        stats: ApiStats | None = None,
+        timeout: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.role_arn = role_arn
+        self.external_id = external_id
+        self.backoff = backoff or Backoff()
+        self.stats = stats or ApiStats()
+        self.timeout = timeout
+        self._sleep = sleep
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._session: Any = None
+        self._session_expires = 0.0
+        self._lock = threading.Lock()
+
+    def _boto_session(self, region: str) -> Any:
+        import boto3
+
+        if self.role_arn is None:
+            if self._session is None:
+                self._session = boto3.session.Session()
+            return self._session
+        if self._session is None or time.time() > self._session_expires - 300:
+            sts = boto3.session.Session().client("sts", region_name=region, config=self._config())
+            kwargs = {"RoleArn": self.role_arn, "RoleSessionName": "elasticache-exporter"}
+            if self.external_id:
+                kwargs["ExternalId"] = self.external_id
+            credentials = self.call(sts, "assume_role", **kwargs)["Credentials"]
+            self._session = boto3.session.Session(
+                aws_access_key_id=credentials["AccessKeyId"],
+                aws_secret_access_key=credentials["SecretAccessKey"],
+                aws_session_token=credentials["SessionToken"],
+            )
+            expiration = credentials.get("Expiration")
+            self._session_expires = expiration.timestamp() if hasattr(expiration, "timestamp") else time.time() + 3600
+            self._clients.clear()
+        return self._session
+
+    def _config(self) -> Any:
+        from botocore.config import Config
+
+        return Config(
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=self.timeout,
+            read_timeout=self.timeout,
+            user_agent_extra="elasticache-exporter",
+        )
+
+    def client(self, service: str, region: str) -> Any:
+        with self._lock:
+            session = self._boto_session(region)
+            key = (service, region)
+            client = self._clients.get(key)
+            if client is None:
+                client = session.client(service, region_name=region, config=self._config())
+                self._clients[key] = client
+            return client
+
+    def call(self, client: Any, api: str, *, deadline: float | None = None, **kwargs: Any) -> dict[str, Any]:
+        """One API call, retried with jittered backoff on throttling, 5xx and timeouts while time remains."""
+        attempt = 0
+        while True:
+            self.stats.count_call(api)
+            try:
+                return getattr(client, api)(**kwargs)
+            except Exception as err:
+                kind, retryable = classify_aws_error(err)
+                self.stats.count_error(api, kind)
+                delay = self.backoff.delay(attempt)
+                attempt += 1
+                out_of_time = deadline is not None and time.monotonic() + delay > deadline
+                if not retryable or attempt >= self.backoff.attempts or out_of_time:
+                    raise AwsCallError(api, kind, _short(err)) from err
+                log.debug("%s failed (%s), retry %d in %.2fs", api, kind, attempt, delay)
+                self._sleep(delay)
+
+    def paginate(self, client: Any, api: str, key: str, *, deadline: float | None = None, **kwargs: Any) -> list[Any]:
+        input_token, output_token = _TOKENS[api]
+        items: list[Any] = []
+        while True:
+            reply = self.call(client, api, deadline=deadline, **kwargs)
+            items.extend(reply.get(key, []))
+            token = reply.get(output_token)
+            if not token:
+                return items
+            kwargs[input_token] = token
+
+
+def _short(err: BaseException) -> str:
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__

@@ -1,0 +1,161 @@
+"""CloudWatch ``AWS/ElastiCache`` metrics: queries, batching, the time window, results. Pure functions.
+
+One query per (node, metric, statistic), node-level dimensions only
+(CacheClusterId with CacheNodeId, so no series is counted twice), at most 500
+queries per GetMetricData call, so a cycle makes ceil(queries / 500) calls.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .discovery import Node
+
+NAMESPACE = "AWS/ElastiCache"
+MAX_QUERIES_PER_CALL = 500
+PRICE_PER_1000_METRICS = 0.01  # USD, GetMetricData, billed per metric-statistic requested
+SECONDS_PER_MONTH = 30 * 24 * 3600
+BASIC_STATISTICS = ("Average", "Maximum", "Minimum", "Sum", "SampleCount")
+_PERCENTILE = re.compile(r"^p(\d{1,2}(\.\d{1,2})?|100)$")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    statistics: tuple[str, ...]
+
+
+DEFAULT_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("CPUUtilization", ("Average", "Maximum")),
+    MetricSpec("EngineCPUUtilization", ("Average", "Maximum")),
+    MetricSpec("NetworkBytesIn", ("Sum",)),
+    MetricSpec("NetworkBytesOut", ("Sum",)),
+    MetricSpec("NetworkPacketsIn", ("Sum",)),
+    MetricSpec("NetworkPacketsOut", ("Sum",)),
+    MetricSpec("NetworkBandwidthInAllowanceExceeded", ("Maximum",)),
+    MetricSpec("NetworkBandwidthOutAllowanceExceeded", ("Maximum",)),
+    MetricSpec("NetworkPacketsPerSecondAllowanceExceeded", ("Maximum",)),
+    MetricSpec("NetworkConntrackAllowanceExceeded", ("Maximum",)),
+    MetricSpec("DatabaseMemoryUsagePercentage", ("Maximum",)),
+    MetricSpec("FreeableMemory", ("Minimum",)),
+    MetricSpec("SwapUsage", ("Maximum",)),
+    MetricSpec("CurrConnections", ("Maximum",)),
+    MetricSpec("NewConnections", ("Sum",)),
+    MetricSpec("Evictions", ("Sum",)),
+    MetricSpec("ReplicationLag", ("Maximum",)),
+    MetricSpec("ReplicationBytes", ("Sum",)),
+    MetricSpec("CacheHits", ("Sum",)),
+    MetricSpec("CacheMisses", ("Sum",)),
+    MetricSpec("IsPrimary", ("Maximum",)),
+)
+
+
+def valid_statistic(statistic: str) -> bool:
+    if statistic in BASIC_STATISTICS:
+        return True
+    match = _PERCENTILE.match(statistic)
+    return bool(match) and float(match.group(1)) <= 100
+
+
+def snake(name: str) -> str:
+    """YACE's conversion: an underscore only where a lower-case letter meets an upper-case one."""
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def prometheus_name(metric: str, statistic: str) -> str:
+    """``aws_elasticache_<metric>_<statistic>``, as YACE names it."""
+    return f"aws_elasticache_{snake(metric)}_{statistic.lower().replace('.', '_')}"
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    node: Node
+    metric: str
+    statistic: str
+
+    def to_api(self, period: int) -> dict[str, Any]:
+        return {
+            "Id": self.id,
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": NAMESPACE,
+                    "MetricName": self.metric,
+                    "Dimensions": [
+                        {"Name": "CacheClusterId", "Value": self.node.cluster_id},
+                        {"Name": "CacheNodeId", "Value": self.node.node_id},
+                    ],
+                },
+                "Period": period,
+                "Stat": self.statistic,
+            },
+            "ReturnData": True,
+        }
+
+
+def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec]) -> list[Query]:
+    queries = []
+    for node in nodes:
+        for spec in metrics:
+            for statistic in spec.statistics:
+                queries.append(Query(f"q{len(queries)}", node, spec.name, statistic))
+    return queries
+
+
+def batches(queries: Sequence[Query], size: int = MAX_QUERIES_PER_CALL) -> list[list[Query]]:
+    return [list(queries[i : i + size]) for i in range(0, len(queries), size)]
+
+
+def window(now: float, period: int, delay: float, lookback_periods: int) -> tuple[datetime, datetime]:
+    """[start, end): end is a period boundary at least ``delay`` before now, so its buckets are complete."""
+    end = math.floor((now - delay) / period) * period
+    start = end - lookback_periods * period
+    return datetime.fromtimestamp(start, tz=timezone.utc), datetime.fromtimestamp(end, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Datapoint:
+    value: float
+    timestamp: float
+
+
+def newest_datapoints(results: Iterable[dict[str, Any]]) -> dict[str, Datapoint]:
+    """Query id → its newest datapoint, from MetricDataResults (across NextToken pages)."""
+    newest: dict[str, Datapoint] = {}
+    for result in results:
+        for stamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
+            seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)
+            current = newest.get(result["Id"])
+            if current is None or seconds > current.timestamp:
+                newest[result["Id"]] = Datapoint(float(value), seconds)
+    return newest
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    nodes: int
+    queries_per_cycle: int
+    calls_per_cycle: int
+    interval: float
+
+    @property
+    def cycles_per_month(self) -> float:
+        return SECONDS_PER_MONTH / self.interval
+
+    @property
+    def metrics_per_month(self) -> float:
+        return self.queries_per_cycle * self.cycles_per_month
+
+    @property
+    def usd_per_month(self) -> float:
+        return self.metrics_per_month / 1000 * PRICE_PER_1000_METRICS
+
+
+def estimate_cost(nodes: int, metrics: Sequence[MetricSpec], interval: float) -> CostEstimate:
+    queries = nodes * sum(len(spec.statistics) for spec in metrics)
+    return CostEstimate(nodes, queries, math.ceil(queries / MAX_QUERIES_PER_CALL), interval)

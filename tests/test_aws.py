@@ -1,0 +1,376 @@
+"""Discovery and CloudWatch polling against moto, and the pure parts on their own."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import os
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from helpers import call, make_app, parse_samples, sample
+from moto import mock_aws
+from servers import start_exporter, wait_until
+
+from exporter.aws import ApiStats, AwsApi, AwsCallError, Backoff
+from exporter.aws_monitor import AwsCollector, AwsMonitor
+from exporter.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, prometheus_name, window
+from exporter.config import build_config
+from exporter.discovery import Node, build_nodes
+from exporter.exposition import encode_text
+
+REGION = "eu-west-1"
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+
+
+def test_names_follow_yace():
+    assert prometheus_name("CPUUtilization", "Average") == "aws_elasticache_cpuutilization_average"
+    assert prometheus_name("EngineCPUUtilization", "Maximum") == "aws_elasticache_engine_cpuutilization_maximum"
+    assert prometheus_name("NetworkBytesOut", "Sum") == "aws_elasticache_network_bytes_out_sum"
+    assert prometheus_name("NetworkBandwidthInAllowanceExceeded", "Maximum") == "aws_elasticache_network_bandwidth_in_allowance_exceeded_maximum"
+    assert prometheus_name("ReplicationLag", "p99.9") == "aws_elasticache_replication_lag_p99_9"
+
+
+def node(i: int, region: str = REGION) -> Node:
+    return Node(region=region, cluster_id=f"rg-{i:04d}-001", node_id="0001", node_type="cache.r6g.large", engine="redis", engine_version="7.1")
+
+
+@pytest.mark.parametrize(("queries", "calls"), [(1, 1), (500, 1), (501, 2), (1920, 4), (2000, 4), (2001, 5)])
+def test_batches_are_the_minimum_number_of_calls(queries, calls):
+    items = build_queries([node(i) for i in range(queries)], [MetricSpec("CPUUtilization", ("Average",))])
+    parts = batches(items)
+    assert len(parts) == calls == math.ceil(queries / 500)
+    assert all(len(part) <= 500 for part in parts)
+    assert len({q.id for q in items}) == queries
+
+
+def test_window_ends_on_a_period_boundary_at_least_the_delay_ago():
+    now = 1_700_000_123.4
+    start, end = window(now, 60, 120, 5)
+    assert end.timestamp() % 60 == 0
+    assert now - end.timestamp() >= 120
+    assert end.timestamp() - start.timestamp() == 300
+
+
+def test_cost_estimate():
+    cost = estimate_cost(120, [MetricSpec(f"M{i}", ("Average",)) for i in range(16)], 60)
+    assert cost.queries_per_cycle == 1920
+    assert cost.calls_per_cycle == 4
+    assert cost.usd_per_month == pytest.approx(1920 * 43200 / 1000 * 0.01)
+
+
+def test_build_nodes_cluster_mode_enabled():
+    groups = [
+        {
+            "ReplicationGroupId": "orders",
+            "ClusterEnabled": True,
+            "TransitEncryptionEnabled": True,
+            "NodeGroups": [
+                {"NodeGroupId": "0001", "NodeGroupMembers": [
+                    {"CacheClusterId": "orders-0001-001", "CacheNodeId": "0001", "CurrentRole": "primary"},
+                    {"CacheClusterId": "orders-0001-002", "CacheNodeId": "0001", "CurrentRole": "replica"},
+                ]},
+                {"NodeGroupId": "0002", "NodeGroupMembers": [{"CacheClusterId": "orders-0002-001", "CacheNodeId": "0001"}]},
+            ],
+        }
+    ]  # fmt: skip
+    clusters = [
+        {
+            "CacheClusterId": f"orders-000{shard}-00{n}",
+            "CacheNodeType": "cache.r7g.large",
+            "Engine": "valkey",
+            "EngineVersion": "8.0.1",
+            "ReplicationGroupId": "orders",
+            "TransitEncryptionEnabled": True,
+            "PreferredAvailabilityZone": "eu-west-1b",
+            "CacheNodes": [{"CacheNodeId": "0001", "Endpoint": {"Address": f"orders-000{shard}-00{n}.abc.cache.amazonaws.com", "Port": 6379}}],
+            "ARN": f"arn:aws:elasticache:eu-west-1:123456789012:cluster:orders-000{shard}-00{n}",
+        }
+        for shard, n in ((1, 1), (1, 2), (2, 1))
+    ] + [{"CacheClusterId": "memcached-1", "Engine": "memcached", "CacheNodeType": "cache.t3.micro"}]
+    nodes = build_nodes(REGION, groups, clusters)
+    assert [n.cluster_id for n in nodes] == ["orders-0001-001", "orders-0001-002", "orders-0002-001"]
+    first = nodes[0]
+    assert (first.shard, first.role, first.node_type, first.engine, first.tls, first.cluster_mode) == (
+        "0001", "primary", "cache.r7g.large", "valkey", True, True,
+    )  # fmt: skip
+    assert first.address == "orders-0001-001.abc.cache.amazonaws.com"
+    assert nodes[2].shard == "0002"
+
+
+class _FlakyClient:
+    def __init__(self, failures: list[Exception]) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def describe_cache_clusters(self, **_):
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return {"CacheClusters": []}
+
+
+def _client_error(code: str, status: int) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
+
+
+def test_throttling_and_5xx_are_retried_with_jittered_backoff():
+    sleeps: list[float] = []
+    api = AwsApi(backoff=Backoff(base=0.5, cap=8, attempts=4), stats=ApiStats(), sleep=sleeps.append)
+    client = _FlakyClient([_client_error("Throttling", 400), _client_error("InternalFailure", 500)])
+    assert api.call(client, "describe_cache_clusters") == {"CacheClusters": []}
+    assert client.calls == 3
+    assert len(sleeps) == 2
+    assert 0 <= sleeps[0] <= 0.5
+    assert 0 <= sleeps[1] <= 1.0
+    calls, errors, _ = api.stats.snapshot()
+    assert calls == {"describe_cache_clusters": 3}
+    assert errors == {("describe_cache_clusters", "throttling"): 1, ("describe_cache_clusters", "server"): 1}
+
+
+def test_retries_stop_after_the_attempts_and_never_for_client_errors():
+    sleeps: list[float] = []
+    api = AwsApi(backoff=Backoff(attempts=3), sleep=sleeps.append)
+    client = _FlakyClient([_client_error("Throttling", 400)] * 10)
+    with pytest.raises(AwsCallError) as caught:
+        api.call(client, "describe_cache_clusters")
+    assert caught.value.kind == "throttling"
+    assert client.calls == 3
+    client = _FlakyClient([_client_error("AccessDenied", 403)])
+    with pytest.raises(AwsCallError) as caught:
+        api.call(client, "describe_cache_clusters")
+    assert caught.value.kind == "access_denied"
+    assert client.calls == 1
+
+
+def test_retries_respect_the_cycle_deadline():
+    api = AwsApi(backoff=Backoff(base=10, cap=10, attempts=10), sleep=lambda _: None)
+    client = _FlakyClient([_client_error("Throttling", 400)] * 10)
+    with pytest.raises(AwsCallError):
+        api.call(client, "describe_cache_clusters", deadline=time.monotonic() + 0.001)
+    assert client.calls <= 2
+
+
+def seed_moto(region: str = REGION, groups: int = 2, replicas: int = 2) -> list[str]:
+    """Replication groups with member cache clusters (moto does not create the members itself)."""
+    elasticache = boto3.client("elasticache", region_name=region)
+    ids = []
+    for g in range(groups):
+        group = f"rg{g}"
+        elasticache.create_replication_group(
+            ReplicationGroupId=group, ReplicationGroupDescription="test", Engine="redis", CacheNodeType="cache.r6g.large",
+            NumCacheClusters=1,
+        )  # fmt: skip
+        for r in range(1, replicas + 1):
+            cluster_id = f"{group}-00{r}"
+            elasticache.create_cache_cluster(
+                CacheClusterId=cluster_id, ReplicationGroupId=group, CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1,
+                PreferredAvailabilityZone=f"{region}a", Tags=[{"Key": "team", "Value": "payments" if g == 0 else "search"}],
+            )  # fmt: skip
+            ids.append(cluster_id)
+    return ids
+
+
+def put_metrics(cluster_ids: list[str], region: str = REGION) -> dict[tuple[str, str], float]:
+    """One datapoint a minute for the last 10 minutes; returns the newest complete value per (cluster, metric)."""
+    cloudwatch = boto3.client("cloudwatch", region_name=region)
+    now = time.time()
+    _, end = window(now, 60, 120, 5)
+    expected = {}
+    for index, cluster_id in enumerate(cluster_ids):
+        for metric_index, metric in enumerate(("CPUUtilization", "NetworkBytesOut")):
+            data = []
+            for minutes_ago in range(1, 11):
+                stamp = end - datetime.timedelta(minutes=minutes_ago)
+                value = 1000.0 * index + 10 * metric_index + minutes_ago
+                data.append({
+                    "MetricName": metric, "Timestamp": stamp, "Value": value, "Unit": "Percent" if metric_index == 0 else "Bytes",
+                    "Dimensions": [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}],
+                })  # fmt: skip
+            cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+            expected[(cluster_id, metric)] = 1000.0 * index + 10 * metric_index + 1
+    return expected
+
+
+def collect(monitor: AwsMonitor) -> dict:
+    return parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
+
+
+def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
+    with mock_aws():
+        cluster_ids = seed_moto()
+        expected = put_metrics(cluster_ids)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        assert sorted(n.cluster_id for n in monitor.nodes()) == sorted(cluster_ids)
+        monitor.poll_once()
+        samples = collect(monitor)
+    for (cluster_id, metric), value in expected.items():
+        statistic = "Average" if metric == "CPUUtilization" else "Sum"
+        labels = {"dimension_CacheClusterId": cluster_id, "dimension_CacheNodeId": "0001", "region": REGION}
+        assert sample(samples, prometheus_name(metric, statistic), **labels) == value
+        stamp = sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", metric=prometheus_name(metric, statistic), **labels)
+        assert time.time() - 250 <= stamp <= time.time() - 180  # the newest complete minute before the 2-minute delay
+    queries = len(cluster_ids) * sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == math.ceil(queries / 500)
+    assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == queries
+    info = sample(
+        samples, "elasticache_node_info", target="rg0-001", node="rg0-001", replication_group="rg0", shard="0001", role="primary",
+        node_type="cache.r6g.large", engine="redis", engine_version="", az=f"{REGION}a", region=REGION,
+        dimension_CacheClusterId="rg0-001", dimension_CacheNodeId="0001",
+    )  # fmt: skip
+    assert info == 1
+
+
+def test_tag_filters(aws_credentials):
+    with mock_aws():
+        seed_moto()
+        config = build_config({"aws": {"regions": [REGION], "tag_filters": {"team": ["payments"]}}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        assert sorted(n.cluster_id for n in monitor.nodes()) == ["rg0-001", "rg0-002"]
+
+
+class _FailingCloudWatch:
+    def __init__(self, client) -> None:
+        self._client = client
+        self.fail = False
+
+    def __getattr__(self, name):
+        attribute = getattr(self._client, name)
+        if name == "get_metric_data" and self.fail:
+            def failing(**_):
+                raise ClientError({"Error": {"Code": "InternalFailure"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "GetMetricData")
+            return failing
+        return attribute
+
+
+class _ApiWithFlakyCloudWatch(AwsApi):
+    def __init__(self) -> None:
+        super().__init__(backoff=Backoff(base=0.001, cap=0.002, attempts=3))
+        self.cloudwatch: _FailingCloudWatch | None = None
+
+    def client(self, service: str, region: str):
+        client = super().client(service, region)
+        if service != "cloudwatch":
+            return client
+        if self.cloudwatch is None:
+            self.cloudwatch = _FailingCloudWatch(client)
+        return self.cloudwatch
+
+
+def test_failed_polls_keep_serving_the_last_good_values(aws_credentials):
+    with mock_aws():
+        cluster_ids = seed_moto(groups=1, replicas=1)
+        expected = put_metrics(cluster_ids)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        api = _ApiWithFlakyCloudWatch()
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api})
+        monitor.discover_once()
+        monitor.poll_once()
+        good_poll = monitor.last_poll
+        api.cloudwatch.fail = True
+        monitor.poll_once()
+        samples = collect(monitor)
+    labels = {"dimension_CacheClusterId": cluster_ids[0], "dimension_CacheNodeId": "0001", "region": REGION}
+    assert sample(samples, "aws_elasticache_cpuutilization_average", **labels) == expected[(cluster_ids[0], "CPUUtilization")]
+    assert sample(samples, "elasticache_exporter_cloudwatch_last_success_timestamp_seconds") == good_poll
+    assert sample(samples, "elasticache_exporter_aws_api_errors_total", api="get_metric_data", kind="server") == 3
+
+
+def test_no_credentials_idles_with_one_log_line(monkeypatch, tmp_path, caplog, plain_redis):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    app = make_app({"aws": {"regions": [REGION, "us-east-1"], "discovery_interval": "1s"}, "redis": {"addr": plain_redis.addr}})
+    try:
+        caplog.set_level(logging.WARNING)
+        wait_until(lambda: any("no AWS credentials" in r.getMessage() for r in caplog.records), what="the credentials log line")
+        samples = call(app, "/metrics").samples()
+        assert sample(samples, "redis_up", target=f"127.0.0.1:{plain_redis.port}") == 1
+        assert sample(samples, "elasticache_exporter_discovery_last_success_timestamp_seconds") == 0
+        time.sleep(1.5)
+        assert sum("no AWS credentials" in r.getMessage() for r in caplog.records) == 1
+    finally:
+        app.close()
+
+
+def test_discovered_nodes_become_targets(plain_redis):
+    app = make_app({"redis": {"addr": ""}})
+    try:
+        discovered = Node(
+            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
+            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
+        )  # fmt: skip
+        app.targets.set_discovered([discovered])
+        assert sample(call(app, "/metrics").samples(), "redis_up", target="orders-0001-001") == 1
+        assert sample(call(app, "/scrape", "target=orders-0001-001").samples(), "redis_up", target="orders-0001-001") == 1
+        assert call(app, "/scrape", f"target=127.0.0.1:{plain_redis.port}").code == 200
+        import json
+
+        groups = json.loads(call(app, "/discovery").text)
+        assert groups[0]["targets"] == ["orders-0001-001"]
+        assert groups[0]["labels"]["__meta_elasticache_node_type"] == "cache.r6g.large"
+        app.targets.set_discovered([])
+        assert call(app, "/scrape", "target=orders-0001-001").code == 400
+    finally:
+        app.close()
+
+
+@pytest.fixture
+def moto_server():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    cluster_ids = seed_moto(groups=1, replicas=2)
+    put_metrics(cluster_ids)
+    config = tmp_path / "config.yml"
+    config.write_text(
+        f"redis:\n  addr: ''\naws:\n  regions: [{REGION}]\n  discovery_interval: 2s\n  cloudwatch:\n    interval: 1s\n"
+    )
+    env = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")}
+    exporter = start_exporter("--config.file", str(config), env=env)
+    try:
+        def has_values():
+            samples = parse_samples(exporter.get("/metrics")[1])
+            return any(name == "aws_elasticache_cpuutilization_average" for name, _ in samples) and samples
+
+        samples = wait_until(has_values, timeout=20, what="CloudWatch values")
+        assert sample(samples, "elasticache_exporter_discovered_nodes", region=REGION) == len(cluster_ids)
+        result = subprocess.run(
+            [sys.executable, "-m", "exporter", "cost", "--config.file", str(config)],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert f"nodes discovered: {len(cluster_ids)}" in result.stdout
+        queries = len(cluster_ids) * sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+        assert f"{queries:>14,}" in result.stdout
+    finally:
+        exporter.stop()
