@@ -374,3 +374,40 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
         assert f"{queries:>14,}" in result.stdout
     finally:
         exporter.stop()
+
+
+def test_assume_role_per_account(aws_credentials):
+    with mock_aws():
+        seed_moto(groups=1, replicas=1)
+        config = build_config(
+            {
+                "redis": {"addr": ""},
+                "aws": {"accounts": [{"role_arn": "arn:aws:iam::123456789012:role/elasticache-exporter", "regions": [REGION]}]},
+            },
+            environ={},
+        )
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        assert [n.cluster_id for n in monitor.nodes()] == ["rg0-001"]
+        calls, _, _ = next(iter(monitor.apis.values())).stats.snapshot()
+        assert calls["assume_role"] == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"aws": {"regions": ["mars-1"]}}, "aws.regions[0]"),
+        ({"aws": {"regions": [REGION], "role_arn": "admin"}}, "aws.role_arn"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"period": "90s"}}}, "aws.cloudwatch.period"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"delay": "30s"}}}, "aws.cloudwatch.delay"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"metrics": [{"name": "CPUUtilization", "statistics": ["Median"]}]}}},
+         "aws.cloudwatch.metrics[0].statistics"),
+        ({"aws": {"accounts": [{"role_arn": "arn:aws:iam::123456789012:role/x"}]}}, "aws.accounts[0].regions"),
+    ],
+)  # fmt: skip
+def test_invalid_aws_config_names_the_key(raw, key):
+    from exporter.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        build_config(raw, environ={})
+    assert caught.value.key == key
