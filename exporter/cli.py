@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import __version__
+from .baseline_derive import INPUT_FORMATS, OUTPUT_FORMATS
 from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
 from .errors import ExporterError
 
@@ -83,7 +84,37 @@ def build_parser() -> argparse.ArgumentParser:
                 sub.add_argument(f"--{flag}", dest=flag, action="store_const", const="true", default=None, help=f"{flag_help} [{env}]")
             else:
                 sub.add_argument(f"--{flag}", dest=flag, metavar="VALUE", default=None, help=f"{flag_help} [{env}]")
+    baseline = commands.add_parser("baseline", help="baseline tables: derive one from benchmark results", allow_abbrev=False)
+    baseline_commands = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    derive = baseline_commands.add_parser(
+        "derive",
+        help="derive per-node-type baselines from benchmark results",
+        description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %%.",
+        allow_abbrev=False,
+    )
+    derive.add_argument("--from", dest="source", required=True, metavar="FILE", help="benchmark results")
+    derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
+    derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table", help="output (default table)")
+    derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
+    derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
+    derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
     return parser
+
+
+def run_baseline_derive(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .baseline_derive import derive, read_rows, render, with_published, write_atomically
+    from .baselines import load_table
+
+    rows = read_rows(Path(args.source), args.input_format, args.node_type, args.data_size)
+    table = with_published(derive(rows), load_table())
+    text = render(table, args.output_format)
+    if args.out:
+        write_atomically(Path(args.out), text)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
@@ -163,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
     try:
+        if args.command == "baseline":
+            return run_baseline_derive(args)
         config = load_config(args, os.environ)
         setup_logging(config.log_level, config.log_format)
         if args.command == "cost":
