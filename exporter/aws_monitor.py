@@ -189,6 +189,14 @@ class AwsMonitor:
                 return results
             kwargs["NextToken"] = token
 
+    def latest(self, cluster_id: str, metric: str, statistic: str) -> Datapoint | None:
+        """The newest datapoint of a node's metric (node id 0001, as Redis nodes have), in any region."""
+        with self._lock:
+            for (_, cluster, _node, name, stat), value in self._cache.items():
+                if cluster == cluster_id and name == metric and stat == statistic:
+                    return value.datapoint
+        return None
+
     def cache(self) -> dict[SeriesKey, CachedValue]:
         with self._lock:
             return dict(self._cache)

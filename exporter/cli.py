@@ -26,6 +26,7 @@ SERVE_FLAGS: dict[str, str] = {
     "redis.addr": "the single Redis target, redis://host:port or rediss://host:port; '' for none "
     "(default redis://localhost:6379 unless the config file lists targets)",
     "redis.user": "ACL user name for --redis.addr",
+    "redis.node-type": "node type of --redis.addr, e.g. cache.r6g.large, to compare it with its baseline",
     "redis.password-file": "file holding the password for --redis.addr",
     "redis.tls-ca-file": "CA bundle to verify the server of --redis.addr",
     "redis.tls-cert-file": "client certificate for --redis.addr",
@@ -36,6 +37,8 @@ SERVE_FLAGS: dict[str, str] = {
     "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",
     "heartbeat.key": "name of the exporter's heartbeat key (default elasticache-exporter:heartbeat)",
     "heartbeat.interval": "how often the heartbeat is written, e.g. 1s",
+    "baselines.file": "baseline table (default: the shipped one)",
+    "baselines.basis": "which figure thresholds use where both exist: lower (default), measured or published",
     "aws.region": "AWS regions to discover ElastiCache nodes in and poll CloudWatch for, comma-separated (default: none, AWS off)",
     "log.level": "debug, info, warn or error (default info)",
     "log.format": "text or json (default text)",

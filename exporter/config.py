@@ -75,6 +75,7 @@ class TargetConfig:
     name: str
     endpoint: Endpoint
     credentials: Credentials
+    node_type: str = ""
 
     @property
     def display(self) -> str:
@@ -101,6 +102,13 @@ class HeartbeatConfig:
     key: str = "elasticache-exporter:heartbeat"
     interval: float = 1.0
     ttl: float = 300.0
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    file: str | None = None  # the shipped table when None
+    basis: str | None = None  # the table's own basis when None
+    window: float = 300.0  # seconds of INFO counters a rate is taken over
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,7 @@ class Config:
     allow: tuple[AllowRule, ...] = ()
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     aws: AwsConfig = field(default_factory=AwsConfig)
+    baselines: BaselineConfig = field(default_factory=BaselineConfig)
     source_file: str | None = None
 
 
@@ -213,7 +222,7 @@ def env_values(flags: list[str], environ: Mapping[str, str]) -> dict[str, str]:
 
 def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     environ = os.environ if environ is None else environ
-    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws"})
+    _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines"})
     web = _mapping(raw, "web")
     _check_keys(web, "web", {"listen_address", "telemetry_path"})
     log = _mapping(raw, "log")
@@ -241,7 +250,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         targets.append(_target(item, f"targets[{index}]", timeout, environ))
 
     redis = _mapping(raw, "redis")
-    _check_keys(redis, "redis", {"addr", *_CREDENTIAL_KEYS})
+    _check_keys(redis, "redis", {"addr", "node_type", *_CREDENTIAL_KEYS})
     addr = redis.get("addr", None if targets_raw else DEFAULT_REDIS_ADDR)
     if addr not in (None, ""):
         single = {"addr": addr, **{k: v for k, v in redis.items() if k != "addr"}}
@@ -259,6 +268,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     allow = tuple(_allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
 
     return Config(
+        baselines=_baselines(_mapping(raw, "baselines")),
         aws=_aws(_mapping(raw, "aws"), timeout, environ),
         heartbeat=_heartbeat(_mapping(raw, "heartbeat")),
         listen_address=listen,
@@ -374,6 +384,18 @@ def _role(value: Any, key: str) -> str | None:
     return role
 
 
+def _baselines(raw: dict[str, Any]) -> BaselineConfig:
+    _check_keys(raw, "baselines", {"file", "basis", "window"})
+    basis = raw.get("basis")
+    if basis is not None and basis not in ("lower", "measured", "published"):
+        raise ConfigError("baselines.basis", f"must be lower, measured or published, got {basis!r}")
+    return BaselineConfig(
+        file=_readable(raw.get("file"), "baselines.file"),
+        basis=basis,
+        window=_duration(raw.get("window", "5m"), "baselines.window"),
+    )
+
+
 def _heartbeat(raw: dict[str, Any]) -> HeartbeatConfig:
     _check_keys(raw, "heartbeat", {"read", "write", "key", "interval", "ttl"})
     defaults = HeartbeatConfig()
@@ -395,6 +417,7 @@ def _heartbeat(raw: dict[str, Any]) -> HeartbeatConfig:
 
 _TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}
 _CREDENTIAL_KEYS = {"user", "password", "password_file", "password_env", "timeout", *_TLS_KEYS}
+_NODE_TYPE = re.compile(r"^(cache\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 
 def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], default_name: bool = False) -> TargetConfig:
@@ -402,7 +425,12 @@ def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], def
         item = {"addr": item}
     if not isinstance(item, dict):
         raise ConfigError(key, "must be an address or a mapping with 'addr'")
-    _check_keys(item, key, {"name", "addr", *_CREDENTIAL_KEYS})
+    _check_keys(item, key, {"name", "addr", "node_type", *_CREDENTIAL_KEYS})
+    node_type = _string(item.get("node_type") or "", f"{key}.node_type")
+    if node_type and not _NODE_TYPE.match(node_type):
+        raise ConfigError(f"{key}.node_type", f"not a node type such as cache.r6g.large: {node_type!r}")
+    if node_type and not node_type.startswith("cache."):
+        node_type = "cache." + node_type
     addr = _string(item.get("addr"), f"{key}.addr")
     try:
         parsed = parse_address(addr)
@@ -422,7 +450,7 @@ def _target(item: Any, key: str, timeout: float, environ: Mapping[str, str], def
     name = _string(name, f"{key}.name")
     if not name or not name.isprintable():
         raise ConfigError(f"{key}.name", "must be a non-empty printable string")
-    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials)
+    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type)
 
 
 def _allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:

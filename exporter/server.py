@@ -20,6 +20,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from . import __version__
+from .baselines import load_table
+from .collectors.baseline import BaselineCollector
 from .collectors.redis import RedisCollector
 from .config import Config, listen_host_port
 from .exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
@@ -66,6 +68,7 @@ class ExporterApp:
         self._process = ProcessCollector(registry=None)
         self._build_info = _BuildInfo()
         self.started = time.time()
+        self.baselines = load_table(config.baselines.file, config.baselines.basis)
         self.heartbeat_writer: HeartbeatWriter | None = None
         self._extra_collectors: list[Any] = []
         if config.heartbeat.write:
@@ -104,7 +107,8 @@ class ExporterApp:
             if method not in ("GET", "HEAD"):
                 return _plain(start_response, "405 Method Not Allowed", "only GET and HEAD\n")
             if path == self.config.telemetry_path:
-                collectors = [self._redis_collector(self.targets.configured, environ)]
+                targets = self.targets.configured
+                collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
                 return self._metrics(environ, start_response, [*collectors, *self._extra_collectors, self._build_info, self._process])
             if path == "/scrape":
                 return self._scrape(environ, start_response)
@@ -132,8 +136,8 @@ class ExporterApp:
             target = self.targets.resolve(values[0])
         except TargetRefused as err:
             return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
-        collector = self._redis_collector([target], environ)
-        return self._metrics(environ, start_response, [collector, self._build_info])
+        collectors = [self._redis_collector([target], environ), self._baseline_collector([target])]
+        return self._metrics(environ, start_response, [*collectors, self._build_info])
 
     def _discovery(self, start_response: StartResponse) -> list[bytes]:
         """Prometheus HTTP service discovery: one group per discovered node, its name as the target."""
@@ -157,6 +161,9 @@ class ExporterApp:
         body = json.dumps(groups, sort_keys=True).encode()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
+
+    def _baseline_collector(self, targets: list[Target]) -> BaselineCollector:
+        return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor)
 
     def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
         return RedisCollector(

@@ -8,7 +8,7 @@ connection is attempted or credential sent.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from .addresses import AddressError, Endpoint, parse_address
@@ -34,6 +34,9 @@ class TargetState:
     last_success: float = 0.0
     malformed_lines: int = 0
     heartbeat_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (monotonic time, bytes out, bytes in, engine CPU seconds) of recent scrapes, for rates over a window
+    counters: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=256))
+    baseline_missing: int = 0
     up: bool = False
     role: str = ""
     version: str = ""
@@ -44,6 +47,7 @@ class TargetState:
 class Target:
     name: str
     node: RedisNode
+    node_type: str = ""
     state: TargetState = field(default_factory=TargetState)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,7 +65,7 @@ class TargetSet:
         )
         keys = tuple(key for _, key in self.heartbeat_sources)
         for item in config.targets:
-            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys))
+            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys), item.node_type)
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
         self.address_names: dict[tuple[str, int], str] = {
@@ -88,14 +92,19 @@ class TargetSet:
             for name in list(self._discovered):
                 current = self._discovered_nodes[name]
                 node = wanted.get(name)
-                if node is None or (node.address, node.port, node.tls) != (current.address, current.port, current.tls):
+                if node is None or (node.address, node.port, node.tls, node.node_type) != (
+                    current.address,
+                    current.port,
+                    current.tls,
+                    current.node_type,
+                ):
                     self._discovered.pop(name).node.close()
                     del self._discovered_nodes[name]
             for name, node in wanted.items():
                 if name in self._discovered:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
-                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys))
+                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys), node.node_type)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 

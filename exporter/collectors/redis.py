@@ -17,7 +17,7 @@ from prometheus_client.metrics_core import Metric
 
 from ..families import FamilySet
 from ..node_metrics import add_node_metrics, add_target_health, parse_result
-from ..redis_info import InfoReply
+from ..redis_info import InfoReply, parse_number
 from ..redis_node import ScrapeResult, classify
 from ..replication import AddressNames, HeartbeatReading, add_heartbeat_metrics, add_replication_metrics
 from ..targets import Target
@@ -119,6 +119,9 @@ def _record_state(
             state.last_success = time.time()
             state.malformed_lines += info.malformed_lines
             state.role = info.get("role", "") or ""
+            sample = traffic_counters(info)
+            if sample is not None:
+                state.counters.append((time.monotonic(), *sample))
             state.version = info.get("valkey_version") or info.get("redis_version", "") or ""
         else:
             kind = classify(outcome)
@@ -140,3 +143,21 @@ def _record_state(
             connects=target.node.connects,
             heartbeat_errors=dict(state.heartbeat_errors),
         )
+
+
+def traffic_counters(info: InfoReply) -> tuple[float, float, float] | None:
+    """(bytes out, bytes in, engine CPU seconds) from INFO; the main thread's CPU where Redis reports it."""
+    out = parse_number(info.get("total_net_output_bytes", "") or "")
+    received = parse_number(info.get("total_net_input_bytes", "") or "")
+    if out is None or received is None:
+        return None
+    cpu = 0.0
+    for field in ("used_cpu_sys_main_thread", "used_cpu_user_main_thread"):
+        value = parse_number(info.get(field, "") or "")
+        if value is None:
+            cpu = -1.0
+            break
+        cpu += value
+    if cpu < 0:  # before Redis 7 only the whole process is reported
+        cpu = sum(parse_number(info.get(f, "") or "") or 0.0 for f in ("used_cpu_sys", "used_cpu_user"))
+    return out, received, cpu
