@@ -101,7 +101,69 @@ def build_parser() -> argparse.ArgumentParser:
     derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
     derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
     derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
+    bench = commands.add_parser(
+        "benchmark",
+        help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",
+        allow_abbrev=False,
+    )
+    bench.add_argument("--target", required=True, help="the node, redis://host:port or rediss://… (password from "
+                       "ELASTICACHE_EXPORTER_REDIS_PASSWORD)")  # fmt: skip
+    bench.add_argument("--node-type", required=True, help="its node type, e.g. cache.r6g.large")
+    bench.add_argument("--data-sizes", default="1000,10000,100000", help="value sizes in bytes (default 1000,10000,100000)")
+    bench.add_argument("--duration", default="60s", help="load per data size (default 60s)")
+    bench.add_argument("--clients", type=int, default=50, help="parallel connections (default 50)")
+    bench.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
+    bench.add_argument("--tool", choices=("redis-benchmark", "memtier_benchmark"), default="redis-benchmark")
+    bench.add_argument("--out", default="benchmark.csv", help="results in the seed's CSV schema (default benchmark.csv)")
+    bench.add_argument("--table-out", help="also write a baseline table derived from the results")
     return parser
+
+
+def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from pathlib import Path
+
+    from .addresses import AddressError, parse_address
+    from .baseline_derive import derive, render_table, with_published, write_atomically
+    from .baselines import BaselineError, load_table
+    from .benchmark import BenchmarkPlan, rows_to_csv, run_benchmark, to_row
+    from .config import parse_duration
+
+    try:
+        parsed = parse_address(args.target)
+    except AddressError as err:
+        raise BaselineError(f"--target: {err}") from err
+    duration = parse_duration(args.duration)
+    if duration is None:
+        raise BaselineError(f"--duration: not a duration: {args.duration!r}")
+    try:
+        sizes = tuple(int(part) for part in args.data_sizes.split(","))
+    except ValueError as err:
+        raise BaselineError(f"--data-sizes: not a list of byte counts: {args.data_sizes!r}") from err
+    if not sizes or min(sizes) < 1:
+        raise BaselineError(f"--data-sizes: sizes must be positive: {args.data_sizes!r}")
+    node_type = args.node_type if args.node_type.startswith("cache.") else "cache." + args.node_type
+    plan = BenchmarkPlan(
+        endpoint=parsed.endpoint,
+        password=parsed.password or environ.get("ELASTICACHE_EXPORTER_REDIS_PASSWORD"),
+        node_type=node_type,
+        data_sizes=sizes,
+        duration=duration,
+        clients=args.clients,
+        pipeline=args.pipeline,
+        tool=args.tool,
+    )
+    results = run_benchmark(plan)
+    rows = [row for row in (to_row(node_type, result) for result in results) if row is not None]
+    if not rows:
+        raise BaselineError("benchmark: nothing was measured")
+    write_atomically(Path(args.out), rows_to_csv(rows))
+    for row in rows:
+        print(f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %")
+    if any(result.interrupted for result in results):
+        print("interrupted: the results above cover what was measured", file=sys.stderr)
+    if args.table_out:
+        write_atomically(Path(args.table_out), render_table(with_published(derive(rows), load_table())))
+    return 0
 
 
 def run_baseline_derive(args: argparse.Namespace) -> int:
@@ -199,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "baseline":
             return run_baseline_derive(args)
+        if args.command == "benchmark":
+            return run_benchmark_command(args, os.environ)
         config = load_config(args, os.environ)
         setup_logging(config.log_level, config.log_format)
         if args.command == "cost":

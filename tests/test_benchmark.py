@@ -1,0 +1,71 @@
+"""`elasticache-exporter benchmark` end to end against a real local redis-server."""
+
+from __future__ import annotations
+
+import csv
+import signal
+import subprocess
+import sys
+import time
+
+from exporter.baselines import load_table
+from exporter.benchmark import percentile
+
+
+def test_percentile_interpolates():
+    assert percentile([1, 2, 3, 4, 5], 0.5) == 3
+    assert percentile([1, 2, 3, 4, 5], 0.9) == 4.6
+    assert percentile([7], 0.9) == 7
+
+
+def test_benchmark_measures_bandwidth_that_grows_with_data_size(fresh_redis, tmp_path):
+    out, table = tmp_path / "results.csv", tmp_path / "table.yml"
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "benchmark", "--target", fresh_redis.addr, "--node-type", "r6g.large",
+         "--data-sizes", "100,1000,10000", "--duration", "2s", "--clients", "20", "--out", str(out), "--table-out", str(table)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [row["dataSize"] for row in rows] == ["100", "1000", "10000"]
+    bandwidth = [float(row["mbps_p90"]) for row in rows]
+    assert all(value > 0 for value in bandwidth)
+    assert bandwidth == sorted(bandwidth), bandwidth
+    assert all(float(row["enginecpuutilization_90"]) > 0 for row in rows)
+    node = load_table(table).get("cache.r6g.large")
+    assert node.measured.data_size == 10000
+    assert node.published.baseline_gbps == 0.75  # published facts joined from the shipped table
+    derived = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(out), "--format", "mapping"],
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert derived.returncode == 0, derived.stderr
+    assert '"cache.r6g.large"' in derived.stdout
+
+
+def test_interrupt_keeps_what_was_measured(fresh_redis, tmp_path):
+    out = tmp_path / "results.csv"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "benchmark", "--target", fresh_redis.addr, "--node-type", "t3.micro",
+         "--data-sizes", "100,1000", "--duration", "30s", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(4)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert "interrupted" in stderr
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0]["dataSize"] == "100"
+    assert float(rows[0]["mbps_p90"]) > 0
+
+
+def test_unreachable_target_is_one_line_exit_2(tmp_path):
+    from servers import free_port
+
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "benchmark", "--target", f"127.0.0.1:{free_port()}", "--node-type", "t3.micro",
+         "--duration", "1s", "--out", str(tmp_path / "x.csv")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
