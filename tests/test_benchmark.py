@@ -50,7 +50,7 @@ def test_interrupt_keeps_what_was_measured(fresh_redis, tmp_path):
     )  # fmt: skip
     time.sleep(4)
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+    _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "interrupted" in stderr
     rows = list(csv.DictReader(out.open()))
