@@ -101,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
     derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
     derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
+    render = commands.add_parser(
+        "render",
+        help="render the alert catalog and baselines to Prometheus rules or a CloudFormation template",
+        allow_abbrev=False,
+    )
+    render.add_argument("what", choices=("prometheus", "cloudformation"))
+    render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+    render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
+    render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
+    render.add_argument("--out", metavar="DIR", help="write the file into this directory instead of standard output")
+    render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
     bench = commands.add_parser(
         "benchmark",
         help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",
@@ -163,6 +174,29 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
         print("interrupted: the results above cover what was measured", file=sys.stderr)
     if args.table_out:
         write_atomically(Path(args.table_out), render_table(with_published(derive(rows), load_table())))
+    return 0
+
+
+RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .baseline_derive import write_atomically
+    from .baselines import load_table
+    from .render import load_catalog, render_cloudformation, render_prometheus
+
+    table = load_table(args.baselines, args.basis)
+    alerts = load_catalog(args.catalog)
+    renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
+    text = renderer(alerts, table, args.runbook_base_url)
+    if args.out:
+        directory = Path(args.out)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(directory / RENDERED_FILES[args.what], text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -261,6 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "baseline":
             return run_baseline_derive(args)
+        if args.command == "render":
+            return run_render(args)
         if args.command == "benchmark":
             return run_benchmark_command(args, os.environ)
         config = load_config(args, os.environ)
