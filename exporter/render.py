@@ -129,6 +129,7 @@ def suggested_node_type(table: BaselineTable, node_type: str) -> str:
         return "a larger node type"
     needed = own_levels[100] / 0.8
     own_class = node_type.split(".")[1][0] if "." in node_type else ""
+    own_class = "m" if own_class == "t" else own_class  # burstable types grow into general purpose ones
     candidates = []
     for name, node in table.node_types.items():
         parts = name.split(".")
