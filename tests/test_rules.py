@@ -226,7 +226,8 @@ case("RedisOutOfSystemMemory",
      [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_total_system_memory_bytes", **T), "100+0x5")], "3m", "1m", T,
      [(series("redis_memory_used_bytes", target="q"), "50+0x5"), (series("redis_total_system_memory_bytes", target="q"), "100+0x5")])  # fmt: skip
 case("ElastiCacheDatabaseMemoryHigh", [(series("aws_elasticache_database_memory_usage_percentage_maximum", **CW), "95+0x10")],
-     "6m", "4m", CW, [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")])  # noqa: E501  # fmt: skip
+     "6m", "4m", CW,
+     [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")])  # fmt: skip
 case("ElastiCacheFreeableMemoryLow", [(series("aws_elasticache_freeable_memory_minimum", **CW), "50000000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_freeable_memory_minimum", **{**CW, "dimension_CacheClusterId": "q"}), "500000000+0x10")])  # fmt: skip
 case("ElastiCacheSwapUsageHigh", [(series("aws_elasticache_swap_usage_maximum", **CW), "60000000+0x10")], "6m", "4m", CW,
@@ -240,7 +241,8 @@ case("RedisForkSlow", [(series("redis_latest_fork_seconds", **T), "2+0x3")], "1m
 case("RedisMissingBackup",
      [(series("redis_rdb_last_save_timestamp_seconds", **T), "-200000+0x5"), (series("redis_rdb_last_bgsave_status", **T), "0+0x5")],
      "2m", None, T,
-     [(series("redis_rdb_last_save_timestamp_seconds", target="q"), "0+0x5"), (series("redis_rdb_last_bgsave_status", target="q"), "1+0x5")])  # noqa: E501  # fmt: skip
+
+     [(series("redis_rdb_last_save_timestamp_seconds", target="q"), "0+0x5"), (series("redis_rdb_last_bgsave_status", target="q"), "1+0x5")])  # fmt: skip
 NODE = {**CW, "target": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
         "role": "primary", "engine": "redis", "engine_version": "7.1", "az": "eu-west-1a"}  # fmt: skip
 case("ElastiCacheHostCPUHigh",
