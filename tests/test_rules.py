@@ -241,8 +241,8 @@ case("RedisForkSlow", [(series("redis_latest_fork_seconds", **T), "2+0x3")], "1m
 case("RedisMissingBackup",
      [(series("redis_rdb_last_save_timestamp_seconds", **T), "-200000+0x5"), (series("redis_rdb_last_bgsave_status", **T), "0+0x5")],
      "2m", None, T,
-
-     [(series("redis_rdb_last_save_timestamp_seconds", target="q"), "0+0x5"), (series("redis_rdb_last_bgsave_status", target="q"), "1+0x5")])  # fmt: skip
+     [(series("redis_rdb_last_save_timestamp_seconds", target="q"), "0+0x5"),
+      (series("redis_rdb_last_bgsave_status", target="q"), "1+0x5")])  # fmt: skip
 NODE = {**CW, "target": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
         "role": "primary", "engine": "redis", "engine_version": "7.1", "az": "eu-west-1a"}  # fmt: skip
 case("ElastiCacheHostCPUHigh",
