@@ -117,6 +117,13 @@ class AwsMonitor:
         with self._lock:
             return [node for nodes in self._nodes.values() for node in nodes]
 
+    def nodes_by_account(self) -> dict[AwsAccount, list[Node]]:
+        with self._lock:
+            result: dict[AwsAccount, list[Node]] = {}
+            for (account, _region), nodes in self._nodes.items():
+                result.setdefault(account, []).extend(nodes)
+            return result
+
     def serverless(self) -> list[ServerlessCache]:
         with self._lock:
             return [cache for caches in self._serverless.values() for cache in caches]

@@ -112,6 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
     render.add_argument("--out", metavar="DIR", help="write the file into this directory instead of standard output")
     render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
+    alarms = commands.add_parser(
+        "alarms",
+        help="create or update the CloudWatch alarms of the catalog directly (PutMetricAlarm) for the discovered nodes",
+        allow_abbrev=False,
+    )
+    alarms.add_argument("action", choices=("plan", "apply"), help="plan: show the difference; apply: make it so")
+    alarms.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
+    alarms.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    alarms.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+    alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
+    alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
     bench = commands.add_parser(
         "benchmark",
         help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",
@@ -178,6 +189,36 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
 
 
 RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
+
+
+def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from .alarms import apply, describe, desired_alarms, plan
+    from .aws_monitor import AwsMonitor
+    from .baselines import load_table
+    from .render import load_catalog
+
+    values = vars(args)
+    config_file = values.get("config.file")
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    if values.get("aws.region"):
+        raw = overlay(raw, {"aws.region": values["aws.region"]})
+    config = build_config(raw, source_file=config_file, environ=environ)
+    if not config.aws.enabled:
+        raise ExporterError("no AWS regions configured: give --aws.region or aws.regions in --config.file")
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    alerts, table = load_catalog(args.catalog), load_table(args.baselines)
+    applied = 0
+    for account, nodes in monitor.nodes_by_account().items():
+        api = monitor.apis[account]
+        desired, skipped = desired_alarms(nodes, alerts, table, args.sns_topic_arn)
+        changes = plan(api, desired)
+        sys.stdout.write(describe(changes, skipped))
+        if args.action == "apply":
+            applied += apply(api, changes)
+    if args.action == "apply":
+        print(f"applied {applied} alarm(s)")
+    return 0
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -295,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "baseline":
             return run_baseline_derive(args)
+        if args.command == "alarms":
+            return run_alarms(args, os.environ)
         if args.command == "render":
             return run_render(args)
         if args.command == "benchmark":

@@ -411,3 +411,35 @@ def test_invalid_aws_config_names_the_key(raw, key):
     with pytest.raises(ConfigError) as caught:
         build_config(raw, environ={})
     assert caught.value.key == key
+
+
+def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_nothing(aws_credentials):
+    from exporter.alarms import apply, describe, desired_alarms, plan
+    from exporter.baselines import load_table
+    from exporter.render import load_catalog
+
+    with mock_aws():
+        cluster_ids = seed_moto(groups=1, replicas=2)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        alerts, table = load_catalog(), load_table()
+        api = next(iter(monitor.apis.values()))
+        desired, skipped = desired_alarms(monitor.nodes(), alerts, table, "arn:aws:sns:eu-west-1:123456789012:alarms")
+        assert skipped == []
+        first = plan(api, desired)
+        per_node = sum(1 for alert in alerts if alert.cloudwatch)
+        assert [c.action for c in first] == ["create"] * (per_node * len(cluster_ids))
+        assert apply(api, first) == len(first)
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        existing = {a["AlarmName"]: a for a in cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]}
+        assert sorted(existing) == sorted(c.name for c in first)
+        network = existing[f"{cluster_ids[0]}-ElastiCacheNetworkOutNearBaseline"]
+        assert network["Threshold"] == 75_000_000 * 60  # cache.r6g.large: 80 % of 0.75 Gbit/s, as bytes per minute
+        assert network["Statistic"] == "Sum"
+        second = plan(api, desired)
+        assert {c.action for c in second} == {"unchanged"}
+        assert apply(api, second) == 0
+        assert "0 to create, 0 to update" in describe(second, [])
+        changed = [(region, {**alarm, "Threshold": alarm["Threshold"] + 1}) for region, alarm in desired[:1]]
+        assert [c.action for c in plan(api, changed)] == ["update"]
