@@ -253,6 +253,10 @@ case("ElastiCacheHostCPUHigh",
 case("RedisTooManyConnections",
      [(series("redis_connected_clients", **T), "95+0x5"), (series("redis_config_maxclients", **T), "100+0x5")], "3m", "1m", T,
      [(series("redis_connected_clients", target="q"), "10+0x5"), (series("redis_config_maxclients", target="q"), "100+0x5")])  # fmt: skip
+case("RedisNotEnoughConnections", [(series("redis_connected_clients", **T), "2+0x5")], "3m", "1m", T,
+     [(series("redis_connected_clients", target="q"), "50+0x5")])  # fmt: skip
+case("ElastiCacheEngineCPUHigh", [(series("aws_elasticache_engine_cpuutilization_average", **CW), "95+0x10")], "6m", "4m", CW,
+     [(series("aws_elasticache_engine_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "20+0x10")])  # fmt: skip
 case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
