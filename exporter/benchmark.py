@@ -14,7 +14,6 @@ import csv
 import io
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import redis
 from .addresses import Endpoint
 from .baseline_derive import BenchmarkRow, mbps_from_bytes_per_second
 from .baselines import BaselineError
+from .progress import Progress
 from .redis_info import parse_info, parse_number
 
 CSV_COLUMNS = (
@@ -121,34 +121,6 @@ def rows_to_csv(rows: list[BenchmarkRow]) -> str:
             ]
         )
     return buffer.getvalue()
-
-
-class Progress:
-    """A bar on a terminal, plain lines otherwise."""
-
-    def __init__(self, total: float, stream=sys.stderr) -> None:
-        self.total = total
-        self.stream = stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self.done = 0.0
-        self._last_line = -1
-
-    def update(self, done: float, label: str) -> None:
-        self.done = min(done, self.total)
-        fraction = self.done / self.total if self.total else 1.0
-        if self.tty:
-            filled = int(fraction * 30)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {fraction * 100:5.1f}% {label[:50]:<50}")
-            self.stream.flush()
-        elif int(fraction * 10) != self._last_line:
-            self._last_line = int(fraction * 10)
-            self.stream.write(f"benchmark: {fraction * 100:3.0f}% {label}\n")
-            self.stream.flush()
-
-    def finish(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 @dataclass

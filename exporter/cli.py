@@ -14,7 +14,7 @@ from typing import Any
 
 from . import __version__
 from .baseline_derive import INPUT_FORMATS, OUTPUT_FORMATS
-from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
+from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay, parse_duration
 from .errors import ExporterError
 
 log = logging.getLogger("exporter")
@@ -123,6 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
     alarms.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
     alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
+    capacity = commands.add_parser(
+        "capacity",
+        help="which nodes approach their baseline, how fast, and what to change, from CloudWatch history",
+        allow_abbrev=False,
+    )
+    capacity.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
+    capacity.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    capacity.add_argument("--node", action="append", default=[], help="only these CacheClusterIds (repeatable)")
+    capacity.add_argument("--days", type=int, default=14, help="history window in days, at most 15 (default 14)")
+    capacity.add_argument("--period", default="60s", help="datapoint period, a multiple of 60s (default 60s: per-minute, as the baselines)")
+    capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
+    capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    capacity.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
     bench = commands.add_parser(
         "benchmark",
         help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",
@@ -191,13 +204,7 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
 RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
 
 
-def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from .alarms import apply, describe, desired_alarms, plan
-    from .aws_monitor import AwsMonitor
-    from .baselines import load_table
-    from .render import load_catalog
-
-    values = vars(args)
+def _aws_config(values: dict[str, Any], environ: Mapping[str, str]) -> Config:
     config_file = values.get("config.file")
     raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
     if values.get("aws.region"):
@@ -205,6 +212,60 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     config = build_config(raw, source_file=config_file, environ=environ)
     if not config.aws.enabled:
         raise ExporterError("no AWS regions configured: give --aws.region or aws.regions in --config.file")
+    return config
+
+
+def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    import json
+    import time
+    from pathlib import Path
+
+    from .aws_monitor import AwsMonitor
+    from .baseline_derive import write_atomically
+    from .baselines import load_table
+    from .capacity import build_reports, fetch_history, render_html, render_text
+    from .progress import Progress
+
+    if not 1 <= args.days <= 15:
+        raise ExporterError("--days: one-minute CloudWatch data is kept 15 days; give 1 to 15")
+    period = parse_duration(args.period)
+    if period is None or period < 60 or period % 60:
+        raise ExporterError(f"--period: must be a multiple of 60s, got {args.period!r}")
+    config = _aws_config(vars(args), environ)
+    table = load_table(args.baselines)
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    now = time.time()
+    reports = []
+    for account, discovered in monitor.nodes_by_account().items():
+        nodes = [node for node in discovered if not args.node or node.cluster_id in args.node]
+        if not nodes:
+            continue
+        progress = Progress(len(nodes) * 5)
+        history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
+        progress.finish()
+        reports += build_reports(nodes, history, table, args.days, now)
+    reports.sort(key=lambda r: (r.urgency, r.node.cluster_id))
+    if args.output_format == "json":
+        text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
+    elif args.output_format == "html":
+        text = render_html(reports, args.days, now)
+    else:
+        text = render_text(reports)
+    if args.out:
+        write_atomically(Path(args.out), text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from .alarms import apply, describe, desired_alarms, plan
+    from .aws_monitor import AwsMonitor
+    from .baselines import load_table
+    from .render import load_catalog
+
+    config = _aws_config(vars(args), environ)
     monitor = AwsMonitor(config.aws)
     monitor.discover_once()
     alerts, table = load_catalog(args.catalog), load_table(args.baselines)
@@ -336,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "baseline":
             return run_baseline_derive(args)
+        if args.command == "capacity":
+            return run_capacity(args, os.environ)
         if args.command == "alarms":
             return run_alarms(args, os.environ)
         if args.command == "render":

@@ -80,9 +80,10 @@ def add_replication_metrics(info: InfoReply, target: str, names: AddressNames, o
 
 def add_heartbeat_metrics(
     readings: list[HeartbeatReading], role: str, read_time: float, target: str, out: FamilySet
-) -> list[tuple[str, str]]:
-    """Heartbeat lag on replicas, heartbeat age on primaries; returns (source, reason) of each parse error."""
+) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    """Heartbeat lag on replicas, heartbeat age on primaries; returns the parse errors (source, reason) and the lags."""
     errors: list[tuple[str, str]] = []
+    lags: dict[str, float] = {}
     if readings:
         out.add(
             "elasticache_exporter_heartbeat_read_time_seconds",
@@ -118,6 +119,7 @@ def add_heartbeat_metrics(
                 read_time - stamp,
             )
         else:
+            lags[reading.source] = read_time - stamp
             out.add(
                 "elasticache_replication_heartbeat_lag_seconds",
                 GAUGE,
@@ -125,4 +127,4 @@ def add_heartbeat_metrics(
                 labels,
                 read_time - stamp,
             )
-    return errors
+    return errors, lags

@@ -119,7 +119,8 @@ class ExporterApp:
             if path == "/":
                 from .web.status import render_status_page
 
-                body = render_status_page(self.config, self.targets.all(), self.started).encode()
+                last_poll = self.aws_monitor.last_poll if self.aws_monitor is not None else None
+                body = render_status_page(self.config, self.targets.all(), self.started, self.baselines, last_poll).encode()
                 start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))])
                 return [body]
             return _plain(start_response, "404 Not Found", "not found\n")

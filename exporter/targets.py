@@ -37,6 +37,7 @@ class TargetState:
     # (monotonic time, bytes out, bytes in, engine CPU seconds) of recent scrapes, for rates over a window
     counters: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=256))
     baseline_missing: int = 0
+    heartbeat_lag: dict[str, float] = field(default_factory=dict)
     up: bool = False
     role: str = ""
     version: str = ""

@@ -38,6 +38,23 @@ def window_rates(counters: Iterable[tuple[float, float, float, float]], window: 
     )
 
 
+def target_utilization(target: Target, table: BaselineTable, window: float, now: float) -> dict[str, float] | None:
+    """The status page's view: out/in/engine-CPU ratios to the baseline from the INFO counters, or None."""
+    baseline = table.get(target.node_type)
+    levels = baseline.levels(table.basis) if baseline else None
+    if not levels:
+        return None
+    with target.lock:
+        rates = window_rates(list(target.state.counters), window, now)
+    if rates is None:
+        return {}
+    out_rate, in_rate, cpu = rates
+    result = {"out": out_rate / levels[100], "in": in_rate / levels[100]}
+    engine = baseline.measured.engine_cpu_utilization_p90 if baseline.measured else None
+    result["engine_cpu"] = cpu / (engine or 90.0)
+    return result
+
+
 class BaselineCollector:
     def __init__(self, targets: Iterable[Target], table: BaselineTable, window: float, aws_monitor: Any = None) -> None:
         self._targets = list(targets)

@@ -71,19 +71,23 @@ class RedisCollector:
 
     def _record(self, target: Target, outcome: ScrapeResult | BaseException, elapsed: float, out: FamilySet) -> None:
         heartbeat_errors: list[tuple[str, str]] = []
+        lags: dict[str, float] = {}
         info = None
         if isinstance(outcome, ScrapeResult):
             try:
                 info = parse_result(outcome)
                 add_node_metrics(info, outcome, target.name, out)
                 add_replication_metrics(info, target.name, self._address_names, out)
-                heartbeat_errors = add_heartbeat_metrics(
+                heartbeat_errors, lags = add_heartbeat_metrics(
                     self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
                 )
             except Exception:  # our own bug with this reply: report the target down, keep the others
                 log.exception("could not turn the reply of target %s into metrics", target.name)
                 outcome, info = RuntimeError("internal"), None
         _record_state(target, outcome, info, elapsed, heartbeat_errors, out)
+        if info is not None:
+            with target.lock:
+                target.state.heartbeat_lag = lags
 
     def _readings(self, result: ScrapeResult) -> list[HeartbeatReading]:
         if result.heartbeat_values is None or len(result.heartbeat_values) != len(self._heartbeat_sources):
