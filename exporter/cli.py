@@ -23,6 +23,7 @@ log = logging.getLogger("exporter")
 SERVE_FLAGS: dict[str, str] = {
     "web.listen-address": "address to listen on, host:port or :port (default :9769)",
     "web.telemetry-path": "path of the metrics of the configured targets (default /metrics)",
+    "web.config-file": "TLS and basic auth for the exporter's own endpoints (Prometheus exporter-toolkit web-config format)",
     "redis.addr": "the single Redis target, redis://host:port or rediss://host:port; '' for none "
     "(default redis://localhost:6379 unless the config file lists targets)",
     "redis.user": "ACL user name for --redis.addr",
@@ -330,10 +331,12 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 def run_server(config: Config) -> int:
     from .server import ExporterApp, make_http_server
+    from .webconfig import load_web_config
 
+    web_config = load_web_config(config.web_config_file) if config.web_config_file else None
     app = ExporterApp(config)
     try:
-        server = make_http_server(app, config.listen_address)
+        server = make_http_server(app, config.listen_address, web_config)
     except OSError as err:
         app.close()
         raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err

@@ -143,6 +143,7 @@ class AwsConfig:
 class Config:
     listen_address: str = DEFAULT_LISTEN_ADDRESS
     telemetry_path: str = "/metrics"
+    web_config_file: str | None = None
     log_level: str = "info"
     log_format: str = "text"
     scrape_timeout: float = DEFAULT_TIMEOUT
@@ -224,7 +225,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     environ = os.environ if environ is None else environ
     _check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines"})
     web = _mapping(raw, "web")
-    _check_keys(web, "web", {"listen_address", "telemetry_path"})
+    _check_keys(web, "web", {"listen_address", "telemetry_path", "config_file"})
     log = _mapping(raw, "log")
     _check_keys(log, "log", {"level", "format"})
     scrape = _mapping(raw, "scrape")
@@ -273,6 +274,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         heartbeat=_heartbeat(_mapping(raw, "heartbeat")),
         listen_address=listen,
         telemetry_path=path,
+        web_config_file=_readable(web.get("config_file"), "web.config_file"),
         log_level=level,
         log_format=fmt,
         scrape_timeout=timeout,

@@ -28,6 +28,7 @@ from .exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from .exposition import encode_text
 from .heartbeat import HeartbeatWriter, HeartbeatWriterCollector
 from .targets import Target, TargetRefused, TargetSet
+from .webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -206,12 +207,28 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 120  # an idle keep-alive connection is closed after this many seconds
 
     def setup(self) -> None:
+        context = self.server.web_config.ssl_context if self.server.web_config else None  # type: ignore[attr-defined]
+        if context is not None:
+            # the handshake happens here, in the connection's own thread, not in the accept loop
+            self.request.settimeout(10)
+            self.request = context.wrap_socket(self.request, server_side=True)
         super().setup()
         # headers and body go out in two writes; without NODELAY the second waits for a delayed ACK (40 ms)
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
         self._discard_body()
+        web_config = self.server.web_config  # type: ignore[attr-defined]
+        if web_config is not None and not web_config.authorized(self.headers.get("Authorization")):
+            body = b"unauthorized\n"
+            self.send_response(401, "Unauthorized")
+            self.send_header("WWW-Authenticate", 'Basic realm="elasticache-exporter"')
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            return
         path, _, query = self.path.partition("?")
         environ: dict[str, Any] = {
             "REQUEST_METHOD": self.command,
@@ -258,17 +275,21 @@ class _ThreadingServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # the default of 5 drops the SYNs of a burst of parallel /scrape requests
 
-    def __init__(self, address: tuple[str, int], app: ExporterApp) -> None:
+    def __init__(self, address: tuple[str, int], app: ExporterApp, web_config: WebConfig | None = None) -> None:
         super().__init__(address, _Handler)
         self.app = app
+        self.web_config = web_config
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s failed", client_address, exc_info=True)
 
 
 class _ThreadingServerV6(_ThreadingServer):
     address_family = socket.AF_INET6
 
 
-def make_http_server(app: ExporterApp, listen_address: str) -> ThreadingHTTPServer:
-    """A threaded HTTP/1.1 server for ``app``; the caller runs ``serve_forever()``."""
+def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfig | None = None) -> ThreadingHTTPServer:
+    """A threaded HTTP/1.1 server for ``app``, with TLS and basic auth when configured; the caller runs ``serve_forever()``."""
     host, port = listen_host_port(listen_address)
     server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
-    return server_class((host or "0.0.0.0", port), app)
+    return server_class((host or "0.0.0.0", port), app, web_config)
