@@ -142,12 +142,13 @@ class ExporterApp:
         return self._metrics(environ, start_response, [*collectors, self._build_info])
 
     def _discovery(self, start_response: StartResponse) -> list[bytes]:
-        """Prometheus HTTP service discovery: one group per discovered node, its name as the target."""
+        """Prometheus HTTP service discovery: one group per discovered node, its address as the target
+        (so that /scrape on any exporter whose allow-list covers it can serve it: shards need no shared state)."""
         groups = [
             {
-                "targets": [target.name],
+                "targets": [f"{'rediss' if target.node.endpoint.tls else 'redis'}://{target.node.endpoint.host_port}"],
                 "labels": {
-                    "__meta_elasticache_address": target.display,
+                    "__meta_elasticache_node": target.name,
                     "__meta_elasticache_replication_group": node.replication_group,
                     "__meta_elasticache_shard": node.shard,
                     "__meta_elasticache_role": node.role,

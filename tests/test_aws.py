@@ -328,7 +328,9 @@ def test_discovered_nodes_become_targets(plain_redis):
         import json
 
         groups = json.loads(call(app, "/discovery").text)
-        assert groups[0]["targets"] == ["orders-0001-001"]
+        assert groups[0]["targets"] == [f"redis://127.0.0.1:{plain_redis.port}"]
+        assert groups[0]["labels"]["__meta_elasticache_node"] == "orders-0001-001"
+        assert call(app, "/scrape", "target=" + groups[0]["targets"][0]).code == 200
         assert groups[0]["labels"]["__meta_elasticache_node_type"] == "cache.r6g.large"
         app.targets.set_discovered([])
         assert call(app, "/scrape", "target=orders-0001-001").code == 400
