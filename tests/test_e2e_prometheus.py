@@ -1,0 +1,162 @@
+"""End to end: a real Prometheus scrapes the exporter (single- and multi-target), loads the rendered rules,
+and the bandwidth and heartbeat-lag alerts fire under a real load or stall and resolve after it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from proxy import StallableProxy
+from servers import free_port, start_exporter, start_redis, wait_until
+from test_replication import ElastiCacheHeartbeat
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+TEST_TABLE = """
+format: elasticache-exporter-baselines
+version: 1
+basis: measured
+node_types:
+  cache.test.small:
+    vcpus: 2
+    memory_gib: 1
+    measured:
+      bytes_per_second: {'100': 2000000, '90': 1800000, '80': 1600000}
+      method: a figure a local redis-benchmark load exceeds
+"""
+
+
+def api(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def firing(port: int, name: str, **labels: str) -> bool:
+    for alert in api(port, "/api/v1/alerts")["data"]["alerts"]:
+        if alert["labels"].get("alertname") == name and alert["state"] == "firing":
+            if all(alert["labels"].get(k) == v for k, v in labels.items()):
+                return True
+    return False
+
+
+def shorten(rules_text: str) -> str:
+    """The rendered rules with every `for` at 5 s and no keep_firing_for, so a test sees firing and resolving quickly."""
+    document = yaml.safe_load(rules_text)
+    for group in document["groups"]:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                rule["for"] = "5s"
+                rule.pop("keep_firing_for", None)
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    primary = start_redis()
+    proxy = StallableProxy(primary.port)
+    replica = start_redis("--replicaof", "127.0.0.1", str(proxy.port))
+    wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link")
+    table = tmp_path / "baselines.yml"
+    table.write_text(TEST_TABLE)
+    config = tmp_path / "exporter.yml"
+    config.write_text(
+        f"targets:\n  - name: primary\n    addr: {primary.addr}\n    node_type: cache.test.small\n"
+        f"  - name: replica\n    addr: {replica.addr}\n    node_type: cache.test.small\n"
+        f"baselines:\n  file: {table}\n  window: 4s\n"
+    )
+    exporter = start_exporter("--config.file", str(config))
+    rendered = subprocess.run(
+        ["python3", "-m", "exporter", "render", "prometheus", "--baselines", str(table)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    rules = tmp_path / "rules.yml"
+    rules.write_text(shorten(rendered))
+    prometheus_port = free_port()
+    prometheus_config = tmp_path / "prometheus.yml"
+    prometheus_config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
+                    {
+                        "job_name": "elasticache-nodes",
+                        "metrics_path": "/scrape",
+                        "static_configs": [{"targets": [replica.addr]}],
+                        "relabel_configs": [
+                            {"source_labels": ["__address__"], "target_label": "__param_target"},
+                            {"source_labels": ["__param_target"], "target_label": "instance"},
+                            {"target_label": "__address__", "replacement": f"127.0.0.1:{exporter.port}"},
+                        ],
+                    },
+                ],
+            }
+        )
+    )
+    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
+    prometheus = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={prometheus_config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{prometheus_port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def targets_up() -> bool:
+        try:
+            targets = api(prometheus_port, "/api/v1/targets")["data"]["activeTargets"]
+        except OSError:
+            return False
+        return len(targets) == 2 and all(t["health"] == "up" for t in targets)
+
+    try:
+        wait_until(targets_up, timeout=60, what="Prometheus scraping both jobs")
+        yield {"primary": primary, "replica": replica, "proxy": proxy, "prometheus": prometheus_port}
+    finally:
+        prometheus.terminate()
+        prometheus.wait(timeout=20)
+        shutil.rmtree(data, ignore_errors=True)
+        exporter.stop()
+        proxy.resume()
+        replica.stop()
+        proxy.close()
+        primary.stop()
+
+
+def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
+    port = stack["prometheus"]
+    query = api(port, "/api/v1/query?query=" + urllib.request.quote('redis_up{job="elasticache-nodes"}'))
+    assert query["data"]["result"][0]["value"][1] == "1"  # the multi-target job scrapes through /scrape
+    rules = api(port, "/api/v1/rules")["data"]["groups"]
+    assert {group["name"] for group in rules} == {"elasticache-baselines", "elasticache-alerts"}
+
+    stack["primary"].client().set("key:__rand_int__", "x" * 1000)  # what redis-benchmark's GET reads
+    benchmark = shutil.which("redis-benchmark")
+    load = subprocess.Popen(
+        [benchmark, "-p", str(stack["primary"].port), "-t", "get", "-d", "1000", "-n", "100000000", "-c", "10", "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: firing(port, "ElastiCacheNetworkOutAtBaseline", target="primary"), timeout=60, interval=0.5,
+                   what="the bandwidth alert firing")  # fmt: skip
+        assert firing(port, "ElastiCacheNetworkOutNearBaseline", target="primary", severity="warning")
+    finally:
+        load.terminate()
+        load.wait(timeout=10)
+    wait_until(lambda: not firing(port, "ElastiCacheNetworkOutAtBaseline", target="primary"), timeout=60, interval=0.5,
+               what="the bandwidth alert resolving")  # fmt: skip
+
+    with ElastiCacheHeartbeat(stack["primary"].client()):
+        time.sleep(2)
+        assert not firing(port, "RedisReplicationHeartbeatLag")
+        stack["proxy"].stall()
+        try:
+            wait_until(lambda: firing(port, "RedisReplicationHeartbeatLag", target="replica"), timeout=60, interval=0.5,
+                       what="the heartbeat lag alert firing")  # fmt: skip
+        finally:
+            stack["proxy"].resume()
+        wait_until(lambda: not firing(port, "RedisReplicationHeartbeatLag", target="replica"), timeout=60, interval=0.5,
+                   what="the heartbeat lag alert resolving")  # fmt: skip
