@@ -38,11 +38,11 @@ def api(port: int, path: str) -> dict:
 
 
 def firing(port: int, name: str, **labels: str) -> bool:
-    for alert in api(port, "/api/v1/alerts")["data"]["alerts"]:
-        if alert["labels"].get("alertname") == name and alert["state"] == "firing":
-            if all(alert["labels"].get(k) == v for k, v in labels.items()):
-                return True
-    return False
+    wanted = {"alertname": name, **labels}
+    return any(
+        alert["state"] == "firing" and all(alert["labels"].get(k) == v for k, v in wanted.items())
+        for alert in api(port, "/api/v1/alerts")["data"]["alerts"]
+    )
 
 
 def shorten(rules_text: str) -> str:
