@@ -1,0 +1,240 @@
+"""Reliability, bounded in count and time, loopback only: chaos, concurrency, a soak, hostile input.
+
+Each test prints its figures (run with -s); docs/reliability.md records them.
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import statistics
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from fake_resp import FakeRespServer, bulk
+from helpers import call, make_app, parse_samples, sample
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from servers import free_port, start_exporter, start_redis
+from test_http import CountingListener
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Client:
+    """A kept-alive HTTP connection that reconnects when the server closes it."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+
+    def get(self, path: str) -> tuple[int, str, float]:
+        started = time.monotonic()
+        for attempt in range(2):
+            try:
+                self.connection.request("GET", path)
+                response = self.connection.getresponse()
+                return response.status, response.read().decode(), time.monotonic() - started
+            except (http.client.HTTPException, ConnectionError):
+                self.connection.close()
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def test_1000_scrapes_while_a_target_is_killed_restarted_hung_and_recovered(plain_redis, tmp_path):
+    victim = start_redis()
+    config = tmp_path / "config.yml"
+    config.write_text(
+        f"targets:\n  - name: stable\n    addr: {plain_redis.addr}\n  - name: victim\n    addr: {victim.addr}\n    timeout: 300ms\n"
+        f"  - name: down\n    addr: redis://127.0.0.1:{free_port()}\n    timeout: 300ms\n"
+    )
+    exporter = start_exporter("--config.file", str(config))
+    stop = threading.Event()
+    transitions: list[str] = []
+
+    def chaos() -> None:
+        actions = ["pause", "resume", "stop", "start"]
+        index = 0
+        while not stop.wait(0.4):
+            action = actions[index % 4]
+            index += 1
+            getattr(victim, action)()
+            transitions.append(action)
+
+    chaos_thread = threading.Thread(target=chaos, daemon=True)
+    client = Client(exporter.port)
+    durations, victim_states = [], {0.0: 0, 1.0: 0}
+    try:
+        chaos_thread.start()
+        deadline = time.monotonic() + 240
+        for _ in range(1000):
+            assert time.monotonic() < deadline, "the chaos run took too long"
+            status, text, elapsed = client.get("/metrics")
+            assert status == 200
+            samples = parse_samples(text)
+            assert sample(samples, "redis_up", target="stable") == 1
+            assert sample(samples, "redis_up", target="down") == 0
+            victim_states[sample(samples, "redis_up", target="victim")] += 1
+            durations.append(elapsed)
+    finally:
+        stop.set()
+        chaos_thread.join(timeout=10)
+        victim.resume()
+        if victim.process is None:
+            victim.start()
+    try:
+        recovered = False
+        for _ in range(50):
+            if sample(parse_samples(client.get("/metrics")[1]), "redis_up", target="victim") == 1:
+                recovered = True
+                break
+            time.sleep(0.1)
+        assert recovered
+        assert victim_states[0.0] > 0
+        assert victim_states[1.0] > 0
+        assert max(durations) < 1.5, max(durations)  # one hung target never holds a scrape past its timeout
+        errors = {k: v for k, v in parse_samples(client.get("/metrics")[1]).items()
+                  if k[0] == "elasticache_exporter_target_scrape_errors_total" and ("target", "victim") in k[1]}  # fmt: skip
+        print(
+            f"\nchaos: 1000 scrapes, {len(transitions)} transitions of the victim, victim up in {victim_states[1.0]}, "
+            f"down in {victim_states[0.0]}; wall p50 {statistics.median(durations) * 1000:.1f} ms, "
+            f"max {max(durations) * 1000:.0f} ms; errors {sorted((dict(k[1])['kind'], v) for k, v in errors.items())}"
+        )
+        assert exporter.stop() == 0
+    finally:
+        victim.stop()
+
+
+def test_50_concurrent_metrics_clients(plain_redis):
+    exporter = start_exporter("--redis.addr", plain_redis.addr)
+    failures: list[str] = []
+    durations: list[float] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        client = Client(exporter.port)
+        for _ in range(10):
+            try:
+                status, text, elapsed = client.get("/metrics")
+                assert status == 200
+                assert sample(parse_samples(text), "redis_up", target=f"127.0.0.1:{plain_redis.port}") == 1
+                with lock:
+                    durations.append(elapsed)
+            except Exception as err:
+                with lock:
+                    failures.append(repr(err))
+
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(50)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        wall = time.monotonic() - started
+        assert failures == []
+        assert len(durations) == 500
+        print(f"\nconcurrency: 50 clients x 10 scrapes in {wall:.1f} s, p50 {statistics.median(durations) * 1000:.1f} ms, "
+              f"max {max(durations) * 1000:.0f} ms")  # fmt: skip
+    finally:
+        exporter.stop()
+
+
+def test_soak_10000_scrapes_memory_stays_flat(plain_redis):
+    exporter = start_exporter("--redis.addr", plain_redis.addr)
+    client = Client(exporter.port)
+    try:
+        for _ in range(1000):
+            assert client.get("/metrics")[0] == 200
+        baseline = rss_kib(exporter.process.pid)
+        started = time.monotonic()
+        for count in range(10_000):
+            assert client.get("/metrics")[0] == 200
+            assert count < 100 or time.monotonic() - started < 300, "the soak took too long"
+        final = rss_kib(exporter.process.pid)
+        growth = (final - baseline) / baseline
+        print(f"\nsoak: 10000 scrapes in {time.monotonic() - started:.1f} s; RSS {baseline / 1024:.1f} → {final / 1024:.1f} MiB "
+              f"({growth * 100:+.2f} %)")  # fmt: skip
+        assert growth < 0.05
+    finally:
+        exporter.stop()
+
+
+def test_random_resp_garbage_never_breaks_the_exporter():
+    rng = random.Random(1234)
+    replies = []
+    for _ in range(60):
+        kind = rng.randrange(4)
+        if kind == 0:
+            replies.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))))
+        elif kind == 1:
+            body = "".join(rng.choice("abc:#=,\r\n0123456789_ ") for _ in range(rng.randrange(0, 400)))
+            replies.append(bulk(body))
+        elif kind == 2:
+            replies.append(b"*" + str(rng.randrange(-1, 5)).encode() + b"\r\n" + bulk("x") * rng.randrange(0, 5))
+        else:
+            replies.append(b"$" + str(rng.randrange(-1, 10**6)).encode() + b"\r\nshort\r\n")
+    position = {"i": 0}
+
+    def next_reply() -> bytes:
+        position["i"] += 1
+        return replies[position["i"] % len(replies)]
+
+    server = FakeRespServer({("INFO", "ALL"): next_reply, ("INFO", "CLUSTER"): bulk("")}, default=b"*-1\r\n")
+    app = make_app({"targets": [{"name": "garbage", "addr": server.addr, "timeout": "200ms"}], "heartbeat": {"read": False}})
+    try:
+        ups = 0
+        for _ in range(len(replies)):
+            response = call(app, "/metrics")
+            assert response.code == 200
+            ups += sample(response.samples(), "redis_up", target="garbage") == 1
+        print(f"\nmalformed RESP: {len(replies)} random replies, all answered 200; {ups} parsed as INFO")
+    finally:
+        app.close()
+        server.close()
+
+
+HOSTILE = st.one_of(
+    st.text(max_size=80),
+    st.builds(
+        lambda scheme, userinfo, host, port: f"{scheme}{userinfo}{host}{port}",
+        st.sampled_from(["", "redis://", "rediss://", "unix://", "file://", "http://", "gopher://", "//", "valkey://"]),
+        st.sampled_from(["", "user@", "user:pw@", "known@", "@", "a:b@c@"]),
+        st.sampled_from(["127.0.0.1", "localhost", "[::1]", "[::ffff:127.0.0.1]", "0x7f000001", "2130706433", "127.1", "0",
+                         "169.254.169.254", "[fe80::1%25lo]", "example.com", "", "127.0.0.1.nip.io"]),  # fmt: skip
+        st.sampled_from(["", ":{port}", ":0", ":65536", ":-1", ":6379/0", ":{port}?x=1", ":{port}#f", ":{port}/../etc"]),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(HOSTILE)
+def test_scrape_refuses_arbitrary_targets_without_connecting(target):
+    listener = _listener()
+    response = call(_probe_app(), "/scrape", "target=" + quote(target.replace("{port}", str(listener.port)), safe=""))
+    assert response.code == 400, target
+    assert listener.accepted == 0
+
+
+_state: dict = {}
+
+
+def _listener() -> CountingListener:
+    if "listener" not in _state:
+        _state["listener"] = CountingListener()
+    return _state["listener"]
+
+
+def _probe_app():
+    if "app" not in _state:
+        _state["app"] = make_app({"redis": {"addr": "redis://127.0.0.1:1", "password": "never-leaked"}, "scrape": {"allow": []}})
+    return _state["app"]
