@@ -88,9 +88,10 @@ def test_1000_scrapes_while_a_target_is_killed_restarted_hung_and_recovered(plai
     finally:
         stop.set()
         chaos_thread.join(timeout=10)
-        victim.resume()
         if victim.process is None:
             victim.start()
+        else:
+            victim.resume()
     try:
         recovered = False
         for _ in range(50):
