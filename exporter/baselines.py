@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ExporterError
+from .yamlfile import read_yaml
 
 FORMAT = "elasticache-exporter-baselines"
 VERSION = 1
@@ -96,18 +97,8 @@ def default_table_path() -> Path:
 
 
 def load_table(path: str | Path | None = None, basis: str | None = None) -> BaselineTable:
-    import yaml
-
     path = Path(path) if path else default_table_path()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BaselineError(f"{path}: cannot read: {err.strerror or err}") from err
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise BaselineError(f"{path}{where}: invalid YAML: {getattr(err, 'problem', err)}") from err
-    return parse_table(data, str(path), basis)
+    return parse_table(read_yaml(path, BaselineError), str(path), basis)
 
 
 def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTable:

@@ -216,13 +216,23 @@ def _aws_config(values: dict[str, Any], environ: Mapping[str, str]) -> Config:
     return config
 
 
+def emit(text: str, out: str | None) -> None:
+    """To standard output, or atomically to ``out``."""
+    if out:
+        from pathlib import Path
+
+        from .baseline_derive import write_atomically
+
+        write_atomically(Path(out), text)
+    else:
+        sys.stdout.write(text)
+
+
 def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     import json
     import time
-    from pathlib import Path
 
     from .aws_monitor import AwsMonitor
-    from .baseline_derive import write_atomically
     from .baselines import load_table
     from .capacity import build_reports, fetch_history, render_html, render_text
     from .progress import Progress
@@ -253,10 +263,7 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         text = render_html(reports, args.days, now)
     else:
         text = render_text(reports)
-    if args.out:
-        write_atomically(Path(args.out), text)
-    else:
-        sys.stdout.write(text)
+    emit(text, args.out)
     return 0
 
 
@@ -306,16 +313,12 @@ def run_render(args: argparse.Namespace) -> int:
 def run_baseline_derive(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .baseline_derive import derive, read_rows, render, with_published, write_atomically
+    from .baseline_derive import derive, read_rows, render, with_published
     from .baselines import load_table
 
     rows = read_rows(Path(args.source), args.input_format, args.node_type, args.data_size)
     table = with_published(derive(rows), load_table())
-    text = render(table, args.output_format)
-    if args.out:
-        write_atomically(Path(args.out), text)
-    else:
-        sys.stdout.write(text)
+    emit(render(table, args.output_format), args.out)
     return 0
 
 

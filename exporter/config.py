@@ -18,6 +18,7 @@ from typing import Any
 
 from .addresses import AddressError, Endpoint, HostPattern, parse_address
 from .errors import ConfigError
+from .yamlfile import read_yaml
 
 DEFAULT_LISTEN_ADDRESS = ":9769"
 DEFAULT_REDIS_ADDR = "redis://localhost:6379"
@@ -160,19 +161,7 @@ class Config:
 
 
 def load_yaml(path: str) -> dict[str, Any]:
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError("config.file", f"cannot read {path}: {err.strerror or err}") from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or "invalid YAML"
-        raise ConfigError("config.file", f"{path}{where}: {problem}") from err
+    data = read_yaml(path, lambda message: ConfigError("config.file", message))
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 from .baselines import BaselineError, BaselineTable
 from .errors import ExporterError
+from .yamlfile import read_yaml
 
 FORMAT = "elasticache-exporter-alerts"
 SIGNALS = {
@@ -55,16 +56,8 @@ def default_catalog_path() -> Path:
 
 
 def load_catalog(path: str | Path | None = None) -> list[Alert]:
-    import yaml
-
     path = Path(path) if path else default_catalog_path()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise RenderError(f"{path}: cannot read: {err.strerror or err}") from err
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise RenderError(f"{path}{f' line {mark.line + 1}' if mark else ''}: invalid YAML") from err
+    data = read_yaml(path, RenderError)
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("alerts"), list):
         raise RenderError(f"{path}: not an alert catalog (expected 'format: {FORMAT}' and a list 'alerts')")
     alerts, names = [], set()

@@ -64,7 +64,7 @@ class WebConfig:
 
 
 def load_web_config(path: str) -> WebConfig:
-    raw = load_yaml(path)
+    raw = load_yaml(path)  # a mapping, or a one-line ConfigError
     allowed = {"tls_server_config", "basic_auth_users", "http_server_config"}
     for key in raw:
         if key not in allowed:
