@@ -20,7 +20,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from . import __version__
-from .baselines import load_table
+from .baselines import BaselineTable, load_table
 from .collectors.baseline import BaselineCollector
 from .collectors.redis import RedisCollector
 from .config import Config, listen_host_port
@@ -69,7 +69,9 @@ class ExporterApp:
         self._process = ProcessCollector(registry=None)
         self._build_info = _BuildInfo()
         self.started = time.time()
-        self.baselines = load_table(config.baselines.file, config.baselines.basis)
+        self._baselines: BaselineTable | None = None
+        if config.baselines.file or any(target.node_type for target in config.targets) or config.aws.enabled:
+            self._baselines = load_table(config.baselines.file, config.baselines.basis)  # a bad file stops start-up
         self.heartbeat_writer: HeartbeatWriter | None = None
         self._extra_collectors: list[Any] = []
         if config.heartbeat.write:
@@ -84,6 +86,13 @@ class ExporterApp:
             self.aws_monitor = AwsMonitor(config.aws, on_nodes=on_nodes)
             self._extra_collectors.append(AwsCollector(self.aws_monitor))
             self.aws_monitor.start()
+
+    @property
+    def baselines(self) -> BaselineTable:
+        """The table; the shipped one is read only when some target has a node type (it costs 1.5 MiB)."""
+        if self._baselines is None:
+            self._baselines = load_table(self.config.baselines.file, self.config.baselines.basis)
+        return self._baselines
 
     def close(self) -> None:
         if self.heartbeat_writer is not None:
@@ -110,7 +119,8 @@ class ExporterApp:
             if path == self.config.telemetry_path:
                 targets = self.targets.configured
                 collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
-                return self._metrics(environ, start_response, [*collectors, *self._extra_collectors, self._build_info, self._process])
+                collectors += [*self._extra_collectors, self._build_info, self._process]
+                return self._metrics(environ, start_response, [c for c in collectors if c is not None])
             if path == "/scrape":
                 return self._scrape(environ, start_response)
             if path == "/discovery":
@@ -138,8 +148,8 @@ class ExporterApp:
             target = self.targets.resolve(values[0])
         except TargetRefused as err:
             return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
-        collectors = [self._redis_collector([target], environ), self._baseline_collector([target])]
-        return self._metrics(environ, start_response, [*collectors, self._build_info])
+        collectors = [self._redis_collector([target], environ), self._baseline_collector([target]), self._build_info]
+        return self._metrics(environ, start_response, [c for c in collectors if c is not None])
 
     def _discovery(self, start_response: StartResponse) -> list[bytes]:
         """Prometheus HTTP service discovery: one group per discovered node, its address as the target
@@ -165,7 +175,9 @@ class ExporterApp:
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
 
-    def _baseline_collector(self, targets: list[Target]) -> BaselineCollector:
+    def _baseline_collector(self, targets: list[Target]) -> BaselineCollector | None:
+        if not any(target.node_type for target in targets):
+            return None
         return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor)
 
     def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
