@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-
-from prometheus_client.metrics_core import Metric
+from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
@@ -32,7 +31,8 @@ def _label_pair(key: str, value: str) -> str:
     return f'{key}="{str(value).translate(_LABEL_ESCAPES)}"'
 
 
-def encode_text(families: Iterable[Metric]) -> bytes:
+def encode_text(families: Iterable[Any]) -> bytes:
+    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.families.Family` (same attributes)."""
     lines: list[str] = []
     append = lines.append
     pairs: dict[tuple[str, str], str] = {}  # most label pairs (the target above all) repeat on every line

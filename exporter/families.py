@@ -15,22 +15,38 @@ COUNTER = "counter"
 SUMMARY = "summary"
 
 
+class Family:
+    """One family's samples as plain tuples; the text encoder reads it directly, ``metric()`` converts it."""
+
+    __slots__ = ("documentation", "name", "samples", "type")
+
+    def __init__(self, name: str, kind: str, documentation: str) -> None:
+        self.name = name[:-6] if kind == COUNTER and name.endswith("_total") else name
+        self.type = kind
+        self.documentation = documentation
+        self.samples: list[tuple[str, dict[str, str], float]] = []
+
+    def metric(self) -> Metric:
+        metric = Metric(self.name, self.documentation, self.type)
+        for name, labels, value in self.samples:
+            metric.add_sample(name, labels, value)
+        return metric
+
+
 class FamilySet:
     """Metric families keyed by name; the first help text and type of a name win."""
 
     def __init__(self) -> None:
-        self._families: dict[str, Metric] = {}
+        self._families: dict[str, Family] = {}
 
-    def _family(self, name: str, kind: str, help_: str) -> Metric:
+    def _family(self, name: str, kind: str, help_: str) -> Family:
         family = self._families.get(name)
         if family is None:
-            family_name = name[:-6] if kind == COUNTER and name.endswith("_total") else name
-            family = Metric(family_name, help_, kind)
-            self._families[name] = family
+            family = self._families[name] = Family(name, kind, help_)
         return family
 
     def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
-        self._family(name, kind, help_).add_sample(name, labels, value)
+        self._family(name, kind, help_).samples.append((name, labels, value))
 
     def add_summary(
         self,
@@ -41,12 +57,12 @@ class FamilySet:
         count: float | None,
         total: float | None,
     ) -> None:
-        family = self._family(name, SUMMARY, help_)
+        samples = self._family(name, SUMMARY, help_).samples
         for quantile, value in quantiles:
-            family.add_sample(name, {**labels, "quantile": quantile}, value)
+            samples.append((name, {**labels, "quantile": quantile}, value))
         if count is not None and total is not None:
-            family.add_sample(name + "_sum", labels, total)
-            family.add_sample(name + "_count", labels, count)
+            samples.append((name + "_sum", labels, total))
+            samples.append((name + "_count", labels, count))
 
     def names(self) -> set[str]:
         return set(self._families)
@@ -54,5 +70,10 @@ class FamilySet:
     def __contains__(self, name: str) -> bool:
         return name in self._families
 
-    def __iter__(self) -> Iterator[Metric]:
+    def families(self) -> Iterator[Family]:
+        """For the text encoder: no per-sample objects are built."""
         return iter(self._families.values())
+
+    def __iter__(self) -> Iterator[Metric]:
+        """prometheus_client families, as a collector's ``collect()`` yields them."""
+        return (family.metric() for family in self._families.values())

@@ -47,6 +47,11 @@ class _Families:
         for collector in self._collectors:
             yield from collector.collect()
 
+    def families(self) -> Iterator[Any]:
+        """For the text encoder: collectors that can skip building prometheus_client objects do."""
+        for collector in self._collectors:
+            yield from (collector.families() if hasattr(collector, "families") else collector.collect())
+
 
 class _BuildInfo:
     def collect(self) -> Iterator[Metric]:
@@ -196,7 +201,7 @@ class ExporterApp:
             body = encoder(_Families(collectors))
         else:
             content_type = TEXT_CONTENT_TYPE
-            body = encode_text(_Families(collectors).collect())
+            body = encode_text(_Families(collectors).families())
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip.compress(body, compresslevel=1)

@@ -15,7 +15,7 @@ from concurrent.futures import wait as wait_futures
 
 from prometheus_client.metrics_core import Metric
 
-from ..families import FamilySet
+from ..families import Family, FamilySet
 from ..node_metrics import add_node_metrics, add_target_health, parse_result
 from ..redis_info import InfoReply, parse_number
 from ..redis_node import ScrapeResult, classify
@@ -44,13 +44,20 @@ class RedisCollector:
         self._address_names = address_names or {}
 
     def collect(self) -> Iterator[Metric]:
+        return iter(self._scrape())
+
+    def families(self) -> Iterator[Family]:
+        """The same as ``collect()`` for the text encoder, without building prometheus_client objects."""
+        return self._scrape().families()
+
+    def _scrape(self) -> FamilySet:
         out = FamilySet()
         started = time.monotonic()
         outcomes = self._scrape_all()
         elapsed = time.monotonic() - started
         for target, outcome in zip(self._targets, outcomes, strict=True):
             self._record(target, outcome, elapsed, out)
-        return iter(out)
+        return out
 
     def _scrape_all(self) -> list[ScrapeResult | BaseException]:
         if len(self._targets) == 1:
