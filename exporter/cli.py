@@ -332,10 +332,27 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     return build_config(raw, source_file=config_file, environ=environ)
 
 
+def limit_malloc_arenas() -> None:
+    """glibc gives each busy thread a malloc arena of its own; concurrent scrapes then keep several partly used
+    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
 def run_server(config: Config) -> int:
     from .server import ExporterApp, make_http_server
     from .webconfig import load_web_config
 
+    limit_malloc_arenas()
     web_config = load_web_config(config.web_config_file) if config.web_config_file else None
     app = ExporterApp(config)
     try:
