@@ -6,15 +6,13 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import __version__
 from .baseline_derive import INPUT_FORMATS, OUTPUT_FORMATS
-from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay, parse_duration
+from .config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
 from .errors import ExporterError
 
 log = logging.getLogger("exporter")
@@ -155,173 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from pathlib import Path
-
-    from .addresses import AddressError, parse_address
-    from .baseline_derive import derive, render_table, with_published, write_atomically
-    from .baselines import BaselineError, load_table
-    from .benchmark import BenchmarkPlan, rows_to_csv, run_benchmark, to_row
-    from .config import parse_duration
-
-    try:
-        parsed = parse_address(args.target)
-    except AddressError as err:
-        raise BaselineError(f"--target: {err}") from err
-    duration = parse_duration(args.duration)
-    if duration is None:
-        raise BaselineError(f"--duration: not a duration: {args.duration!r}")
-    try:
-        sizes = tuple(int(part) for part in args.data_sizes.split(","))
-    except ValueError as err:
-        raise BaselineError(f"--data-sizes: not a list of byte counts: {args.data_sizes!r}") from err
-    if not sizes or min(sizes) < 1:
-        raise BaselineError(f"--data-sizes: sizes must be positive: {args.data_sizes!r}")
-    node_type = args.node_type if args.node_type.startswith("cache.") else "cache." + args.node_type
-    plan = BenchmarkPlan(
-        endpoint=parsed.endpoint,
-        password=parsed.password or environ.get("ELASTICACHE_EXPORTER_REDIS_PASSWORD"),
-        node_type=node_type,
-        data_sizes=sizes,
-        duration=duration,
-        clients=args.clients,
-        pipeline=args.pipeline,
-        tool=args.tool,
-    )
-    results = run_benchmark(plan)
-    rows = [row for row in (to_row(node_type, result) for result in results) if row is not None]
-    if not rows:
-        raise BaselineError("benchmark: nothing was measured")
-    write_atomically(Path(args.out), rows_to_csv(rows))
-    for row in rows:
-        print(f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %")
-    if any(result.interrupted for result in results):
-        print("interrupted: the results above cover what was measured", file=sys.stderr)
-    if args.table_out:
-        write_atomically(Path(args.table_out), render_table(with_published(derive(rows), load_table())))
-    return 0
-
-
-RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
-
-
-def _aws_config(values: dict[str, Any], environ: Mapping[str, str]) -> Config:
-    config_file = values.get("config.file")
-    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
-    if values.get("aws.region"):
-        raw = overlay(raw, {"aws.region": values["aws.region"]})
-    config = build_config(raw, source_file=config_file, environ=environ)
-    if not config.aws.enabled:
-        raise ExporterError("no AWS regions configured: give --aws.region or aws.regions in --config.file")
-    return config
-
-
-def emit(text: str, out: str | None) -> None:
-    """To standard output, or atomically to ``out``."""
-    if out:
-        from pathlib import Path
-
-        from .baseline_derive import write_atomically
-
-        write_atomically(Path(out), text)
-    else:
-        sys.stdout.write(text)
-
-
-def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    import json
-    import time
-
-    from .aws_monitor import AwsMonitor
-    from .baselines import load_table
-    from .capacity import build_reports, fetch_history, render_html, render_text
-    from .progress import Progress
-
-    if not 1 <= args.days <= 15:
-        raise ExporterError("--days: one-minute CloudWatch data is kept 15 days; give 1 to 15")
-    period = parse_duration(args.period)
-    if period is None or period < 60 or period % 60:
-        raise ExporterError(f"--period: must be a multiple of 60s, got {args.period!r}")
-    config = _aws_config(vars(args), environ)
-    table = load_table(args.baselines)
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
-    now = time.time()
-    reports = []
-    for account, discovered in monitor.nodes_by_account().items():
-        nodes = [node for node in discovered if not args.node or node.cluster_id in args.node]
-        if not nodes:
-            continue
-        progress = Progress(len(nodes) * 5)
-        history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
-        progress.finish()
-        reports += build_reports(nodes, history, table, args.days, now)
-    reports.sort(key=lambda r: (r.urgency, r.node.cluster_id))
-    if args.output_format == "json":
-        text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
-    elif args.output_format == "html":
-        text = render_html(reports, args.days, now)
-    else:
-        text = render_text(reports)
-    emit(text, args.out)
-    return 0
-
-
-def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from .alarms import apply, describe, desired_alarms, plan
-    from .aws_monitor import AwsMonitor
-    from .baselines import load_table
-    from .render import load_catalog
-
-    config = _aws_config(vars(args), environ)
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
-    alerts, table = load_catalog(args.catalog), load_table(args.baselines)
-    applied = 0
-    for account, nodes in monitor.nodes_by_account().items():
-        api = monitor.apis[account]
-        desired, skipped = desired_alarms(nodes, alerts, table, args.sns_topic_arn)
-        changes = plan(api, desired)
-        sys.stdout.write(describe(changes, skipped))
-        if args.action == "apply":
-            applied += apply(api, changes)
-    if args.action == "apply":
-        print(f"applied {applied} alarm(s)")
-    return 0
-
-
-def run_render(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .baseline_derive import write_atomically
-    from .baselines import load_table
-    from .render import load_catalog, render_cloudformation, render_prometheus
-
-    table = load_table(args.baselines, args.basis)
-    alerts = load_catalog(args.catalog)
-    renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
-    text = renderer(alerts, table, args.runbook_base_url)
-    if args.out:
-        directory = Path(args.out)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(directory / RENDERED_FILES[args.what], text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def run_baseline_derive(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .baseline_derive import derive, read_rows, render, with_published
-    from .baselines import load_table
-
-    rows = read_rows(Path(args.source), args.input_format, args.node_type, args.data_size)
-    table = with_published(derive(rows), load_table())
-    emit(render(table, args.output_format), args.out)
-    return 0
-
-
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     """Flags over environment over file over defaults."""
     values = vars(args)
@@ -332,111 +163,36 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     return build_config(raw, source_file=config_file, environ=environ)
 
 
-def limit_malloc_arenas() -> None:
-    """glibc gives each busy thread a malloc arena of its own; concurrent scrapes then keep several partly used
-    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass  # not glibc
-
-
-def run_server(config: Config) -> int:
-    from .server import ExporterApp, make_http_server
-    from .webconfig import load_web_config
-
-    limit_malloc_arenas()
-    web_config = load_web_config(config.web_config_file) if config.web_config_file else None
-    app = ExporterApp(config)
-    try:
-        server = make_http_server(app, config.listen_address, web_config)
-    except OSError as err:
-        app.close()
-        raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: Any) -> None:
-        if not stop.is_set():
-            stop.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    host, port = server.server_address[:2]
-    log.info(
-        "elasticache-exporter %s listening on %s:%s; %d configured target(s): %s",
-        __version__,
-        host,
-        port,
-        len(config.targets),
-        ", ".join(f"{t.name} ({t.display})" for t in config.targets) or "none",
-    )
-    try:
-        server.serve_forever(poll_interval=0.5)
-    finally:
-        server.server_close()
-        app.close()
-    log.info("stopped")
-    return 0
-
-
-def print_cost(config: Config) -> int:
-    from .aws_monitor import AwsMonitor
-    from .cloudwatch import estimate_cost
-
-    if not config.aws.enabled:
-        raise ExporterError("no AWS regions configured: set aws.regions in the config file or --aws.region")
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
-    nodes = monitor.nodes()
-    per_node = sum(len(spec.statistics) for spec in config.aws.metrics)
-    print(f"nodes discovered: {len(nodes)} in {', '.join(sorted({n.region for n in nodes})) or 'no region'}")
-    print(f"metrics: {len(config.aws.metrics)}, queries per node: {per_node} (metric x statistic)")
-    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
-    intervals = sorted({config.aws.poll_interval, 60.0, 300.0})
-    for interval in intervals:
-        cost = estimate_cost(len(nodes), config.aws.metrics, interval)
-        marker = "  (configured)" if interval == config.aws.poll_interval else ""
-        print(
-            f"{interval:>9.0f}s {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
-            f"{cost.metrics_per_month:>15,.0f} {cost.usd_per_month:>10.2f}{marker}"
-        )
-    print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
     try:
-        if args.command == "baseline":
-            return run_baseline_derive(args)
-        if args.command == "capacity":
-            return run_capacity(args, os.environ)
-        if args.command == "alarms":
-            return run_alarms(args, os.environ)
-        if args.command == "render":
-            return run_render(args)
-        if args.command == "benchmark":
-            return run_benchmark_command(args, os.environ)
-        config = load_config(args, os.environ)
-        setup_logging(config.log_level, config.log_format)
-        if args.command == "cost":
-            return print_cost(config)
-        if args.command == "demo":
-            from .demo import run_demo
-
-            return run_demo(config, run_server)
-        return run_server(config)
+        return run_command(args)
     except ExporterError as err:
         print(f"elasticache-exporter: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from .commands import aws, baseline, serve
+
+    offline = {
+        "baseline": lambda: baseline.run_baseline_derive(args),
+        "benchmark": lambda: baseline.run_benchmark_command(args, os.environ),
+        "render": lambda: baseline.run_render(args),
+        "capacity": lambda: aws.run_capacity(args, os.environ),
+        "alarms": lambda: aws.run_alarms(args, os.environ),
+    }
+    if args.command in offline:
+        return offline[args.command]()
+    config = load_config(args, os.environ)
+    setup_logging(config.log_level, config.log_format)
+    if args.command == "cost":
+        return aws.print_cost(config)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(config, serve.run_server)
+    return serve.run_server(config)
