@@ -21,10 +21,15 @@ import redis
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(below: int = 65536) -> int:
+    """A free loopback port; ``below`` leaves room for Redis cluster's bus port (port + 10000)."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port < below:
+            return port
+    raise AssertionError(f"no free port below {below}")
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
@@ -107,7 +112,7 @@ class RedisProcess:
 
 
 def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None) -> RedisProcess:
-    port = free_port()
+    port = free_port(below=55536 if "--cluster-enabled" in extra else 65536)
     workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
     args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
     args += ["--enable-debug-command", "local"]
