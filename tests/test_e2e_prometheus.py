@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -72,7 +73,7 @@ def stack(tmp_path):
     )
     exporter = start_exporter("--config.file", str(config))
     rendered = subprocess.run(
-        ["python3", "-m", "exporter", "render", "prometheus", "--baselines", str(table)], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-m", "exporter", "render", "prometheus", "--baselines", str(table)], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     rules = tmp_path / "rules.yml"
     rules.write_text(shorten(rendered))
