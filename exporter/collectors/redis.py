@@ -23,6 +23,7 @@ from ..replication import AddressNames, HeartbeatReading, add_heartbeat_metrics,
 from ..targets import Target
 
 log = logging.getLogger(__name__)
+_logged_bugs: set[tuple[str, str]] = set()  # (target, exception type) already logged with a traceback
 
 
 class RedisCollector:
@@ -75,7 +76,6 @@ class RedisCollector:
             outcomes.append(error if error is not None else future.result())
         return outcomes
 
-
     def _record(self, target: Target, outcome: ScrapeResult | BaseException, elapsed: float, out: FamilySet) -> None:
         heartbeat_errors: list[tuple[str, str]] = []
         lags: dict[str, float] = {}
@@ -88,8 +88,10 @@ class RedisCollector:
                 heartbeat_errors, lags = add_heartbeat_metrics(
                     self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
                 )
-            except Exception:  # our own bug with this reply: report the target down, keep the others
-                log.exception("could not turn the reply of target %s into metrics", target.name)
+            except Exception as err:  # our own bug with this reply: report the target down, keep the others
+                if (target.name, type(err).__name__) not in _logged_bugs:
+                    _logged_bugs.add((target.name, type(err).__name__))
+                    log.exception("could not turn the reply of target %s into metrics", target.name)
                 outcome, info = RuntimeError("internal"), None
         _record_state(target, outcome, info, elapsed, heartbeat_errors, out)
         if info is not None:
