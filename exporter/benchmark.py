@@ -23,6 +23,7 @@ import redis
 from .addresses import Endpoint
 from .baseline_derive import BenchmarkRow, mbps_from_bytes_per_second
 from .baselines import BaselineError
+from .processes import stop_process
 from .progress import Progress
 from .redis_info import parse_info, parse_number
 
@@ -215,11 +216,7 @@ def run_benchmark(plan: BenchmarkPlan, progress: Progress | None = None, sleep: 
                 result.interrupted = True
                 raise
             finally:
-                load.terminate()
-                try:
-                    load.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    load.kill()
+                stop_process(load)
     except KeyboardInterrupt:
         pass
     finally:

@@ -65,6 +65,13 @@ def setup_logging(level: str, fmt: str) -> None:
     root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper(), logging.INFO)))
 
 
+def _add_aws_source(parser: argparse.ArgumentParser) -> None:
+    """Where the AWS commands find their accounts and regions, and the baselines they compare with."""
+    parser.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
+    parser.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    parser.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="elasticache-exporter",
@@ -117,9 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     alarms.add_argument("action", choices=("plan", "apply"), help="plan: show the difference; apply: make it so")
-    alarms.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
-    alarms.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
-    alarms.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+    _add_aws_source(alarms)
     alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
     capacity = commands.add_parser(
@@ -127,14 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="which nodes approach their baseline, how fast, and what to change, from CloudWatch history",
         allow_abbrev=False,
     )
-    capacity.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
-    capacity.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    _add_aws_source(capacity)
     capacity.add_argument("--node", action="append", default=[], help="only these CacheClusterIds (repeatable)")
     capacity.add_argument("--days", type=int, default=14, help="history window in days, at most 15 (default 14)")
     capacity.add_argument("--period", default="60s", help="datapoint period, a multiple of 60s (default 60s: per-minute, as the baselines)")
     capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
     capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
-    capacity.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
     bench = commands.add_parser(
         "benchmark",
         help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",

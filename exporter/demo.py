@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from .config import Config
 from .errors import ExporterError
+from .processes import stop_process
 
 log = logging.getLogger(__name__)
 DEMO_PORT = 6379
@@ -49,9 +50,5 @@ def run_demo(config: Config, run_server: Callable[[Config], int]) -> int:
         log.info("started a throwaway redis-server on 127.0.0.1:%d (pid %d); it stops with the exporter", DEMO_PORT, process.pid)
         return run_server(config)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_process(process, timeout=5)
         shutil.rmtree(workdir, ignore_errors=True)
