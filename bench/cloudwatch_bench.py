@@ -19,8 +19,8 @@ from datetime import timedelta
 import boto3
 from moto import mock_aws
 
-from exporter.aws_monitor import AwsMonitor
-from exporter.cloudwatch import DEFAULT_METRICS, MetricSpec, estimate_cost, window
+from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, estimate_cost, window
+from exporter.aws.monitor import AwsMonitor
 from exporter.config import build_config
 
 REGION = "eu-west-1"

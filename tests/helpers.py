@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import build_config
-from exporter.server import ExporterApp
+from exporter.service.server import ExporterApp
 
 
 class Response:

@@ -17,12 +17,12 @@ from helpers import call, make_app, parse_samples, sample
 from moto import mock_aws
 from servers import start_exporter, wait_until
 
-from exporter.aws import ApiStats, AwsApi, AwsCallError, Backoff
-from exporter.aws_monitor import AwsCollector, AwsMonitor
-from exporter.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, prometheus_name, window
+from exporter.aws.api import ApiStats, AwsApi, AwsCallError, Backoff
+from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, prometheus_name, window
+from exporter.aws.discovery import Node, build_nodes
+from exporter.aws.monitor import AwsCollector, AwsMonitor
+from exporter.common.exposition import encode_text
 from exporter.config import build_config
-from exporter.discovery import Node, build_nodes
-from exporter.exposition import encode_text
 
 REGION = "eu-west-1"
 
@@ -408,7 +408,7 @@ def test_assume_role_per_account(aws_credentials):
     ],
 )  # fmt: skip
 def test_invalid_aws_config_names_the_key(raw, key):
-    from exporter.errors import ConfigError
+    from exporter.common.errors import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         build_config(raw, environ={})
@@ -416,9 +416,9 @@ def test_invalid_aws_config_names_the_key(raw, key):
 
 
 def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_nothing(aws_credentials):
-    from exporter.alarms import apply, describe, desired_alarms, plan
-    from exporter.baselines import load_table
-    from exporter.render import load_catalog
+    from exporter.alerts.alarms import apply, describe, desired_alarms, plan
+    from exporter.alerts.render import load_catalog
+    from exporter.baselines.table import load_table
 
     with mock_aws():
         cluster_ids = seed_moto(groups=1, replicas=2)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.baseline_derive import derive, mapping_levels, read_rows, render_cloudformation, render_mapping
-from exporter.baselines import BaselineError, load_table
+from exporter.baselines.derive import derive, mapping_levels, read_rows, render_cloudformation, render_mapping
+from exporter.baselines.table import BaselineError, load_table
 
 DATA = Path(__file__).parent / "data"
 HEADER = '"instancetype","dataSize","mbps_p90","mbps_p70","test_passes","cpuutilization_90","enginecpuutilization_90",' \

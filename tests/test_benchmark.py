@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 
-from exporter.baselines import load_table
-from exporter.benchmark import percentile
+from exporter.baselines.benchmark import percentile
+from exporter.baselines.table import load_table
 
 
 def test_percentile_interpolates():

@@ -14,7 +14,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from servers import start_exporter
 
-from exporter.cli import main
+from exporter.cli.main import main
 
 DOCS = Path(__file__).parent.parent / "docs"
 

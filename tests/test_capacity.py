@@ -10,9 +10,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from exporter.baselines import load_table
-from exporter.capacity import DAY, build_reports, daily_p90, linear_fit, plan_calls, projected_time, render_html, render_text
-from exporter.cli import main
+from exporter.baselines.table import load_table
+from exporter.capacity.report import DAY, build_reports, daily_p90, linear_fit, plan_calls, projected_time, render_html, render_text
+from exporter.cli.main import main
 
 REGION = "eu-west-1"
 BASELINE = 93_750_000  # cache.r6g.large: 0.75 Gbit/s

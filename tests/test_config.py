@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from exporter.addresses import AddressError, HostPattern, parse_address
-from exporter.cli import build_parser, load_config
+from exporter.cli.main import build_parser, load_config
+from exporter.common.errors import ConfigError
 from exporter.config import DEFAULT_REDIS_ADDR, build_config
-from exporter.errors import ConfigError
+from exporter.redis.addresses import AddressError, HostPattern, parse_address
 
 
 def config_from(argv: list[str], environ: dict[str, str] | None = None, yaml_text: str | None = None, tmp_path=None):

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.families import FamilySet
-from exporter.info_fields import KNOWN_FIELDS
-from exporter.info_metrics import add_info_metrics
-from exporter.redis_info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
+from exporter.common.families import FamilySet
+from exporter.redis.info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
+from exporter.redis.info_fields import KNOWN_FIELDS
+from exporter.redis.info_metrics import add_info_metrics
 
 DATA = Path(__file__).parent / "data"
 
@@ -180,7 +180,7 @@ def test_garbage_never_raises_and_always_encodes(lines):
 
 
 def test_generated_metrics_table_is_current():
-    from exporter.metrics_doc import replace_table
+    from exporter.redis.metrics_doc import replace_table
 
     path = Path(__file__).parent.parent / "docs" / "metrics.md"
     document = path.read_text()

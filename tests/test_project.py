@@ -20,7 +20,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_every_subcommand_is_documented():
-    from exporter.cli import build_parser
+    from exporter.cli.main import build_parser
 
     readme = (ROOT / "README.md").read_text()
     subcommands = re.findall(r"^    (\w+)", build_parser().format_help(), re.MULTILINE)

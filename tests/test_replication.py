@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from proxy import StallableProxy
 from servers import start_redis, wait_until
 
-from exporter.heartbeat import ELASTICACHE_KEY, HeartbeatParseError, format_timestamp, parse_timestamp
+from exporter.redis.heartbeat import ELASTICACHE_KEY, HeartbeatParseError, format_timestamp, parse_timestamp
 
 
 @pytest.mark.parametrize(

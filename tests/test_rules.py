@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.baselines import load_table
-from exporter.render import load_catalog, render_cloudformation, render_prometheus
+from exporter.alerts.render import load_catalog, render_cloudformation, render_prometheus
+from exporter.baselines.table import load_table
 
 ROOT = Path(__file__).parent.parent
 RULES = ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml"

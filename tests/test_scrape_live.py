@@ -63,9 +63,9 @@ def _instance_labels(info: dict) -> dict[str, str]:
 
 
 def test_every_numeric_info_field_is_exported(plain_redis, app_for):
-    from exporter.info_fields import KNOWN_FIELDS, MASTER_LABELLED_FIELDS
-    from exporter.info_metrics import metric_name_for_unknown
-    from exporter.redis_info import IDENTIFIER_FIELDS
+    from exporter.redis.info import IDENTIFIER_FIELDS
+    from exporter.redis.info_fields import KNOWN_FIELDS, MASTER_LABELLED_FIELDS
+    from exporter.redis.info_metrics import metric_name_for_unknown
 
     app = app_for({"redis": {"addr": plain_redis.addr}})
     names = {name for name, _ in call(app, "/metrics").samples()}

@@ -1,0 +1,155 @@
+"""ElastiCache discovery: replication groups and cache clusters → one :class:`Node` per cache node.
+
+``build_nodes`` is pure (API replies in, nodes out); ``discover_region`` does the
+paginated calls through an :class:`~exporter.aws.AwsApi`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .api import AwsApi
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ElastiCache cache node; ``cluster_id`` is CloudWatch's CacheClusterId."""
+
+    region: str
+    cluster_id: str
+    node_id: str
+    node_type: str
+    engine: str
+    engine_version: str
+    replication_group: str = ""
+    shard: str = ""
+    role: str = ""
+    az: str = ""
+    address: str = ""
+    port: int = 6379
+    tls: bool = False
+    arn: str = ""
+    cluster_mode: bool = False
+    tags: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def node_type_short(self) -> str:
+        return self.node_type.removeprefix("cache.")
+
+
+@dataclass(frozen=True)
+class ServerlessCache:
+    region: str
+    name: str
+    engine: str
+    engine_version: str
+    address: str = ""
+    port: int = 6379
+
+
+def build_nodes(
+    region: str,
+    replication_groups: list[dict[str, Any]],
+    cache_clusters: list[dict[str, Any]],
+    tags: Mapping[str, dict[str, str]] | None = None,
+) -> list[Node]:
+    """Join DescribeReplicationGroups and DescribeCacheClusters(ShowCacheNodeInfo) replies.
+
+    Member details (shard, role, read endpoint) come from the replication group; type, engine and
+    encryption from the cache cluster. Nodes of engines other than Redis and Valkey are left out.
+    """
+    members: dict[tuple[str, str], dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
+    for group in replication_groups:
+        groups[group.get("ReplicationGroupId", "")] = group
+        for node_group in group.get("NodeGroups", []):
+            for member in node_group.get("NodeGroupMembers", []):
+                key = (member.get("CacheClusterId", ""), member.get("CacheNodeId", "0001"))
+                members[key] = {**member, "NodeGroupId": node_group.get("NodeGroupId", "")}
+    nodes = []
+    for cluster in cache_clusters:
+        engine = (cluster.get("Engine") or "").lower()
+        if engine not in ("redis", "valkey"):
+            continue
+        cluster_id = cluster.get("CacheClusterId", "")
+        group = groups.get(cluster.get("ReplicationGroupId", ""), {})
+        cache_nodes = cluster.get("CacheNodes") or [{"CacheNodeId": "0001"}]
+        for cache_node in cache_nodes:
+            node_id = cache_node.get("CacheNodeId", "0001")
+            member = members.get((cluster_id, node_id), {})
+            endpoint = cache_node.get("Endpoint") or member.get("ReadEndpoint") or {}
+            nodes.append(
+                Node(
+                    region=region,
+                    cluster_id=cluster_id,
+                    node_id=node_id,
+                    node_type=cluster.get("CacheNodeType") or group.get("CacheNodeType", ""),
+                    engine=engine,
+                    engine_version=cluster.get("EngineVersion", "") or "",
+                    replication_group=cluster.get("ReplicationGroupId", "") or "",
+                    shard=member.get("NodeGroupId", ""),
+                    role=member.get("CurrentRole", ""),
+                    az=cache_node.get("CustomerAvailabilityZone")
+                    or cluster.get("PreferredAvailabilityZone")
+                    or member.get("PreferredAvailabilityZone", ""),
+                    address=endpoint.get("Address", ""),
+                    port=int(endpoint.get("Port") or 6379),
+                    tls=bool(cluster.get("TransitEncryptionEnabled", group.get("TransitEncryptionEnabled", False))),
+                    arn=cluster.get("ARN", ""),
+                    cluster_mode=bool(group.get("ClusterEnabled", False)),
+                    tags=tuple(sorted((tags or {}).get(cluster.get("ARN", ""), {}).items())),
+                )
+            )
+    return sorted(nodes, key=lambda n: (n.region, n.cluster_id, n.node_id))
+
+
+def matches_tag_filters(tags: Mapping[str, str], filters: Mapping[str, tuple[str, ...]]) -> bool:
+    """Every filtered key must be present; with values listed, the node's value must be one of them."""
+    return all(key in tags and (not values or tags[key] in values) for key, values in filters.items())
+
+
+def discover_region(api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]]) -> tuple[list[Node], list[ServerlessCache]]:
+    client = api.client("elasticache", region)
+    groups = api.paginate(client, "describe_replication_groups", "ReplicationGroups")
+    clusters = api.paginate(client, "describe_cache_clusters", "CacheClusters", ShowCacheNodeInfo=True)
+    tags: dict[str, dict[str, str]] = {}
+    if tag_filters:
+        for cluster in clusters:
+            arn = cluster.get("ARN")
+            if arn:
+                reply = api.call(client, "list_tags_for_resource", ResourceName=arn)
+                tags[arn] = {tag["Key"]: tag["Value"] for tag in reply.get("TagList", [])}
+    nodes = build_nodes(region, groups, clusters, tags)
+    if tag_filters:
+        nodes = [node for node in nodes if matches_tag_filters(dict(node.tags), tag_filters)]
+    return nodes, _serverless(api, client, region)
+
+
+def _serverless(api: AwsApi, client: Any, region: str) -> list[ServerlessCache]:
+    try:
+        caches = api.paginate(client, "describe_serverless_caches", "ServerlessCaches")
+    except Exception as err:  # noqa: BLE001 - an API some endpoints (and moto) lack must not stop discovery
+        log.debug("describe_serverless_caches in %s failed: %s", region, err)
+        return []
+    result = []
+    for cache in caches:
+        engine = (cache.get("Engine") or "").lower()
+        if engine not in ("redis", "valkey"):
+            continue
+        endpoint = cache.get("Endpoint") or {}
+        result.append(
+            ServerlessCache(
+                region=region,
+                name=cache.get("ServerlessCacheName", ""),
+                engine=engine,
+                engine_version=cache.get("FullEngineVersion") or cache.get("MajorEngineVersion", "") or "",
+                address=endpoint.get("Address", ""),
+                port=int(endpoint.get("Port") or 6379),
+            )
+        )
+    return result

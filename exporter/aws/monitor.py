@@ -1,0 +1,323 @@
+"""Background discovery and CloudWatch polling; scrapes only read the cache this keeps.
+
+Two loops, each on its own interval: discovery (DescribeReplicationGroups,
+DescribeCacheClusters, tags) and CloudWatch (GetMetricData in batches of 500).
+A failing call is retried with backoff inside the cycle; after that the last
+good values keep being served and their age shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.metrics_core import Metric
+
+from exporter.common.families import COUNTER, GAUGE, FamilySet
+
+from .api import AwsApi, AwsCallError
+from .cloudwatch import Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
+from .discovery import Node, ServerlessCache, discover_region
+from .settings import AwsAccount, AwsConfig
+
+log = logging.getLogger(__name__)
+
+SeriesKey = tuple[str, str, str, str, str]  # region, CacheClusterId, CacheNodeId, metric, statistic
+
+
+@dataclass(frozen=True)
+class CachedValue:
+    query: Query
+    datapoint: Datapoint
+
+
+class AwsMonitor:
+    def __init__(
+        self,
+        config: AwsConfig,
+        *,
+        on_nodes: Callable[[list[Node]], None] | None = None,
+        apis: dict[AwsAccount, AwsApi] | None = None,
+    ) -> None:
+        self.config = config
+        self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
+        self._on_nodes = on_nodes
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._discovered = threading.Event()
+        self._nodes: dict[tuple[AwsAccount, str], list[Node]] = {}
+        self._serverless: dict[tuple[AwsAccount, str], list[ServerlessCache]] = {}
+        self._cache: dict[SeriesKey, CachedValue] = {}
+        self.last_discovery = 0.0
+        self.last_poll = 0.0
+        self.last_poll_duration = 0.0
+        self.last_queries = 0
+        self.polls = 0
+        self._warned: set[str] = set()
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)
+        ]
+        if config.cloudwatch:
+            self._threads.append(threading.Thread(target=self._poll_loop, name="cloudwatch-poll", daemon=True))
+
+    # --- loops ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _loop(self, work: Callable[[], None], interval: float) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                work()
+            except Exception:
+                log.exception("AWS background work failed")
+            self._stop.wait(max(1.0, interval - (time.monotonic() - started)))
+
+    def _poll_loop(self) -> None:
+        self._discovered.wait()
+        self._loop(self.poll_once, self.config.poll_interval)
+
+    def _warn_once(self, key: str, message: str, *args: object) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
+
+    # --- discovery ------------------------------------------------------------------
+
+    def discover_once(self) -> None:
+        ok = False
+        for account in self.config.accounts:
+            api = self.apis[account]
+            for region in account.regions:
+                try:
+                    nodes, serverless = discover_region(api, region, self.config.tag_filters)
+                except AwsCallError as err:
+                    self._report(err, f"discovery in {region}")
+                    continue
+                ok = True
+                with self._lock:
+                    self._nodes[(account, region)] = nodes
+                    self._serverless[(account, region)] = serverless
+        if ok:
+            self.last_discovery = time.time()
+        self._discovered.set()
+        if self._on_nodes is not None:
+            self._on_nodes(self.nodes())
+
+    def nodes(self) -> list[Node]:
+        with self._lock:
+            return [node for nodes in self._nodes.values() for node in nodes]
+
+    def nodes_by_account(self) -> dict[AwsAccount, list[Node]]:
+        with self._lock:
+            result: dict[AwsAccount, list[Node]] = {}
+            for (account, _region), nodes in self._nodes.items():
+                result.setdefault(account, []).extend(nodes)
+            return result
+
+    def serverless(self) -> list[ServerlessCache]:
+        with self._lock:
+            return [cache for caches in self._serverless.values() for cache in caches]
+
+    def _report(self, err: AwsCallError, what: str) -> None:
+        if err.kind == "credentials":
+            self._warn_once(
+                "credentials",
+                "no AWS credentials found (environment, profile, instance role or web identity): "
+                "discovery and CloudWatch idle until there are some; Redis scraping is unaffected",
+            )
+        else:
+            self._warn_once(f"{what}:{err.kind}", "%s failed (%s): %s; the last good data keeps being served", what, err.kind, err)
+
+    # --- CloudWatch -------------------------------------------------------------------
+
+    def poll_once(self) -> None:
+        started = time.monotonic()
+        deadline = started + max(5.0, 0.8 * self.config.poll_interval)
+        start, end = window(time.time(), self.config.period, self.config.delay, self.config.lookback_periods)
+        fresh: dict[SeriesKey, CachedValue] = {}
+        queried: set[SeriesKey] = set()
+        total_queries = 0
+        with self._lock:
+            groups = {key: list(nodes) for key, nodes in self._nodes.items()}
+        for (account, region), nodes in groups.items():
+            queries = build_queries(nodes, self.config.metrics)
+            total_queries += len(queries)
+            api = self.apis[account]
+            client = api.client("cloudwatch", region) if queries else None
+            for batch in batches(queries):
+                keys = {query.id: _series_key(query) for query in batch}
+                queried.update(keys.values())
+                try:
+                    results = self._get_metric_data(api, client, batch, start, end, deadline)
+                except AwsCallError as err:
+                    self._report(err, f"GetMetricData in {region}")
+                    continue
+                by_id = {query.id: query for query in batch}
+                for query_id, datapoint in newest_datapoints(results).items():
+                    query = by_id.get(query_id)
+                    if query is not None:
+                        fresh[keys[query_id]] = CachedValue(query, datapoint)
+        with self._lock:
+            live = {_node_key(node) for nodes in self._nodes.values() for node in nodes}
+            # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
+            merged = {key: value for key, value in self._cache.items() if key[:3] in live and key not in fresh}
+            merged.update(fresh)
+            self._cache = merged
+            if fresh or not queried:
+                self.last_poll = time.time()
+            self.last_poll_duration = time.monotonic() - started
+            self.last_queries = total_queries
+            self.polls += 1
+
+    def _get_metric_data(self, api: AwsApi, client: object, batch: list[Query], start, end, deadline: float) -> list[dict]:
+        results: list[dict] = []
+        kwargs = {
+            "MetricDataQueries": [query.to_api(self.config.period) for query in batch],
+            "StartTime": start,
+            "EndTime": end,
+            "ScanBy": "TimestampDescending",
+        }
+        while True:
+            reply = api.call(client, "get_metric_data", deadline=deadline, **kwargs)
+            api.stats.count_metrics(len(batch))
+            results.extend(reply.get("MetricDataResults", []))
+            token = reply.get("NextToken")
+            if not token:
+                return results
+            kwargs["NextToken"] = token
+
+    def latest(self, cluster_id: str, metric: str, statistic: str) -> Datapoint | None:
+        """The newest datapoint of a node's metric (node id 0001, as Redis nodes have), in any region."""
+        with self._lock:
+            for (_, cluster, _node, name, stat), value in self._cache.items():
+                if cluster == cluster_id and name == metric and stat == statistic:
+                    return value.datapoint
+        return None
+
+    def cache(self) -> dict[SeriesKey, CachedValue]:
+        with self._lock:
+            return dict(self._cache)
+
+
+def _series_key(query: Query) -> SeriesKey:
+    return (query.node.region, query.node.cluster_id, query.node.node_id, query.metric, query.statistic)
+
+
+def _node_key(node: Node) -> tuple[str, str, str]:
+    return (node.region, node.cluster_id, node.node_id)
+
+
+class AwsCollector:
+    """Serves the monitor's cache: CloudWatch series, node info, and the AWS side's own health."""
+
+    def __init__(self, monitor: AwsMonitor) -> None:
+        self._monitor = monitor
+
+    def collect(self) -> Iterator[Metric]:
+        monitor = self._monitor
+        out = FamilySet()
+        for value in sorted(monitor.cache().values(), key=lambda v: _series_key(v.query)):
+            query = value.query
+            labels = {
+                "dimension_CacheClusterId": query.node.cluster_id,
+                "dimension_CacheNodeId": query.node.node_id,
+                "region": query.node.region,
+            }
+            name = prometheus_name(query.metric, query.statistic)
+            out.add(name, GAUGE, f"CloudWatch AWS/ElastiCache {query.metric}, statistic {query.statistic}.", labels, value.datapoint.value)
+            out.add(
+                "elasticache_cloudwatch_datapoint_timestamp_seconds",
+                GAUGE,
+                "Time of the CloudWatch datapoint behind each aws_elasticache_* series.",
+                {**labels, "metric": name},
+                value.datapoint.timestamp,
+            )
+        for node in monitor.nodes():
+            out.add(
+                "elasticache_node_info",
+                GAUGE,
+                "A discovered ElastiCache node; join on target or dimension_CacheClusterId.",
+                {
+                    "target": node.cluster_id,
+                    "replication_group": node.replication_group,
+                    "shard": node.shard,
+                    "node": node.cluster_id,
+                    "node_type": node.node_type,
+                    "engine": node.engine,
+                    "engine_version": node.engine_version,
+                    "az": node.az,
+                    "region": node.region,
+                    "role": node.role,
+                    "dimension_CacheClusterId": node.cluster_id,
+                    "dimension_CacheNodeId": node.node_id,
+                },
+                1.0,
+            )
+        for cache in monitor.serverless():
+            out.add(
+                "elasticache_serverless_cache_info",
+                GAUGE,
+                "A discovered ElastiCache serverless cache (listed only).",
+                {"cache": cache.name, "engine": cache.engine, "engine_version": cache.engine_version, "region": cache.region},
+                1.0,
+            )
+        _add_api_health(monitor, out)
+        return iter(out)
+
+
+def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
+    calls: dict[str, int] = {}
+    errors: dict[tuple[str, str], int] = {}
+    metrics_requested = 0
+    for api in monitor.apis.values():
+        api_calls, api_errors, api_metrics = api.stats.snapshot()
+        for name, count in api_calls.items():
+            calls[name] = calls.get(name, 0) + count
+        for key, count in api_errors.items():
+            errors[key] = errors.get(key, 0) + count
+        metrics_requested += api_metrics
+    for name, count in sorted(calls.items()):
+        out.add("elasticache_exporter_aws_api_calls_total", COUNTER, "AWS API calls made, by API (the bill).", {"api": name}, count)
+    for (name, kind), count in sorted(errors.items()):
+        out.add("elasticache_exporter_aws_api_errors_total", COUNTER, "Failed AWS API calls by API and kind.", {"api": name, "kind": kind}, count)
+    out.add(
+        "elasticache_exporter_cloudwatch_metrics_requested_total",
+        COUNTER,
+        "Metric-statistics requested with GetMetricData (billed per 1,000).",
+        {},
+        metrics_requested,
+    )
+    out.add("elasticache_exporter_cloudwatch_queries", GAUGE, "GetMetricData queries in the last cycle.", {}, monitor.last_queries)
+    out.add(
+        "elasticache_exporter_cloudwatch_last_success_timestamp_seconds",
+        GAUGE,
+        "When a CloudWatch poll last brought data (0: never).",
+        {},
+        monitor.last_poll,
+    )
+    out.add(
+        "elasticache_exporter_cloudwatch_poll_duration_seconds", GAUGE, "Duration of the last CloudWatch poll.", {}, monitor.last_poll_duration
+    )
+    out.add(
+        "elasticache_exporter_discovery_last_success_timestamp_seconds",
+        GAUGE,
+        "When discovery last succeeded in some region (0: never).",
+        {},
+        monitor.last_discovery,
+    )
+    counts: dict[str, int] = {}
+    for node in monitor.nodes():
+        counts[node.region] = counts.get(node.region, 0) + 1
+    for region, count in sorted(counts.items()):
+        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"region": region}, count)

@@ -1,0 +1,33 @@
+"""AWS accounts, discovery and CloudWatch polling settings (built by exporter.config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AwsAccount:
+    """Credentials of one account: the default chain, or a role assumed from it."""
+
+    regions: tuple[str, ...]
+    role_arn: str | None = None
+    external_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AwsConfig:
+    accounts: tuple[AwsAccount, ...] = ()
+    tag_filters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    discovery_interval: float = 300.0
+    cloudwatch: bool = True
+    poll_interval: float = 60.0
+    period: int = 60
+    delay: float = 120.0
+    lookback_periods: int = 5
+    metrics: tuple[Any, ...] = ()  # MetricSpec; the default set when empty
+    scrape_discovered: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.accounts)

@@ -1,0 +1,245 @@
+"""``elasticache-exporter benchmark``: load a node with redis-benchmark (or memtier_benchmark) per data
+size, sample its INFO every second, and write the results in the seed's CSV schema plus a baseline entry.
+
+Each data size: fill keys with SET, then a GET load for the duration while a sampler
+reads ``total_net_output_bytes``, ``total_net_input_bytes``, the CPU counters and the
+ops per second every second. Bandwidth per data size is the p50/p70/p90 of the
+per-second rates, as the seed takes the p90 of per-minute CloudWatch datapoints.
+Ctrl-C stops the load and keeps what was measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+
+from exporter.common.processes import stop_process
+from exporter.common.progress import Progress
+from exporter.redis.addresses import Endpoint
+from exporter.redis.info import parse_info, parse_number
+
+from .derive import BenchmarkRow, mbps_from_bytes_per_second
+from .table import BaselineError
+
+CSV_COLUMNS = (
+    "instancetype",
+    "dataSize",
+    "mbps_p90",
+    "mbps_p70",
+    "test_passes",
+    "cpuutilization_90",
+    "enginecpuutilization_90",
+    "cpuutilization_50",
+    "enginecpuutilization_50",
+    "BytePerMinP90",
+)
+
+
+@dataclass
+class Sample:
+    time: float
+    bytes_out: float
+    bytes_in: float
+    cpu_total: float
+    cpu_main: float
+    ops: float
+
+
+@dataclass
+class SizeResult:
+    data_size: int
+    samples: list[Sample] = field(default_factory=list)
+    interrupted: bool = False
+
+    def rates(self) -> dict[str, list[float]]:
+        rates: dict[str, list[float]] = {"out": [], "in": [], "cpu": [], "engine": [], "ops": []}
+        for first, second in zip(self.samples, self.samples[1:], strict=False):
+            elapsed = second.time - first.time
+            if elapsed <= 0:
+                continue
+            rates["out"].append((second.bytes_out - first.bytes_out) / elapsed)
+            rates["in"].append((second.bytes_in - first.bytes_in) / elapsed)
+            rates["cpu"].append((second.cpu_total - first.cpu_total) / elapsed * 100)
+            rates["engine"].append((second.cpu_main - first.cpu_main) / elapsed * 100)
+            rates["ops"].append(second.ops)
+        return rates
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (as numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def to_row(node_type: str, result: SizeResult) -> BenchmarkRow | None:
+    rates = result.rates()
+    if len(rates["out"]) < 1:
+        return None
+    p90 = percentile(rates["out"], 0.9)
+    return BenchmarkRow(
+        instancetype=node_type,
+        data_size=result.data_size,
+        mbps_p90=mbps_from_bytes_per_second(p90),
+        mbps_p70=mbps_from_bytes_per_second(percentile(rates["out"], 0.7)),
+        test_passes=1,
+        cpuutilization_90=percentile(rates["cpu"], 0.9),
+        enginecpuutilization_90=percentile(rates["engine"], 0.9),
+        cpuutilization_50=percentile(rates["cpu"], 0.5),
+        enginecpuutilization_50=percentile(rates["engine"], 0.5),
+        byte_per_min_p90=p90 * 60,
+        method="p90 of per-second INFO total_net_output_bytes rates, maximum over data sizes (elasticache-exporter benchmark)",
+    )
+
+
+def rows_to_csv(rows: list[BenchmarkRow]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in rows:
+        writer.writerow(
+            [
+                row.instancetype,
+                row.data_size,
+                f"{row.mbps_p90:.6f}",
+                f"{row.mbps_p70 or 0:.6f}",
+                row.test_passes or 1,
+                f"{row.cpuutilization_90 or 0:.6f}",
+                f"{row.enginecpuutilization_90 or 0:.6f}",
+                f"{row.cpuutilization_50 or 0:.6f}",
+                f"{row.enginecpuutilization_50 or 0:.6f}",
+                f"{row.byte_per_min_p90 or 0:.6e}",
+            ]
+        )
+    return buffer.getvalue()
+
+
+@dataclass
+class BenchmarkPlan:
+    endpoint: Endpoint
+    password: str | None
+    node_type: str
+    data_sizes: tuple[int, ...] = (1000, 10000, 100000)
+    duration: float = 60.0
+    clients: int = 50
+    keys: int = 10000
+    tool: str = "redis-benchmark"
+    pipeline: int = 1
+
+
+def _client(plan: BenchmarkPlan) -> redis.Redis:
+    return redis.Redis(
+        host=plan.endpoint.host,
+        port=plan.endpoint.port,
+        username=plan.endpoint.username,
+        password=plan.password,
+        ssl=plan.endpoint.tls,
+        socket_timeout=5,
+        protocol=2,
+    )
+
+
+def _connection_args(plan: BenchmarkPlan, tool: str) -> list[str]:
+    if tool == "memtier_benchmark":
+        args = ["-s", plan.endpoint.host, "-p", str(plan.endpoint.port)]
+        if plan.password:
+            args += ["-a", f"{plan.endpoint.username}:{plan.password}" if plan.endpoint.username else plan.password]
+        return args + (["--tls"] if plan.endpoint.tls else [])
+    args = ["-h", plan.endpoint.host, "-p", str(plan.endpoint.port)]
+    if plan.endpoint.username:
+        args += ["--user", plan.endpoint.username]
+    if plan.password:
+        args += ["-a", plan.password]
+    return args + (["--tls"] if plan.endpoint.tls else [])
+
+
+def _read_sample(client: redis.Redis) -> Sample:
+    raw = client.execute_command("INFO", "ALL")
+    info = parse_info(raw.decode() if isinstance(raw, bytes) else _info_text(raw))
+
+    def number(name: str) -> float:
+        return parse_number(info.get(name, "") or "") or 0.0
+
+    main = number("used_cpu_sys_main_thread") + number("used_cpu_user_main_thread")
+    total = number("used_cpu_sys") + number("used_cpu_user")
+    return Sample(
+        time=time.monotonic(),
+        bytes_out=number("total_net_output_bytes"),
+        bytes_in=number("total_net_input_bytes"),
+        cpu_total=total,
+        cpu_main=main or total,
+        ops=number("instantaneous_ops_per_sec"),
+    )
+
+
+def _info_text(parsed: dict) -> str:
+    return "\n".join(f"{k}:{v}" for k, v in parsed.items() if not isinstance(v, dict))
+
+
+def run_benchmark(plan: BenchmarkPlan, progress: Progress | None = None, sleep: Callable[[float], None] = time.sleep) -> list[SizeResult]:
+    tool_path = shutil.which(plan.tool)
+    if tool_path is None:
+        raise BaselineError(f"{plan.tool} is not on PATH (apt-get install redis-tools)")
+    client = _client(plan)
+    try:
+        client.ping()
+    except redis.RedisError as err:
+        raise BaselineError(f"{plan.endpoint.display()}: cannot reach the node: {err}") from err
+    progress = progress or Progress(plan.duration * len(plan.data_sizes))
+    results: list[SizeResult] = []
+    try:
+        for index, size in enumerate(plan.data_sizes):
+            result = SizeResult(size)
+            results.append(result)
+            _fill(plan, tool_path, size)
+            load = subprocess.Popen(_load_command(plan, tool_path, size), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            started = time.monotonic()
+            try:
+                while time.monotonic() - started < plan.duration:
+                    result.samples.append(_read_sample(client))
+                    progress.update(index * plan.duration + time.monotonic() - started, f"data size {size} bytes")
+                    if load.poll() is not None and time.monotonic() - started > 1:
+                        break
+                    sleep(min(1.0, max(0.0, plan.duration - (time.monotonic() - started))))
+                result.samples.append(_read_sample(client))
+            except KeyboardInterrupt:
+                result.interrupted = True
+                raise
+            finally:
+                stop_process(load)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        progress.finish()
+        client.close()
+    return results
+
+
+def _fill(plan: BenchmarkPlan, tool_path: str, size: int) -> None:
+    if plan.tool == "memtier_benchmark":
+        command = [tool_path, *_connection_args(plan, plan.tool), "--ratio=1:0", f"--data-size={size}",
+                   f"--key-maximum={plan.keys}", "--key-pattern=P:P", f"--requests={max(1, plan.keys // 4)}", "-c", "1", "-t", "4"]  # fmt: skip
+    else:
+        command = [tool_path, *_connection_args(plan, plan.tool), "-t", "set", "-d", str(size), "-n", str(plan.keys),
+                   "-r", str(plan.keys), "-c", "10", "-q"]  # fmt: skip
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=max(60.0, plan.duration * 2), check=False)
+
+
+def _load_command(plan: BenchmarkPlan, tool_path: str, size: int) -> list[str]:
+    if plan.tool == "memtier_benchmark":
+        return [tool_path, *_connection_args(plan, plan.tool), "--ratio=0:1", f"--data-size={size}", f"--key-maximum={plan.keys}",
+                f"--test-time={int(plan.duration) + 5}", "-c", str(max(1, plan.clients // 4)), "-t", "4",
+                f"--pipeline={plan.pipeline}"]  # fmt: skip
+    return [tool_path, *_connection_args(plan, plan.tool), "-t", "get", "-d", str(size), "-n", "2000000000", "-r", str(plan.keys),
+            "-c", str(plan.clients), "-P", str(plan.pipeline), "-q"]  # fmt: skip

@@ -1,0 +1,205 @@
+"""The baseline table: per node type, the bandwidth and CPU a node reached under benchmark load,
+and AWS's published network figures. Loading, validation and the thresholds; pure apart from reading the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from exporter.common.errors import ExporterError
+from exporter.common.yamlfile import read_yaml
+
+FORMAT = "elasticache-exporter-baselines"
+VERSION = 1
+LEVELS = (100, 90, 80)
+BASES = ("lower", "measured", "published")
+BYTES_PER_GBIT = 125_000_000  # 10^9 bits / 8
+
+
+class BaselineError(ExporterError):
+    """A baseline table or benchmark input that cannot be used; the message names the file and place."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Measured:
+    bytes_per_second: dict[int, int]  # level (100/90/80) -> bytes/s
+    data_size: int | None = None
+    cpu_utilization_p90: float | None = None
+    engine_cpu_utilization_p90: float | None = None
+    runs: int | None = None
+    date: str | None = None
+    method: str = ""
+    source: str = "benchmark"
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
+class Published:
+    baseline_gbps: float | None = None
+    burst_gbps: float | None = None
+    source: str = ""
+    date: str | None = None
+
+    @property
+    def baseline_bytes_per_second(self) -> float | None:
+        return None if self.baseline_gbps is None else self.baseline_gbps * BYTES_PER_GBIT
+
+
+@dataclass(frozen=True)
+class NodeBaseline:
+    node_type: str
+    vcpus: int | None = None
+    memory_gib: float | None = None
+    measured: Measured | None = None
+    published: Published | None = None
+
+    def full_bandwidth(self, basis: str = "lower") -> tuple[float, str] | None:
+        """Bytes/s at 100 % and where it comes from (``measured`` or ``published``)."""
+        measured = self.measured.bytes_per_second.get(100) if self.measured else None
+        published = self.published.baseline_bytes_per_second if self.published else None
+        if basis == "measured" and measured is not None:
+            return float(measured), "measured"
+        if basis == "published" and published is not None:
+            return published, "published"
+        candidates = [(float(v), name) for v, name in ((measured, "measured"), (published, "published")) if v is not None]
+        return min(candidates) if candidates else None
+
+    def levels(self, basis: str = "lower") -> dict[int, int] | None:
+        full = self.full_bandwidth(basis)
+        if full is None:
+            return None
+        value, source = full
+        if source == "measured" and self.measured is not None:
+            return dict(self.measured.bytes_per_second)
+        return {level: int(value * level / 100) for level in LEVELS}
+
+
+@dataclass(frozen=True)
+class BaselineTable:
+    node_types: dict[str, NodeBaseline]
+    basis: str = "lower"
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, node_type: str) -> NodeBaseline | None:
+        if not node_type:
+            return None
+        return self.node_types.get(node_type) or self.node_types.get("cache." + node_type)
+
+
+def default_table_path() -> Path:
+    return Path(str(resources.files("exporter.baselines") / "data" / "baselines.yml"))
+
+
+def load_table(path: str | Path | None = None, basis: str | None = None) -> BaselineTable:
+    path = Path(path) if path else default_table_path()
+    return parse_table(read_yaml(path, BaselineError), str(path), basis)
+
+
+def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTable:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise BaselineError(f"{source}: not a baseline table (expected 'format: {FORMAT}')")
+    if data.get("version") != VERSION:
+        raise BaselineError(f"{source}: unsupported version {data.get('version')!r} (this exporter reads version {VERSION})")
+    chosen = basis or data.get("basis", "lower")
+    if chosen not in BASES:
+        raise BaselineError(f"{source}: basis must be one of {', '.join(BASES)}, got {chosen!r}")
+    raw_types = data.get("node_types")
+    if not isinstance(raw_types, dict) or not raw_types:
+        raise BaselineError(f"{source}: node_types must be a non-empty mapping")
+    node_types = {}
+    for node_type, entry in raw_types.items():
+        node_types[str(node_type)] = _node(str(node_type), entry, f"{source}: node_types.{node_type}")
+    return BaselineTable(node_types=node_types, basis=chosen, source=source)
+
+
+def _node(node_type: str, entry: Any, where: str) -> NodeBaseline:
+    if not isinstance(entry, dict):
+        raise BaselineError(f"{where}: must be a mapping")
+    measured = entry.get("measured")
+    published = entry.get("published")
+    if measured is None and published is None:
+        raise BaselineError(f"{where}: needs 'measured' or 'published' figures")
+    return NodeBaseline(
+        node_type=node_type,
+        vcpus=_optional_number(entry.get("vcpus"), f"{where}.vcpus", int),
+        memory_gib=_optional_number(entry.get("memory_gib"), f"{where}.memory_gib", float),
+        measured=_measured(measured, f"{where}.measured") if measured is not None else None,
+        published=_published(published, f"{where}.published") if published is not None else None,
+    )
+
+
+def _measured(raw: Any, where: str) -> Measured:
+    if not isinstance(raw, dict):
+        raise BaselineError(f"{where}: must be a mapping")
+    levels_raw = raw.get("bytes_per_second")
+    if not isinstance(levels_raw, dict):
+        raise BaselineError(f"{where}.bytes_per_second: must map the levels 100, 90 and 80 to bytes per second")
+    levels = {}
+    for level in LEVELS:
+        value = levels_raw.get(str(level), levels_raw.get(level))
+        number = _optional_number(value, f"{where}.bytes_per_second.{level}", int)
+        if number is None or number <= 0:
+            raise BaselineError(f"{where}.bytes_per_second.{level}: must be a positive number of bytes per second")
+        levels[level] = number
+    return Measured(
+        bytes_per_second=levels,
+        data_size=_optional_number(raw.get("data_size"), f"{where}.data_size", int),
+        cpu_utilization_p90=_optional_number(raw.get("cpu_utilization_p90"), f"{where}.cpu_utilization_p90", float),
+        engine_cpu_utilization_p90=_optional_number(raw.get("engine_cpu_utilization_p90"), f"{where}.engine_cpu_utilization_p90", float),
+        runs=_optional_number(raw.get("runs"), f"{where}.runs", int),
+        date=None if raw.get("date") is None else str(raw["date"]),
+        method=str(raw.get("method", "")),
+        source=str(raw.get("source", "benchmark")),
+        estimated=bool(raw.get("estimated", False)),
+    )
+
+
+def _published(raw: Any, where: str) -> Published:
+    if not isinstance(raw, dict):
+        raise BaselineError(f"{where}: must be a mapping")
+    return Published(
+        baseline_gbps=_optional_number(raw.get("baseline_gbps"), f"{where}.baseline_gbps", float),
+        burst_gbps=_optional_number(raw.get("burst_gbps"), f"{where}.burst_gbps", float),
+        source=str(raw.get("source", "")),
+        date=None if raw.get("date") is None else str(raw["date"]),
+    )
+
+
+def _optional_number(value: Any, where: str, kind: type) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BaselineError(f"{where}: must be a number, got {value!r}")
+    return kind(value)
+
+
+def table_to_document(table: BaselineTable) -> dict[str, Any]:
+    """The YAML document of a table (the inverse of :func:`parse_table`)."""
+    node_types: dict[str, Any] = {}
+    for name in sorted(table.node_types):
+        node = table.node_types[name]
+        entry: dict[str, Any] = {"vcpus": node.vcpus, "memory_gib": node.memory_gib}
+        if node.published is not None:
+            p = node.published
+            entry["published"] = {"baseline_gbps": p.baseline_gbps, "burst_gbps": p.burst_gbps, "source": p.source, "date": p.date}
+        if node.measured is not None:
+            m = node.measured
+            entry["measured"] = {
+                "bytes_per_second": {str(level): m.bytes_per_second[level] for level in LEVELS},
+                "data_size": m.data_size,
+                "cpu_utilization_p90": m.cpu_utilization_p90,
+                "engine_cpu_utilization_p90": m.engine_cpu_utilization_p90,
+                "runs": m.runs,
+                "date": m.date,
+                "method": m.method,
+                "source": m.source,
+                **({"estimated": True} if m.estimated else {}),
+            }
+        node_types[name] = entry
+    return {"format": FORMAT, "version": VERSION, "basis": table.basis, "node_types": node_types}

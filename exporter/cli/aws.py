@@ -1,0 +1,111 @@
+"""The AWS commands: ``cost``, ``capacity`` and ``alarms``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from exporter.common.errors import ExporterError
+from exporter.config import Config, build_config, load_yaml, overlay, parse_duration
+
+from .output import emit
+
+
+def _aws_config(values: dict[str, Any], environ: Mapping[str, str]) -> Config:
+    config_file = values.get("config.file")
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    if values.get("aws.region"):
+        raw = overlay(raw, {"aws.region": values["aws.region"]})
+    config = build_config(raw, source_file=config_file, environ=environ)
+    if not config.aws.enabled:
+        raise ExporterError("no AWS regions configured: give --aws.region or aws.regions in --config.file")
+    return config
+
+
+def print_cost(config: Config) -> int:
+    from exporter.aws.cloudwatch import estimate_cost
+    from exporter.aws.monitor import AwsMonitor
+
+    if not config.aws.enabled:
+        raise ExporterError("no AWS regions configured: set aws.regions in the config file or --aws.region")
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    nodes = monitor.nodes()
+    per_node = sum(len(spec.statistics) for spec in config.aws.metrics)
+    print(f"nodes discovered: {len(nodes)} in {', '.join(sorted({n.region for n in nodes})) or 'no region'}")
+    print(f"metrics: {len(config.aws.metrics)}, queries per node: {per_node} (metric x statistic)")
+    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
+    intervals = sorted({config.aws.poll_interval, 60.0, 300.0})
+    for interval in intervals:
+        cost = estimate_cost(len(nodes), config.aws.metrics, interval)
+        marker = "  (configured)" if interval == config.aws.poll_interval else ""
+        print(
+            f"{interval:>9.0f}s {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
+            f"{cost.metrics_per_month:>15,.0f} {cost.usd_per_month:>10.2f}{marker}"
+        )
+    print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
+    return 0
+
+
+def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    import json
+    import time
+
+    from exporter.aws.monitor import AwsMonitor
+    from exporter.baselines.table import load_table
+    from exporter.capacity.report import build_reports, fetch_history, render_html, render_text
+    from exporter.common.progress import Progress
+
+    if not 1 <= args.days <= 15:
+        raise ExporterError("--days: one-minute CloudWatch data is kept 15 days; give 1 to 15")
+    period = parse_duration(args.period)
+    if period is None or period < 60 or period % 60:
+        raise ExporterError(f"--period: must be a multiple of 60s, got {args.period!r}")
+    config = _aws_config(vars(args), environ)
+    table = load_table(args.baselines)
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    now = time.time()
+    reports = []
+    for account, discovered in monitor.nodes_by_account().items():
+        nodes = [node for node in discovered if not args.node or node.cluster_id in args.node]
+        if not nodes:
+            continue
+        progress = Progress(len(nodes) * 5)
+        history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
+        progress.finish()
+        reports += build_reports(nodes, history, table, args.days, now)
+    reports.sort(key=lambda r: (r.urgency, r.node.cluster_id))
+    if args.output_format == "json":
+        text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
+    elif args.output_format == "html":
+        text = render_html(reports, args.days, now)
+    else:
+        text = render_text(reports)
+    emit(text, args.out)
+    return 0
+
+
+def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    from exporter.alerts.alarms import apply, describe, desired_alarms, plan
+    from exporter.alerts.render import load_catalog
+    from exporter.aws.monitor import AwsMonitor
+    from exporter.baselines.table import load_table
+
+    config = _aws_config(vars(args), environ)
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    alerts, table = load_catalog(args.catalog), load_table(args.baselines)
+    applied = 0
+    for account, nodes in monitor.nodes_by_account().items():
+        api = monitor.apis[account]
+        desired, skipped = desired_alarms(nodes, alerts, table, args.sns_topic_arn)
+        changes = plan(api, desired)
+        sys.stdout.write(describe(changes, skipped))
+        if args.action == "apply":
+            applied += apply(api, changes)
+    if args.action == "apply":
+        print(f"applied {applied} alarm(s)")
+    return 0

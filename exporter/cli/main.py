@@ -1,0 +1,201 @@
+"""Command line: ``elasticache-exporter serve | demo``; also ``python -m exporter``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from exporter import __version__
+from exporter.baselines.derive import INPUT_FORMATS, OUTPUT_FORMATS
+from exporter.common.errors import ExporterError
+from exporter.config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
+
+log = logging.getLogger("exporter")
+
+# Flags of `serve`, each also read from ELASTICACHE_EXPORTER_<FLAG> (dots and dashes as underscores).
+SERVE_FLAGS: dict[str, str] = {
+    "web.listen-address": "address to listen on, host:port or :port (default :9769)",
+    "web.telemetry-path": "path of the metrics of the configured targets (default /metrics)",
+    "web.config-file": "TLS and basic auth for the exporter's own endpoints (Prometheus exporter-toolkit web-config format)",
+    "redis.addr": "the single Redis target, redis://host:port or rediss://host:port; '' for none "
+    "(default redis://localhost:6379 unless the config file lists targets)",
+    "redis.user": "ACL user name for --redis.addr",
+    "redis.node-type": "node type of --redis.addr, e.g. cache.r6g.large, to compare it with its baseline",
+    "redis.password-file": "file holding the password for --redis.addr",
+    "redis.tls-ca-file": "CA bundle to verify the server of --redis.addr",
+    "redis.tls-cert-file": "client certificate for --redis.addr",
+    "redis.tls-key-file": "client key for --redis.addr",
+    "redis.tls-server-name": "server name to verify instead of the host of --redis.addr",
+    "redis.tls-insecure-skip-verify": "do not verify the server certificate (explicit opt-in)",
+    "scrape.timeout": "timeout of one target's scrape, e.g. 5s (Prometheus' own scrape timeout also applies)",
+    "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",
+    "heartbeat.key": "name of the exporter's heartbeat key (default elasticache-exporter:heartbeat)",
+    "heartbeat.interval": "how often the heartbeat is written, e.g. 1s",
+    "baselines.file": "baseline table (default: the shipped one)",
+    "baselines.basis": "which figure thresholds use where both exist: lower (default), measured or published",
+    "aws.region": "AWS regions to discover ElastiCache nodes in and poll CloudWatch for, comma-separated (default: none, AWS off)",
+    "log.level": "debug, info, warn or error (default info)",
+    "log.format": "text or json (default text)",
+}
+# Read from the environment only: a password given as a flag would show in the process list.
+ENV_ONLY = ("redis.password",)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(level: str, fmt: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper(), logging.INFO)))
+
+
+def _add_aws_source(parser: argparse.ArgumentParser) -> None:
+    """Where the AWS commands find their accounts and regions, and the baselines they compare with."""
+    parser.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
+    parser.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    parser.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="elasticache-exporter",
+        allow_abbrev=False,
+        description="Prometheus exporter for Redis, Valkey and AWS ElastiCache.",
+    )
+    parser.add_argument("--version", action="version", version=f"elasticache-exporter {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_ in (
+        ("serve", "serve metrics over HTTP"),
+        ("demo", "serve metrics of a local Redis on :6379, starting a throwaway redis-server if none answers"),
+        ("cost", "discover the ElastiCache nodes and print what polling CloudWatch for them would cost, fetching no metric"),
+    ):
+        sub = commands.add_parser(name, help=help_, description=help_, allow_abbrev=False)
+        sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
+        for flag, flag_help in SERVE_FLAGS.items():
+            env = flag_to_env(flag)
+            if flag.endswith(("skip-verify", "heartbeat.write")):
+                sub.add_argument(f"--{flag}", dest=flag, action="store_const", const="true", default=None, help=f"{flag_help} [{env}]")
+            else:
+                sub.add_argument(f"--{flag}", dest=flag, metavar="VALUE", default=None, help=f"{flag_help} [{env}]")
+    baseline = commands.add_parser("baseline", help="baseline tables: derive one from benchmark results", allow_abbrev=False)
+    baseline_commands = baseline.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    derive = baseline_commands.add_parser(
+        "derive",
+        help="derive per-node-type baselines from benchmark results",
+        description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %%.",
+        allow_abbrev=False,
+    )
+    derive.add_argument("--from", dest="source", required=True, metavar="FILE", help="benchmark results")
+    derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
+    derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table", help="output (default table)")
+    derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
+    derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
+    derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
+    render = commands.add_parser(
+        "render",
+        help="render the alert catalog and baselines to Prometheus rules or a CloudFormation template",
+        allow_abbrev=False,
+    )
+    render.add_argument("what", choices=("prometheus", "cloudformation"))
+    render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+    render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
+    render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
+    render.add_argument("--out", metavar="DIR", help="write the file into this directory instead of standard output")
+    render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
+    alarms = commands.add_parser(
+        "alarms",
+        help="create or update the CloudWatch alarms of the catalog directly (PutMetricAlarm) for the discovered nodes",
+        allow_abbrev=False,
+    )
+    alarms.add_argument("action", choices=("plan", "apply"), help="plan: show the difference; apply: make it so")
+    _add_aws_source(alarms)
+    alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
+    alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
+    capacity = commands.add_parser(
+        "capacity",
+        help="which nodes approach their baseline, how fast, and what to change, from CloudWatch history",
+        allow_abbrev=False,
+    )
+    _add_aws_source(capacity)
+    capacity.add_argument("--node", action="append", default=[], help="only these CacheClusterIds (repeatable)")
+    capacity.add_argument("--days", type=int, default=14, help="history window in days, at most 15 (default 14)")
+    capacity.add_argument("--period", default="60s", help="datapoint period, a multiple of 60s (default 60s: per-minute, as the baselines)")
+    capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
+    capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+    bench = commands.add_parser(
+        "benchmark",
+        help="load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry",
+        allow_abbrev=False,
+    )
+    bench.add_argument("--target", required=True, help="the node, redis://host:port or rediss://… (password from "
+                       "ELASTICACHE_EXPORTER_REDIS_PASSWORD)")  # fmt: skip
+    bench.add_argument("--node-type", required=True, help="its node type, e.g. cache.r6g.large")
+    bench.add_argument("--data-sizes", default="1000,10000,100000", help="value sizes in bytes (default 1000,10000,100000)")
+    bench.add_argument("--duration", default="60s", help="load per data size (default 60s)")
+    bench.add_argument("--clients", type=int, default=50, help="parallel connections (default 50)")
+    bench.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
+    bench.add_argument("--tool", choices=("redis-benchmark", "memtier_benchmark"), default="redis-benchmark")
+    bench.add_argument("--out", default="benchmark.csv", help="results in the seed's CSV schema (default benchmark.csv)")
+    bench.add_argument("--table-out", help="also write a baseline table derived from the results")
+    return parser
+
+
+def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
+    """Flags over environment over file over defaults."""
+    values = vars(args)
+    config_file = values.get("config.file") or environ.get(flag_to_env("config.file"))
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    raw = overlay(raw, env_values([*SERVE_FLAGS, *ENV_ONLY], environ))
+    raw = overlay(raw, {flag: values[flag] for flag in SERVE_FLAGS if values.get(flag) is not None})
+    return build_config(raw, source_file=config_file, environ=environ)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
+    try:
+        return run_command(args)
+    except ExporterError as err:
+        print(f"elasticache-exporter: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from . import aws, baseline, serve
+
+    offline = {
+        "baseline": lambda: baseline.run_baseline_derive(args),
+        "benchmark": lambda: baseline.run_benchmark_command(args, os.environ),
+        "render": lambda: baseline.run_render(args),
+        "capacity": lambda: aws.run_capacity(args, os.environ),
+        "alarms": lambda: aws.run_alarms(args, os.environ),
+    }
+    if args.command in offline:
+        return offline[args.command]()
+    config = load_config(args, os.environ)
+    setup_logging(config.log_level, config.log_format)
+    if args.command == "cost":
+        return aws.print_cost(config)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(config, serve.run_server)
+    return serve.run_server(config)

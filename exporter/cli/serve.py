@@ -1,0 +1,69 @@
+"""``serve`` and ``demo``: the long-running exporter."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from exporter import __version__
+from exporter.common.errors import ExporterError
+from exporter.config import Config
+
+log = logging.getLogger("exporter")
+
+
+def limit_malloc_arenas() -> None:
+    """glibc gives each busy thread a malloc arena of its own; concurrent scrapes then keep several partly used
+    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
+def run_server(config: Config) -> int:
+    from exporter.service.server import ExporterApp, make_http_server
+    from exporter.service.webconfig import load_web_config
+
+    limit_malloc_arenas()
+    web_config = load_web_config(config.web_config_file) if config.web_config_file else None
+    app = ExporterApp(config)
+    try:
+        server = make_http_server(app, config.listen_address, web_config)
+    except OSError as err:
+        app.close()
+        raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: Any) -> None:
+        if not stop.is_set():
+            stop.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    host, port = server.server_address[:2]
+    log.info(
+        "elasticache-exporter %s listening on %s:%s; %d configured target(s): %s",
+        __version__,
+        host,
+        port,
+        len(config.targets),
+        ", ".join(f"{t.name} ({t.display})" for t in config.targets) or "none",
+    )
+    try:
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        app.close()
+    log.info("stopped")
+    return 0

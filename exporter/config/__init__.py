@@ -1,0 +1,149 @@
+"""Typed, validated, immutable configuration: one ``Config`` object for the whole process.
+
+Sources, highest first: command-line flags, ``ELASTICACHE_EXPORTER_*``
+environment variables, the YAML file, defaults. Flags and variables are
+folded into the same nested mapping as the file (``--redis.addr`` and
+``ELASTICACHE_EXPORTER_REDIS_ADDR`` both set ``redis.addr``) before validation,
+so every source is checked by the same code and every error names its key.
+Each section's records live with the part that uses them (``redis.settings``,
+``aws.settings``, ``baselines.settings``); this package reads and validates them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.aws.settings import AwsConfig
+from exporter.baselines.settings import BaselineConfig
+from exporter.common.errors import ConfigError
+from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
+
+from .aws_section import aws_config
+from .readers import as_choice, as_duration, as_int, as_mapping, as_string, check_keys, listen_host_port, parse_duration, readable_path
+from .redis_section import CREDENTIAL_KEYS, allow_rule, credentials_config, heartbeat_config, target_config
+from .sources import env_values, flag_to_env, load_yaml, overlay
+
+__all__ = [
+    "DEFAULT_LISTEN_ADDRESS",
+    "DEFAULT_REDIS_ADDR",
+    "Config",
+    "build_config",
+    "env_values",
+    "flag_to_env",
+    "listen_host_port",
+    "load_yaml",
+    "overlay",
+    "parse_duration",
+]
+
+DEFAULT_LISTEN_ADDRESS = ":9769"
+DEFAULT_REDIS_ADDR = "redis://localhost:6379"
+
+
+@dataclass(frozen=True)
+class Config:
+    listen_address: str = DEFAULT_LISTEN_ADDRESS
+    telemetry_path: str = "/metrics"
+    web_config_file: str | None = None
+    log_level: str = "info"
+    log_format: str = "text"
+    scrape_timeout: float = DEFAULT_TIMEOUT
+    scrape_concurrency: int = 16
+    targets: tuple[TargetConfig, ...] = ()
+    allow: tuple[AllowRule, ...] = ()
+    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
+    aws: AwsConfig = field(default_factory=AwsConfig)
+    discovered_credentials: Credentials = field(default_factory=Credentials)  # the config file's aws.discovered
+    baselines: BaselineConfig = field(default_factory=BaselineConfig)
+    source_file: str | None = None
+
+
+def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    environ = os.environ if environ is None else environ
+    check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines"})
+    web = as_mapping(raw, "web")
+    check_keys(web, "web", {"listen_address", "telemetry_path", "config_file"})
+    log = as_mapping(raw, "log")
+    check_keys(log, "log", {"level", "format"})
+    scrape = as_mapping(raw, "scrape")
+    check_keys(scrape, "scrape", {"timeout", "concurrency", "allow"})
+
+    timeout = as_duration(scrape.get("timeout", DEFAULT_TIMEOUT), "scrape.timeout")
+    listen = as_string(web.get("listen_address", DEFAULT_LISTEN_ADDRESS), "web.listen_address")
+    listen_host_port(listen)
+    path = as_string(web.get("telemetry_path", "/metrics"), "web.telemetry_path")
+    if not path.startswith("/") or path in ("/", "/scrape", "/-/healthy"):
+        raise ConfigError("web.telemetry_path", f"must be a path of its own starting with '/', got {path!r}")
+    level = as_choice(log.get("level", "info"), "log.level", ("debug", "info", "warn", "error"))
+    fmt = as_choice(log.get("format", "text"), "log.format", ("text", "json"))
+    concurrency = as_int(scrape.get("concurrency", 16), "scrape.concurrency", 1, 256)
+
+    targets: list[TargetConfig] = []
+    targets_raw = raw.get("targets", [])
+    if targets_raw is None:
+        targets_raw = []
+    if not isinstance(targets_raw, list):
+        raise ConfigError("targets", "must be a list")
+    for index, item in enumerate(targets_raw):
+        targets.append(target_config(item, f"targets[{index}]", timeout, environ))
+
+    redis = as_mapping(raw, "redis")
+    check_keys(redis, "redis", {"addr", "node_type", *CREDENTIAL_KEYS})
+    addr = redis.get("addr", None if targets_raw else DEFAULT_REDIS_ADDR)
+    if addr not in (None, ""):
+        single = {"addr": addr, **{k: v for k, v in redis.items() if k != "addr"}}
+        targets.insert(0, target_config(single, "redis", timeout, environ, default_name=True))
+
+    names: set[str] = set()
+    for target in targets:
+        if target.name in names:
+            raise ConfigError("targets", f"target name {target.name!r} is used twice")
+        names.add(target.name)
+
+    allow_raw = scrape.get("allow", []) or []
+    if not isinstance(allow_raw, list):
+        raise ConfigError("scrape.allow", "must be a list of rules")
+    allow = tuple(allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
+
+    aws = as_mapping(raw, "aws")
+    return Config(
+        baselines=baselines_config(as_mapping(raw, "baselines")),
+        aws=aws_config(aws),
+        discovered_credentials=_discovered_credentials(aws, timeout, environ),
+        heartbeat=heartbeat_config(as_mapping(raw, "heartbeat")),
+        listen_address=listen,
+        telemetry_path=path,
+        web_config_file=readable_path(web.get("config_file"), "web.config_file"),
+        log_level=level,
+        log_format=fmt,
+        scrape_timeout=timeout,
+        scrape_concurrency=concurrency,
+        targets=tuple(targets),
+        allow=allow,
+        source_file=source_file,
+    )
+
+
+
+
+def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> Credentials:
+    discovered = as_mapping(aws, "discovered")
+    check_keys(discovered, "aws.discovered", CREDENTIAL_KEYS)
+    return credentials_config(discovered, "aws.discovered", timeout, environ, None, None)
+
+
+def baselines_config(raw: dict[str, Any]) -> BaselineConfig:
+    check_keys(raw, "baselines", {"file", "basis", "window"})
+    basis = raw.get("basis")
+    if basis is not None and basis not in ("lower", "measured", "published"):
+        raise ConfigError("baselines.basis", f"must be lower, measured or published, got {basis!r}")
+    return BaselineConfig(
+        file=readable_path(raw.get("file"), "baselines.file"),
+        basis=basis,
+        window=as_duration(raw.get("window", "5m"), "baselines.window"),
+    )
+
+

@@ -1,0 +1,105 @@
+"""Typed readers for raw config values: each names the key in its error."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from exporter.common.errors import ConfigError
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def check_keys(mapping: Mapping[str, Any], key: str, allowed: set[str]) -> None:
+    for name in mapping:
+        if name not in allowed:
+            where = f"{key}.{name}" if key else str(name)
+            raise ConfigError(where, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+
+
+def as_mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(key, "must be a mapping")
+    return value
+
+
+def as_string(value: Any, key: str) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise ConfigError(key, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def readable_path(value: Any, key: str) -> str | None:
+    if value in (None, ""):
+        return None
+    path = as_string(value, key)
+    if not os.access(path, os.R_OK):
+        raise ConfigError(key, f"cannot read {path}")
+    return path
+
+
+def as_bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise ConfigError(key, f"must be true or false, got {value!r}")
+
+
+def as_int(value: Any, key: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(key, f"must be a whole number, got {value!r}") from err
+    if isinstance(value, bool) or not low <= number <= high:
+        raise ConfigError(key, f"must be between {low} and {high}, got {value!r}")
+    return number
+
+
+def as_choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
+    text = as_string(value, key).lower()
+    if text == "warning":
+        text = "warn"
+    if text not in choices:
+        raise ConfigError(key, f"must be one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
+def parse_duration(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value > 0 else None
+    if not isinstance(value, str):
+        return None
+    match = _DURATION.match(value.strip())
+    if not match:
+        return None
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    return seconds if seconds > 0 else None
+
+
+def as_duration(value: Any, key: str) -> float:
+    seconds = parse_duration(value)
+    if seconds is None or seconds > 3600:
+        raise ConfigError(key, f"must be a positive duration such as 500ms, 5s or 1m, got {value!r}")
+    return seconds
+
+
+def _listen_parts(listen: str, key: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(key, f"must be host:port or :port, got {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def listen_host_port(listen: str) -> tuple[str, int]:
+    return _listen_parts(listen, "web.listen_address")

@@ -1,0 +1,125 @@
+"""Redis targets, credentials, TLS, the /scrape allow-list and heartbeats."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from exporter.common.errors import ConfigError
+from exporter.redis.addresses import AddressError, Endpoint, HostPattern, parse_address
+from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, Secret, TargetConfig, TlsOptions
+
+from .readers import as_bool, as_duration, as_string, check_keys, readable_path
+
+
+def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
+    check_keys(raw, "heartbeat", {"read", "write", "key", "interval", "ttl"})
+    defaults = HeartbeatConfig()
+    key = as_string(raw.get("key", defaults.key), "heartbeat.key")
+    if not key or len(key) > 512 or not key.isprintable() or " " in key:
+        raise ConfigError("heartbeat.key", "must be a non-empty printable key name without spaces")
+    interval = as_duration(raw.get("interval", defaults.interval), "heartbeat.interval")
+    ttl = as_duration(raw.get("ttl", defaults.ttl), "heartbeat.ttl")
+    if ttl <= interval:
+        raise ConfigError("heartbeat.ttl", f"must be longer than heartbeat.interval ({interval:g}s)")
+    return HeartbeatConfig(
+        read=as_bool(raw.get("read", defaults.read), "heartbeat.read"),
+        write=as_bool(raw.get("write", defaults.write), "heartbeat.write"),
+        key=key,
+        interval=interval,
+        ttl=ttl,
+    )
+
+
+_TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}
+CREDENTIAL_KEYS = {"user", "password", "password_file", "password_env", "timeout", *_TLS_KEYS}
+_NODE_TYPE = re.compile(r"^(cache\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
+
+
+def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str], default_name: bool = False) -> TargetConfig:
+    if isinstance(item, str):
+        item = {"addr": item}
+    if not isinstance(item, dict):
+        raise ConfigError(key, "must be an address or a mapping with 'addr'")
+    check_keys(item, key, {"name", "addr", "node_type", *CREDENTIAL_KEYS})
+    node_type = as_string(item.get("node_type") or "", f"{key}.node_type")
+    if node_type and not _NODE_TYPE.match(node_type):
+        raise ConfigError(f"{key}.node_type", f"not a node type such as cache.r6g.large: {node_type!r}")
+    if node_type and not node_type.startswith("cache."):
+        node_type = "cache." + node_type
+    addr = as_string(item.get("addr"), f"{key}.addr")
+    try:
+        parsed = parse_address(addr)
+    except AddressError as err:
+        raise ConfigError(f"{key}.addr", str(err)) from err
+    endpoint = parsed.endpoint
+    user = item.get("user")
+    if user is not None:
+        endpoint = Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, as_string(user, f"{key}.user"))
+    password = None
+    if parsed.password is not None:
+        password = Secret(value=parsed.password, source=f"{key}.addr")
+    credentials = credentials_config(item, key, timeout, environ, password, endpoint.username)
+    name = item.get("name")
+    if name is None:
+        name = endpoint.host_port
+    name = as_string(name, f"{key}.name")
+    if not name or not name.isprintable():
+        raise ConfigError(f"{key}.name", "must be a non-empty printable string")
+    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type)
+
+
+def allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:
+    if not isinstance(item, dict):
+        raise ConfigError(key, "must be a mapping with 'hosts'")
+    check_keys(item, key, {"hosts", *CREDENTIAL_KEYS})
+    hosts_raw = item.get("hosts")
+    if isinstance(hosts_raw, str):
+        hosts_raw = [hosts_raw]
+    if not isinstance(hosts_raw, list) or not hosts_raw:
+        raise ConfigError(f"{key}.hosts", "must be a non-empty list of host globs or networks")
+    hosts = []
+    for i, text in enumerate(hosts_raw):
+        try:
+            hosts.append(HostPattern.parse(as_string(text, f"{key}.hosts[{i}]")))
+        except AddressError as err:
+            raise ConfigError(f"{key}.hosts[{i}]", str(err)) from err
+    user = item.get("user")
+    credentials = credentials_config(item, key, timeout, environ, None, None if user is None else as_string(user, f"{key}.user"))
+    return AllowRule(hosts=tuple(hosts), credentials=credentials)
+
+
+def credentials_config(
+    item: dict[str, Any], key: str, timeout: float, environ: Mapping[str, str], password: Secret | None, username: str | None
+) -> Credentials:
+    if item.get("password") not in (None, ""):
+        password = Secret(value=as_string(item["password"], f"{key}.password"), source=f"{key}.password")
+    if item.get("password_file") not in (None, ""):
+        path = as_string(item["password_file"], f"{key}.password_file")
+        if not os.access(path, os.R_OK):
+            raise ConfigError(f"{key}.password_file", f"cannot read {path}")
+        password = Secret(file=path, source=f"{key}.password_file")
+    if item.get("password_env") not in (None, ""):
+        var = as_string(item["password_env"], f"{key}.password_env")
+        if var not in environ:
+            raise ConfigError(f"{key}.password_env", f"environment variable {var} is not set")
+        password = Secret(value=environ[var], source=f"{key}.password_env")
+    tls = TlsOptions(
+        ca_file=readable_path(item.get("tls_ca_file"), f"{key}.tls_ca_file"),
+        cert_file=readable_path(item.get("tls_cert_file"), f"{key}.tls_cert_file"),
+        key_file=readable_path(item.get("tls_key_file"), f"{key}.tls_key_file"),
+        server_name=None if item.get("tls_server_name") in (None, "") else as_string(item["tls_server_name"], f"{key}.tls_server_name"),
+        insecure_skip_verify=as_bool(item.get("tls_insecure_skip_verify", False), f"{key}.tls_insecure_skip_verify"),
+    )
+    if (tls.cert_file is None) != (tls.key_file is None):
+        raise ConfigError(f"{key}.tls_cert_file", "tls_cert_file and tls_key_file go together")
+    target_timeout = as_duration(item["timeout"], f"{key}.timeout") if "timeout" in item else timeout
+    user = item.get("user", username)
+    return Credentials(
+        username=None if user in (None, "") else as_string(user, f"{key}.user"),
+        password=password,
+        tls=tls,
+        timeout=target_timeout,
+    )

@@ -1,0 +1,180 @@
+"""Replication heartbeats: parsing the timestamps, and the exporter's own opt-in writer.
+
+ElastiCache keeps the key ``ElastiCacheMasterReplicationTimestamp`` on the
+primary, set to the current UTC time as ISO-8601 (``2013-09-05T01:25:01.001Z``);
+it replicates, so on a replica "now minus that time" is the replication lag
+(plus the writer's interval and the clock skew between the writer and us).
+For self-managed Redis the exporter can write a key of its own the same way.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+
+import redis
+from prometheus_client.metrics_core import Metric
+
+from exporter.common.families import COUNTER, GAUGE, FamilySet
+
+from .node import RedisNode, classify
+from .settings import HeartbeatConfig, TargetConfig
+
+log = logging.getLogger(__name__)
+
+ELASTICACHE_KEY = "ElastiCacheMasterReplicationTimestamp"
+SOURCE_ELASTICACHE = "elasticache"
+SOURCE_EXPORTER = "exporter"
+
+_ISO = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:?\d{2})?$",
+    re.IGNORECASE,
+)
+_EPOCH = re.compile(r"^\d{1,16}(?:\.\d{1,9})?$")
+EARLIEST = 946684800.0  # 2000-01-01: anything older is not a heartbeat
+LATEST = 7258118400.0  # 2200-01-01
+
+
+class HeartbeatParseError(ValueError):
+    pass
+
+
+def parse_timestamp(raw: bytes | str) -> float:
+    """Unix seconds from an ISO-8601 UTC time (with or without fraction or ``Z``) or epoch s/ms."""
+    text = raw.decode("ascii", errors="replace") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    match = _ISO.match(text)
+    if match:
+        year, month, day, hour, minute, second, fraction, zone = match.groups()
+        try:
+            seconds = calendar.timegm((int(year), int(month), int(day), int(hour), int(minute), int(second), 0, 0, 0))
+        except (ValueError, OverflowError) as err:
+            raise HeartbeatParseError(f"invalid date {text[:40]!r}") from err
+        if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31 and int(hour) < 24 and int(minute) < 60 and int(second) < 61):
+            raise HeartbeatParseError(f"invalid date {text[:40]!r}")
+        value = seconds + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+        if zone and zone.upper() != "Z":
+            sign = 1 if zone[0] == "+" else -1
+            digits = zone[1:].replace(":", "")
+            value -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    elif _EPOCH.match(text):
+        value = float(text)
+        if value > 1e11:  # milliseconds: 1e11 seconds would be the year 5138
+            value /= 1000.0
+    else:
+        raise HeartbeatParseError(f"not a timestamp: {text[:40]!r}")
+    if not EARLIEST <= value <= LATEST:
+        raise HeartbeatParseError(f"timestamp out of range: {text[:40]!r}")
+    return value
+
+
+def format_timestamp(seconds: float) -> str:
+    """What the exporter's writer stores: ISO-8601 UTC with milliseconds, like ElastiCache."""
+    whole = int(seconds)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((seconds - whole) * 1000):03d}Z"
+
+
+class HeartbeatWriter:
+    """Writes the exporter's heartbeat key on the targets that are primaries, from one background thread.
+
+    Before every write it asks the node its role and writes only to a master, so
+    it never writes to a replica and stops as soon as a node is demoted.
+    """
+
+    def __init__(self, config: HeartbeatConfig, targets: list[TargetConfig]) -> None:
+        self.config = config
+        self._nodes = [(target.name, RedisNode(target.endpoint, target.credentials)) for target in targets]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat-writer", daemon=True)
+        self._lock = threading.Lock()
+        self.writes: dict[str, int] = {}
+        self.skipped_not_master: dict[str, int] = {}
+        self.errors: dict[tuple[str, str], int] = {}
+        self.last_write: dict[str, float] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for _, node in self._nodes:
+            node.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            for name, node in self._nodes:
+                if self._stop.is_set():
+                    return
+                self.write_once(name, node)
+            self._stop.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
+
+    def write_once(self, name: str, node: RedisNode) -> None:
+        try:
+            wrote = node.write_heartbeat(self.config.key, format_timestamp(time.time()), int(self.config.ttl * 1000))
+        except Exception as err:  # noqa: BLE001 - a failing node must not stop the writer for the others
+            kind = "permission" if _is_permission_error(err) else classify(err)
+            with self._lock:
+                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
+            if (name, kind) not in self._logged:
+                self._logged.add((name, kind))
+                log.error("heartbeat writer: cannot write key %s on target %s (%s): %.200s", self.config.key, name, kind, err)
+            return
+        with self._lock:
+            if wrote:
+                self.writes[name] = self.writes.get(name, 0) + 1
+                self.last_write[name] = time.time()
+            else:
+                self.skipped_not_master[name] = self.skipped_not_master.get(name, 0) + 1
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[tuple[str, str], int], dict[str, float]]:
+        with self._lock:
+            return dict(self.writes), dict(self.skipped_not_master), dict(self.errors), dict(self.last_write)
+
+
+class HeartbeatWriterCollector:
+    """The writer's own counters, served on the telemetry path."""
+
+    def __init__(self, writer: HeartbeatWriter) -> None:
+        self._writer = writer
+
+    def collect(self) -> Iterator[Metric]:
+        writes, skipped, errors, last_write = self._writer.snapshot()
+        out = FamilySet()
+        for name, count in sorted(writes.items()):
+            out.add("elasticache_exporter_heartbeat_writes_total", COUNTER, "Heartbeats written on a primary.", {"target": name}, count)
+        for name, count in sorted(skipped.items()):
+            out.add(
+                "elasticache_exporter_heartbeat_skipped_total",
+                COUNTER,
+                "Heartbeat writes skipped because the node was not a master.",
+                {"target": name},
+                count,
+            )
+        for (name, kind), count in sorted(errors.items()):
+            out.add(
+                "elasticache_exporter_heartbeat_write_errors_total",
+                COUNTER,
+                "Heartbeat writes that failed, by kind (permission: an ACL refused ROLE or SET).",
+                {"target": name, "kind": kind},
+                count,
+            )
+        for name, stamp in sorted(last_write.items()):
+            out.add(
+                "elasticache_exporter_heartbeat_last_write_timestamp_seconds",
+                GAUGE,
+                "When the exporter last wrote its heartbeat on the target.",
+                {"target": name},
+                stamp,
+            )
+        return iter(out)
+
+
+def _is_permission_error(err: BaseException) -> bool:
+    return isinstance(err, redis.exceptions.NoPermissionError) or str(err).startswith("NOPERM")

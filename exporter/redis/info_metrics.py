@@ -1,0 +1,237 @@
+"""Turn a parsed INFO reply (and the replies of the extra commands) into samples.
+
+Pure: takes parsed data and a target name, writes into a :class:`FamilySet`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from exporter.common.families import COUNTER, GAUGE, FamilySet
+
+from .info import IDENTIFIER_FIELDS, InfoReply, parse_number, parse_percent, parse_subfields, parse_value
+from .info_fields import (
+    CLUSTER_INFO_FIELDS,
+    CONSUMED_FIELDS,
+    INSTANCE_INFO_LABELS,
+    KNOWN_FIELDS,
+    MASTER_LABELLED_FIELDS,
+    PERCENT,
+    FieldMetric,
+)
+
+KNOWN_METRIC_NAMES = frozenset(
+    [spec.name for spec in KNOWN_FIELDS.values()]
+    + [spec.name for spec in MASTER_LABELLED_FIELDS.values()]
+    + [spec.name for spec in CLUSTER_INFO_FIELDS.values()]
+)
+# Sections whose lines carry sub-fields and get metrics of their own shape.
+STRUCTURED_SECTIONS = frozenset({"keyspace", "commandstats", "errorstats", "latencystats", "modules"})
+_REPLICA_LINE = re.compile(r"slave\d+$")
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
+_QUANTILE_LABELS = {"p50": "0.5", "p90": "0.9", "p99": "0.99", "p99.9": "0.999", "p100": "1"}
+
+
+def metric_name_for_unknown(field: str) -> str:
+    return "redis_" + _UNSAFE.sub("_", field.lower())
+
+
+def _field_value(spec: FieldMetric, raw: str) -> float | None:
+    if spec.scale == PERCENT:
+        return parse_percent(raw)
+    value = parse_value(raw)
+    return None if value is None else value * spec.scale
+
+
+def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> None:
+    """Every field of every section of ``info`` as samples labelled with ``target``."""
+    base = {"target": target}
+    for section, fields in info.sections.items():
+        if section in STRUCTURED_SECTIONS:
+            continue
+        for name, raw in fields.items():
+            spec = KNOWN_FIELDS.get(name)
+            if spec is not None:
+                value = _field_value(spec, raw)
+                if value is not None:
+                    out.add(spec.name, spec.kind, spec.help, base, value)
+                continue
+            if name in CONSUMED_FIELDS or name in IDENTIFIER_FIELDS or name in MASTER_LABELLED_FIELDS:
+                continue
+            if section == "replication" and _REPLICA_LINE.match(name):
+                _add_replica_line(raw, base, out)
+                continue
+            value = parse_number(raw)
+            if value is None:
+                continue
+            metric = metric_name_for_unknown(name)
+            if metric not in KNOWN_METRIC_NAMES:
+                out.add(metric, GAUGE, f"INFO field {name} ({section}), exported as found.", base, value)
+    _add_instance_info(info, base, out)
+    _add_replica_side(info, base, out)
+    _add_keyspace(info.sections.get("keyspace", {}), base, out)
+    calls = _add_commandstats(info.sections.get("commandstats", {}), base, out)
+    _add_latencystats(info.sections.get("latencystats", {}), calls, base, out)
+    _add_errorstats(info.sections.get("errorstats", {}), base, out)
+    _add_modules(info.sections.get("modules", {}), base, out)
+    _add_start_time(info, base, out)
+
+
+def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
+    labels = dict(base)
+    for name in INSTANCE_INFO_LABELS:
+        labels[name] = info.get(name, "") or ""
+    out.add("redis_instance_info", GAUGE, "Facts about the server that change only on restart or upgrade.", labels, 1.0)
+    role = info.get("role")
+    if role:
+        out.add("redis_instance_role", GAUGE, "The server's replication role (master or slave) as a label.", {**base, "role": role}, 1.0)
+
+
+def _add_replica_side(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
+    fields = info.sections.get("replication", {})
+    if "master_host" not in fields:
+        return
+    labels = {**base, "master_host": fields.get("master_host", ""), "master_port": fields.get("master_port", "")}
+    for name, spec in MASTER_LABELLED_FIELDS.items():
+        raw = fields.get(name)
+        if raw is None:
+            continue
+        value = parse_value(raw)
+        if value is not None:
+            out.add(spec.name, spec.kind, spec.help, labels, value)
+
+
+def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
+    if "=" in raw:
+        sub = parse_subfields(raw)
+    else:  # Redis 2.6: slave0:<ip>,<port>,<state>
+        sub = dict(zip(("ip", "port", "state"), raw.split(","), strict=False))
+    labels = {**base, "slave_ip": sub.get("ip", ""), "slave_port": sub.get("port", ""), "slave_state": sub.get("state", "")}
+    offset = parse_number(sub.get("offset", ""))
+    if offset is not None:
+        out.add("redis_connected_slave_offset_bytes", GAUGE, "Replication offset acknowledged by a connected replica.", labels, offset)
+    lag = parse_number(sub.get("lag", ""))
+    if lag is not None:
+        out.add("redis_connected_slave_lag_seconds", GAUGE, "Seconds since a connected replica last acknowledged.", labels, lag)
+
+
+def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    for db, raw in fields.items():
+        sub = parse_subfields(raw)
+        labels = {**base, "db": db}
+        for key, value_raw in sub.items():
+            value = parse_number(value_raw)
+            if value is None:
+                continue
+            if key == "keys":
+                out.add("redis_db_keys", GAUGE, "Keys in the database.", labels, value)
+            elif key == "expires":
+                out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, value)
+            elif key == "avg_ttl":
+                out.add("redis_db_avg_ttl_seconds", GAUGE, "Average TTL of keys with an expiry.", labels, value / 1000.0)
+            else:
+                out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
+
+
+def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> dict[str, tuple[float, float]]:
+    """Per-command counters; returns {cmd: (calls, seconds)} for the latency summaries."""
+    totals: dict[str, tuple[float, float]] = {}
+    for name, raw in fields.items():
+        if not name.startswith("cmdstat_"):
+            continue
+        cmd = name[8:]
+        sub = parse_subfields(raw)
+        labels = {**base, "cmd": cmd}
+        calls = parse_number(sub.get("calls", ""))
+        usec = parse_number(sub.get("usec", ""))
+        if calls is not None:
+            out.add("redis_commands_total", COUNTER, "Calls per command.", labels, calls)
+        if usec is not None:
+            out.add("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", labels, usec / 1e6)
+        for key, metric, help_ in (
+            ("rejected_calls", "redis_commands_rejected_calls_total", "Calls rejected before execution, per command."),
+            ("failed_calls", "redis_commands_failed_calls_total", "Calls that failed during execution, per command."),
+        ):
+            value = parse_number(sub.get(key, ""))
+            if value is not None:
+                out.add(metric, COUNTER, help_, labels, value)
+        if calls is not None and usec is not None:
+            totals[cmd] = (calls, usec / 1e6)
+    return totals
+
+
+def _add_latencystats(
+    fields: dict[str, str], calls: dict[str, tuple[float, float]], base: dict[str, str], out: FamilySet
+) -> None:
+    for name, raw in fields.items():
+        if not name.startswith("latency_percentiles_usec_"):
+            continue
+        cmd = name[25:]
+        quantiles = []
+        for key, value_raw in parse_subfields(raw).items():
+            value = parse_number(value_raw)
+            quantile = _QUANTILE_LABELS.get(key) or _percentile_label(key)
+            if value is not None and quantile is not None:
+                quantiles.append((quantile, value / 1e6))
+        count, total = calls.get(cmd, (None, None))
+        out.add_summary(
+            "redis_latency_percentiles_seconds",
+            "Latency percentiles per command (server-side, from INFO latencystats).",
+            {**base, "cmd": cmd},
+            quantiles,
+            count,
+            total,
+        )
+
+
+def _percentile_label(key: str) -> str | None:
+    if not key.startswith("p"):
+        return None
+    number = parse_number(key[1:])
+    if number is None or not 0 <= number <= 100:
+        return None
+    return repr(round(number / 100.0, 6))
+
+
+def _add_errorstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    for name, raw in fields.items():
+        if not name.startswith("errorstat_"):
+            continue
+        count = parse_number(parse_subfields(raw).get("count", ""))
+        if count is not None:
+            out.add("redis_errors_total", COUNTER, "Error replies per error prefix.", {**base, "err": name[10:]}, count)
+
+
+def _add_modules(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    for raw in fields.values():
+        sub = parse_subfields(raw)
+        if "name" in sub:
+            labels = {**base, "name": sub["name"], "ver": sub.get("ver", "")}
+            out.add("redis_module_info", GAUGE, "A loaded module and its version.", labels, 1.0)
+
+
+def _add_start_time(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
+    uptime = parse_number(info.get("uptime_in_seconds", "") or "")
+    server_time = parse_number(info.get("server_time_usec", "") or "")
+    if uptime is not None and server_time is not None:
+        out.add("redis_start_time_seconds", GAUGE, "Unix time the server started.", base, server_time / 1e6 - uptime)
+
+
+def add_cluster_info(text: str, target: str, out: FamilySet) -> None:
+    """Fields of ``CLUSTER INFO`` as ``redis_cluster_*`` samples."""
+    base = {"target": target}
+    for line in text.split("\n"):
+        name, sep, raw = line.strip().partition(":")
+        if not sep:
+            continue
+        spec = CLUSTER_INFO_FIELDS.get(name)
+        if spec is not None:
+            value = parse_value(raw)
+            if value is not None:
+                out.add(spec.name, spec.kind, spec.help, base, value)
+            continue
+        value = parse_number(raw)
+        if value is not None:
+            metric = metric_name_for_unknown(name if name.startswith("cluster_") else "cluster_" + name)
+            if metric not in KNOWN_METRIC_NAMES:
+                out.add(metric, GAUGE, f"CLUSTER INFO field {name}.", base, value)

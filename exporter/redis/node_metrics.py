@@ -1,0 +1,124 @@
+"""Samples from one node's scrape: INFO plus the replies of SLOWLOG, LATENCY and CLUSTER INFO."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.common.families import COUNTER, GAUGE, FamilySet
+
+from .info import InfoReply, parse_info, parse_number
+from .info_metrics import add_cluster_info, add_info_metrics
+from .node import ScrapeResult
+
+
+def parse_result(result: ScrapeResult) -> InfoReply:
+    info = parse_info(result.info)
+    for extra in result.extra_info:
+        info.merge(parse_info(extra))
+    return info
+
+
+def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> None:
+    add_info_metrics(info, target, out)
+    base = {"target": target}
+    _add_config_compat(info, base, out)
+    if result.slowlog_len is not None:
+        out.add("redis_slowlog_length", GAUGE, "Entries in the slow log.", base, float(result.slowlog_len))
+    _add_slowlog_last(result.slowlog_last, base, out)
+    _add_latency_latest(result.latency_latest, base, out)
+    if result.cluster_info:
+        add_cluster_info(result.cluster_info, target, out)
+
+
+def _add_config_compat(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
+    """redis_exporter reads these with CONFIG GET, which ElastiCache refuses; INFO has them too."""
+    for field, name, help_ in (
+        ("maxclients", "redis_config_maxclients", "The maxclients setting (from INFO, no CONFIG needed)."),
+        ("maxmemory", "redis_config_maxmemory", "The maxmemory setting in bytes (from INFO, no CONFIG needed)."),
+    ):
+        value = parse_number(info.get(field, "") or "")
+        if value is not None:
+            out.add(name, GAUGE, help_, base, value)
+
+
+def _add_slowlog_last(reply: Any, base: dict[str, str], out: FamilySet) -> None:
+    if not isinstance(reply, list) or not reply or not isinstance(reply[0], list) or len(reply[0]) < 3:
+        return
+    entry = reply[0]
+    if isinstance(entry[0], int):
+        out.add("redis_slowlog_last_id", GAUGE, "Id of the newest slow log entry.", base, float(entry[0]))
+    if isinstance(entry[2], int):
+        out.add(
+            "redis_last_slow_execution_duration_seconds",
+            GAUGE,
+            "Execution time of the newest slow log entry.",
+            base,
+            entry[2] / 1e6,
+        )
+
+
+def _add_latency_latest(reply: Any, base: dict[str, str], out: FamilySet) -> None:
+    if not isinstance(reply, list):
+        return
+    for event in reply:
+        if not isinstance(event, list) or len(event) < 3 or not isinstance(event[0], bytes):
+            continue
+        labels = {**base, "event_name": event[0].decode("utf-8", errors="replace")}
+        if isinstance(event[1], int):
+            out.add("redis_latency_spike_last", GAUGE, "Unix time of the latest latency spike per event.", labels, float(event[1]))
+        if isinstance(event[2], int):
+            out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels, event[2] / 1000.0)
+
+
+def add_target_health(
+    out: FamilySet,
+    target: str,
+    *,
+    up: bool,
+    duration: float,
+    errors: dict[str, int],
+    last_error: str,
+    malformed: int,
+    connects: int,
+    heartbeat_errors: dict[tuple[str, str], int],
+) -> None:
+    base = {"target": target}
+    out.add("redis_up", GAUGE, "Whether the last scrape of the target succeeded.", base, 1.0 if up else 0.0)
+    out.add(
+        "elasticache_exporter_target_scrape_duration_seconds",
+        GAUGE,
+        "Duration of the last scrape of the target.",
+        base,
+        duration,
+    )
+    for kind, count in sorted(errors.items()):
+        out.add(
+            "elasticache_exporter_target_scrape_errors_total",
+            COUNTER,
+            "Failed scrapes of the target by kind of error.",
+            {**base, "kind": kind},
+            float(count),
+        )
+    out.add(
+        "elasticache_exporter_target_last_error",
+        GAUGE,
+        "Kind of the last scrape's error as a label ('none' when it succeeded).",
+        {**base, "kind": last_error},
+        1.0,
+    )
+    out.add(
+        "elasticache_exporter_info_malformed_lines_total",
+        COUNTER,
+        "INFO lines that could not be parsed and were skipped.",
+        base,
+        float(malformed),
+    )
+    out.add("elasticache_exporter_target_connects_total", COUNTER, "Connections opened to the target.", base, float(connects))
+    for (source, reason), count in sorted(heartbeat_errors.items()):
+        out.add(
+            "elasticache_exporter_heartbeat_errors_total",
+            COUNTER,
+            "Heartbeat keys that could not be read: of another type than string, or not a timestamp.",
+            {**base, "source": source, "reason": reason},
+            float(count),
+        )

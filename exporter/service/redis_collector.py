@@ -1,0 +1,177 @@
+"""Scrape many Redis nodes concurrently into one set of metric families.
+
+A collector never raises out of ``collect()``: a target that fails, hangs or
+runs past the deadline is reported as ``redis_up 0`` with its error kind, and
+the other targets are unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+
+from prometheus_client.metrics_core import Metric
+
+from exporter.common.families import Family, FamilySet
+from exporter.redis.info import InfoReply, parse_number
+from exporter.redis.node import ScrapeResult, classify
+from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
+from exporter.redis.replication import AddressNames, HeartbeatReading, add_heartbeat_metrics, add_replication_metrics
+
+from .targets import Target
+
+log = logging.getLogger(__name__)
+_logged_bugs: set[tuple[str, str]] = set()  # (target, exception type) already logged with a traceback
+
+
+class RedisCollector:
+    """Collects the given targets once per ``collect()`` call, by ``deadline``."""
+
+    def __init__(
+        self,
+        targets: Iterable[Target],
+        executor: ThreadPoolExecutor,
+        deadline: float,
+        *,
+        heartbeat_sources: tuple[tuple[str, str], ...] = (),
+        address_names: AddressNames | None = None,
+    ) -> None:
+        self._targets = list(targets)
+        self._executor = executor
+        self._deadline = deadline
+        self._heartbeat_sources = heartbeat_sources
+        self._address_names = address_names or {}
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._scrape())
+
+    def families(self) -> Iterator[Family]:
+        """The same as ``collect()`` for the text encoder, without building prometheus_client objects."""
+        return self._scrape().families()
+
+    def _scrape(self) -> FamilySet:
+        out = FamilySet()
+        started = time.monotonic()
+        outcomes = self._scrape_all()
+        elapsed = time.monotonic() - started
+        for target, outcome in zip(self._targets, outcomes, strict=True):
+            self._record(target, outcome, elapsed, out)
+        return out
+
+    def _scrape_all(self) -> list[ScrapeResult | BaseException]:
+        if len(self._targets) == 1:
+            return [_scrape_one(self._targets[0], self._deadline)]
+        futures: list[Future[ScrapeResult]] = [
+            self._executor.submit(target.node.scrape, self._deadline) for target in self._targets
+        ]
+        wait_futures(futures, timeout=max(0.0, self._deadline - time.monotonic()))
+        outcomes: list[ScrapeResult | BaseException] = []
+        for future in futures:
+            if not future.done():
+                outcomes.append(TimeoutError("scrape did not finish before the deadline"))
+                continue
+            error = future.exception()
+            outcomes.append(error if error is not None else future.result())
+        return outcomes
+
+    def _record(self, target: Target, outcome: ScrapeResult | BaseException, elapsed: float, out: FamilySet) -> None:
+        heartbeat_errors: list[tuple[str, str]] = []
+        lags: dict[str, float] = {}
+        info = None
+        if isinstance(outcome, ScrapeResult):
+            try:
+                info = parse_result(outcome)
+                add_node_metrics(info, outcome, target.name, out)
+                add_replication_metrics(info, target.name, self._address_names, out)
+                heartbeat_errors, lags = add_heartbeat_metrics(
+                    self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
+                )
+            except Exception as err:  # our own bug with this reply: report the target down, keep the others
+                if (target.name, type(err).__name__) not in _logged_bugs:
+                    _logged_bugs.add((target.name, type(err).__name__))
+                    log.exception("could not turn the reply of target %s into metrics", target.name)
+                outcome, info = RuntimeError("internal"), None
+        _record_state(target, outcome, info, elapsed, heartbeat_errors, out)
+        if info is not None:
+            with target.lock:
+                target.state.heartbeat_lag = lags
+
+    def _readings(self, result: ScrapeResult) -> list[HeartbeatReading]:
+        if result.heartbeat_values is None or len(result.heartbeat_values) != len(self._heartbeat_sources):
+            return []
+        return [
+            HeartbeatReading(source, key, value, result.heartbeat_types.get(key))
+            for (source, key), value in zip(self._heartbeat_sources, result.heartbeat_values, strict=True)
+        ]
+
+
+def _scrape_one(target: Target, deadline: float) -> ScrapeResult | BaseException:
+    try:
+        return target.node.scrape(deadline)
+    except Exception as err:  # noqa: BLE001 - a failing node must never fail the scrape of the exporter
+        return err
+
+
+def _record_state(
+    target: Target,
+    outcome: ScrapeResult | BaseException,
+    info: InfoReply | None,
+    elapsed: float,
+    heartbeat_errors: list[tuple[str, str]],
+    out: FamilySet,
+) -> None:
+    state = target.state
+    with target.lock:
+        state.scraped = True
+        if isinstance(outcome, ScrapeResult) and info is not None:
+            state.up = True
+            state.last_error = "none"
+            state.last_duration = outcome.duration
+            state.last_success = time.time()
+            state.malformed_lines += info.malformed_lines
+            state.role = info.get("role", "") or ""
+            sample = traffic_counters(info)
+            if sample is not None:
+                state.counters.append((time.monotonic(), *sample))
+            state.version = info.get("valkey_version") or info.get("redis_version", "") or ""
+        else:
+            kind = classify(outcome)
+            if state.last_error != kind or state.up:
+                log.warning("target %s (%s): scrape failed (%s): %.200s", target.name, target.display, kind, outcome)
+            state.up = False
+            state.last_error = kind
+            state.errors[kind] = state.errors.get(kind, 0) + 1
+        for key in heartbeat_errors:
+            state.heartbeat_errors[key] = state.heartbeat_errors.get(key, 0) + 1
+        add_target_health(
+            out,
+            target.name,
+            up=state.up,
+            duration=outcome.duration if isinstance(outcome, ScrapeResult) else elapsed,
+            errors=dict(state.errors),
+            last_error=state.last_error,
+            malformed=state.malformed_lines,
+            connects=target.node.connects,
+            heartbeat_errors=dict(state.heartbeat_errors),
+        )
+
+
+def traffic_counters(info: InfoReply) -> tuple[float, float, float] | None:
+    """(bytes out, bytes in, engine CPU seconds) from INFO; the main thread's CPU where Redis reports it."""
+    out = parse_number(info.get("total_net_output_bytes", "") or "")
+    received = parse_number(info.get("total_net_input_bytes", "") or "")
+    if out is None or received is None:
+        return None
+    cpu = 0.0
+    for field in ("used_cpu_sys_main_thread", "used_cpu_user_main_thread"):
+        value = parse_number(info.get(field, "") or "")
+        if value is None:
+            cpu = -1.0
+            break
+        cpu += value
+    if cpu < 0:  # before Redis 7 only the whole process is reported
+        cpu = sum(parse_number(info.get(f, "") or "") or 0.0 for f in ("used_cpu_sys", "used_cpu_user"))
+    return out, received, cpu

@@ -1,0 +1,77 @@
+"""The / page: the live view per target (state, role, node type, utilization against the baseline,
+replication lag, the last CloudWatch poll). No secrets: addresses are shown without credentials."""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from exporter import __version__
+
+from .baseline_collector import target_utilization
+
+if TYPE_CHECKING:
+    import jinja2
+
+    from exporter.baselines.table import BaselineTable
+    from exporter.config import Config
+
+    from .targets import Target
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("exporter.service", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def _bar(ratio: float | None) -> dict[str, Any] | None:
+    if ratio is None:
+        return None
+    level = "critical" if ratio >= 0.9 else "warning" if ratio >= 0.8 else "ok"
+    return {"percent": round(ratio * 100, 1), "width": round(min(ratio, 1.0) * 100, 1), "level": level}
+
+
+def render_status_page(
+    config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None
+) -> str:
+    now = time.time()
+    monotonic = time.monotonic()
+    rows = []
+    for target in targets:
+        utilization = target_utilization(target, table, config.baselines.window, monotonic) if target.node_type else None
+        with target.lock:
+            state = target.state
+            rows.append(
+                {
+                    "name": target.name,
+                    "address": target.display,
+                    "state": "up" if state.up else ("down" if state.scraped else "not scraped yet"),
+                    "role": state.role,
+                    "version": state.version,
+                    "node_type": target.node_type,
+                    "baseline_known": utilization is not None,
+                    "bars": {key: _bar((utilization or {}).get(key)) for key in ("out", "in", "engine_cpu")},
+                    "lag": ", ".join(f"{source} {lag:.1f} s" for source, lag in sorted(state.heartbeat_lag.items())),
+                    "last_error": state.last_error,
+                    "duration_ms": round(state.last_duration * 1000, 1),
+                    "last_success_ago": round(now - state.last_success) if state.last_success else None,
+                }
+            )
+    poll_ago = None if not last_poll else round(now - last_poll)
+    return _environment().get_template("status.html").render(
+        version=__version__,
+        telemetry_path=config.telemetry_path,
+        uptime=round(now - started),
+        rows=rows,
+        cloudwatch=config.aws.enabled,
+        poll_ago=poll_ago,
+        window=round(config.baselines.window),
+    )

@@ -1,0 +1,168 @@
+"""The set of nodes the exporter may scrape, and the per-target state between scrapes.
+
+Configured targets are known by name and address; /scrape may also reach
+addresses matching an allow rule. Anything else is refused before any
+connection is attempted or credential sent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from exporter.aws.discovery import Node
+from exporter.config import Config
+from exporter.redis.addresses import AddressError, Endpoint, parse_address
+from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
+from exporter.redis.node import RedisNode
+from exporter.redis.settings import Credentials
+
+MAX_AD_HOC_NODES = 512
+
+
+class TargetRefused(Exception):
+    """A /scrape target that is not configured and matches no allow rule."""
+
+
+@dataclass
+class TargetState:
+    """What the status page and the self-metrics know of a target."""
+
+    errors: dict[str, int] = field(default_factory=dict)
+    last_error: str = "none"
+    last_duration: float = 0.0
+    last_success: float = 0.0
+    malformed_lines: int = 0
+    heartbeat_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (monotonic time, bytes out, bytes in, engine CPU seconds) of recent scrapes, for rates over a window
+    counters: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=256))
+    baseline_missing: int = 0
+    heartbeat_lag: dict[str, float] = field(default_factory=dict)
+    up: bool = False
+    role: str = ""
+    version: str = ""
+    scraped: bool = False
+
+
+@dataclass
+class Target:
+    name: str
+    node: RedisNode
+    node_type: str = ""
+    state: TargetState = field(default_factory=TargetState)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def display(self) -> str:
+        return self.node.endpoint.display()
+
+
+class TargetSet:
+    def __init__(self, config: Config) -> None:
+        self._by_name: dict[str, Target] = {}
+        self._by_address: dict[tuple[str, int, int], Target] = {}
+        self.heartbeat_sources: tuple[tuple[str, str], ...] = (
+            ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
+        )
+        keys = tuple(key for _, key in self.heartbeat_sources)
+        for item in config.targets:
+            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys), item.node_type)
+            self._by_name[item.name] = target
+            self._by_address.setdefault(_key(item.endpoint), target)
+        self.address_names: dict[tuple[str, int], str] = {
+            (item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)
+        }
+        self._allow = config.allow
+        self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
+        self._lock = threading.Lock()
+        self._discovered: dict[str, Target] = {}
+        self._discovered_nodes: dict[str, Node] = {}
+        self._discovered_credentials = config.discovered_credentials
+
+    @property
+    def configured(self) -> list[Target]:
+        """The targets of /metrics: those of the configuration, then the discovered ones."""
+        with self._lock:
+            return list(self._by_name.values()) + list(self._discovered.values())
+
+    def set_discovered(self, nodes: list[Node]) -> None:
+        """Make discovered nodes targets (by endpoint, TLS when in-transit encryption is on), keeping live connections."""
+        keys = tuple(key for _, key in self.heartbeat_sources)
+        wanted = {node.cluster_id: node for node in nodes if node.address and node.cluster_id not in self._by_name}
+        with self._lock:
+            for name in list(self._discovered):
+                current = self._discovered_nodes[name]
+                node = wanted.get(name)
+                if node is None or (node.address, node.port, node.tls, node.node_type) != (
+                    current.address,
+                    current.port,
+                    current.tls,
+                    current.node_type,
+                ):
+                    self._discovered.pop(name).node.close()
+                    del self._discovered_nodes[name]
+            for name, node in wanted.items():
+                if name in self._discovered:
+                    continue
+                endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
+                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys), node.node_type)
+                self._discovered_nodes[name] = node
+                self.address_names[(endpoint.host, endpoint.port)] = name
+
+    def discovered_nodes(self) -> list[tuple[Target, Node]]:
+        with self._lock:
+            return [(self._discovered[name], self._discovered_nodes[name]) for name in sorted(self._discovered)]
+
+    def resolve(self, text: str) -> Target:
+        """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
+        with self._lock:
+            target = self._by_name.get(text) or self._discovered.get(text)
+        if target is not None:
+            return target
+        try:
+            endpoint = parse_address(text, allow_userinfo=False).endpoint
+        except AddressError as err:
+            raise TargetRefused(str(err)) from err
+        target = self._by_address.get(_key(endpoint))
+        if target is None:
+            with self._lock:
+                target = next((t for t in self._discovered.values() if _key(t.node.endpoint) == _key(endpoint)), None)
+        if target is not None and target.node.endpoint.tls == endpoint.tls:
+            return target
+        for rule in self._allow:
+            if rule.matches(endpoint):
+                return self._ad_hoc_target(endpoint, rule.credentials)
+        raise TargetRefused("target is neither configured nor allowed by scrape.allow")
+
+    def _ad_hoc_target(self, endpoint: Endpoint, credentials: Credentials) -> Target:
+        key = (*_key(endpoint), endpoint.tls)
+        with self._lock:
+            target = self._ad_hoc.get(key)
+            if target is None:
+                node = RedisNode(
+                    Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username),
+                    credentials,
+                    tuple(key for _, key in self.heartbeat_sources),
+                )
+                target = Target(node.endpoint.display(), node)
+                self._ad_hoc[key] = target
+                if len(self._ad_hoc) > MAX_AD_HOC_NODES:
+                    _, evicted = self._ad_hoc.popitem(last=False)
+                    evicted.node.close()
+            else:
+                self._ad_hoc.move_to_end(key)
+            return target
+
+    def all(self) -> list[Target]:
+        targets = self.configured
+        with self._lock:
+            return targets + list(self._ad_hoc.values())
+
+    def close(self) -> None:
+        for target in self.all():
+            target.node.close()
+
+
+def _key(endpoint: Endpoint) -> tuple[str, int, int]:
+    return (endpoint.host, endpoint.port, endpoint.db)

@@ -1,0 +1,75 @@
+"""The direction of imports between the package's subpackages (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parent.parent / "exporter"
+
+# Each subpackage and the subpackages it may import; the top-level modules (__init__, __main__) are free.
+ALLOWED: dict[str, set[str]] = {
+    "common": set(),
+    "redis": {"common"},
+    "aws": {"common"},
+    "baselines": {"common", "redis"},
+    "alerts": {"common", "baselines", "aws"},
+    "capacity": {"common", "baselines", "aws"},
+    "config": {"common", "redis", "aws", "baselines"},
+    "service": {"common", "redis", "aws", "baselines", "config"},
+    "cli": {"common", "redis", "aws", "baselines", "alerts", "capacity", "config", "service"},
+}
+
+
+def _imported_subpackages(module: tuple[str, ...], source: str) -> set[str]:
+    """The exporter subpackages that module (e.g. ("exporter", "redis", "node")) imports, relative and lazy imports included."""
+    package = module[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = [".".join((*base, node.module)) if node.module else ".".join(base)]
+                if not node.module:
+                    names = [".".join((*base, alias.name)) for alias in node.names]
+            else:
+                names = [node.module or ""]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "exporter" and len(parts) > 1 and parts[1] in ALLOWED:
+                found.add(parts[1])
+    return found
+
+
+def test_every_subpackage_is_declared() -> None:
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(ALLOWED)
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py"}, "modules belong in a subpackage"
+
+
+def test_imports_follow_the_layers() -> None:
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        owner = path.relative_to(PACKAGE).parts[0]
+        if owner not in ALLOWED:
+            continue
+        module = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        for imported in _imported_subpackages(module, path.read_text(encoding="utf-8")) - {owner} - ALLOWED[owner]:
+            wrong.append(f"{path.relative_to(PACKAGE.parent)} imports exporter.{imported}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checker_sees_relative_and_lazy_imports() -> None:
+    # A module that breaks the rules in each form must be caught, so the test above can fail.
+    source = "from .info import x\ndef f():\n    from ..service import server\n    import exporter.cli.main\n    from .. import aws\n"
+    assert _imported_subpackages(("exporter", "redis", "probe"), source) == {"redis", "service", "cli", "aws"}
+
+
+def test_architecture_map_names_every_subpackage() -> None:
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for name in ALLOWED:
+        assert f"`exporter/{name}/`" in text
