@@ -19,10 +19,11 @@ from typing import Any
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
+from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 
 from .aws_section import aws_config
-from .readers import as_choice, as_duration, as_int, as_mapping, as_string, check_keys, listen_host_port, parse_duration, readable_path
+from .readers import as_choice, as_duration, as_int, as_mapping, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
 from .redis_section import CREDENTIAL_KEYS, allow_rule, credentials_config, heartbeat_config, target_config
 from .sources import env_values, flag_to_env, load_yaml, overlay
 
@@ -52,6 +53,7 @@ class Config:
     log_format: str = "text"
     scrape_timeout: float = DEFAULT_TIMEOUT
     scrape_concurrency: int = 16
+    scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
     allow: tuple[AllowRule, ...] = ()
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
@@ -69,7 +71,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     log = as_mapping(raw, "log")
     check_keys(log, "log", {"level", "format"})
     scrape = as_mapping(raw, "scrape")
-    check_keys(scrape, "scrape", {"timeout", "concurrency", "allow"})
+    check_keys(scrape, "scrape", {"timeout", "concurrency", "allow", "max_reply_size"})
 
     timeout = as_duration(scrape.get("timeout", DEFAULT_TIMEOUT), "scrape.timeout")
     listen = as_string(web.get("listen_address", DEFAULT_LISTEN_ADDRESS), "web.listen_address")
@@ -80,6 +82,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     level = as_choice(log.get("level", "info"), "log.level", ("debug", "info", "warn", "error"))
     fmt = as_choice(log.get("format", "text"), "log.format", ("text", "json"))
     concurrency = as_int(scrape.get("concurrency", 16), "scrape.concurrency", 1, 256)
+    max_reply = as_size(scrape.get("max_reply_size", DEFAULT_MAX_REPLY_BYTES), "scrape.max_reply_size", 64 * 1024, 1024**3)
 
     targets: list[TargetConfig] = []
     targets_raw = raw.get("targets", [])
@@ -121,6 +124,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         log_format=fmt,
         scrape_timeout=timeout,
         scrape_concurrency=concurrency,
+        scrape_max_reply_bytes=max_reply,
         targets=tuple(targets),
         allow=allow,
         source_file=source_file,

@@ -94,6 +94,21 @@ def as_duration(value: Any, key: str) -> float:
     return seconds
 
 
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$", re.IGNORECASE)
+_UNIT_BYTES = {None: 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
+
+
+def as_size(value: Any, key: str, low: int, high: int) -> int:
+    """A byte count such as 4MiB, 512KiB or 1000000."""
+    match = _SIZE.match(str(value).strip()) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    if match is None:
+        raise ConfigError(key, f"must be a size such as 4MiB or 512KiB, got {value!r}")
+    size = int(float(match.group(1)) * _UNIT_BYTES[match.group(2) and match.group(2).lower()])
+    if not low <= size <= high:
+        raise ConfigError(key, f"must be between {low} and {high} bytes, got {value!r}")
+    return size
+
+
 def _listen_parts(listen: str, key: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:

@@ -1,37 +1,35 @@
 """One Redis node: a reused connection, what the node allows, and one pipelined scrape.
 
-A scrape sends every command in one round trip. What the node allows is learnt
-on each (re)connect with ``COMMAND INFO``, which answers nil for commands that
-are renamed away (as ElastiCache does with CONFIG) instead of an error, so the
-exporter adds no error replies to the server's errorstats. A command that still
-fails (an ACL denies it) is dropped until the next reconnect.
+A scrape sends every command in one round trip, and everything it does (connect,
+TLS, AUTH, every reply) ends by one deadline with every reply bounded in size
+(see ``resp``). What the node allows is learnt on each (re)connect with
+``COMMAND INFO``, which answers nil for commands that are renamed away (as
+ElastiCache does with CONFIG) instead of an error, so the exporter adds no error
+replies to the server's errorstats. A command that still fails (an ACL denies
+it) is dropped until the next reconnect. On a cluster-mode node, keyed reads go
+only to keys of the node's own slots, so they never draw MOVED or CROSSSLOT.
 """
 
 from __future__ import annotations
 
-import socket
+import re
 import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-from redis.connection import Connection
-
 from .addresses import Endpoint
+from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
 from .settings import Credentials, TlsOptions
+from .slots import key_slot, owned_slots
 
 CLIENT_NAME = "elasticache-exporter"
 OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster")
+CLUSTER_NODES_REFRESH = 30.0  # seconds between reads of CLUSTER NODES on a cluster-mode node
+ScrapeFailure = RespFailure  # raised by a scrape that produced no usable INFO; ``kind`` is a label value
 
-
-class ScrapeFailure(Exception):
-    """A scrape that produced no INFO; ``kind`` is a short stable label value."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(detail)
-        self.kind = kind
+_INFO_LINE = re.compile(rb"^[A-Za-z0-9_.\-]+:", re.M)
 
 
 @dataclass
@@ -51,23 +49,6 @@ class ScrapeResult:
     command_errors: int = 0
 
 
-class _TlsConnection(Connection):
-    """A TCP connection wrapped in TLS with our own context and server name."""
-
-    def __init__(self, *, ssl_context: ssl.SSLContext, server_hostname: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._ssl_context = ssl_context
-        self._server_hostname = server_hostname
-
-    def _connect(self) -> socket.socket:
-        sock = super()._connect()
-        try:
-            return self._ssl_context.wrap_socket(sock, server_hostname=self._server_hostname)
-        except (OSError, ssl.SSLError):
-            sock.close()
-            raise
-
-
 def build_ssl_context(tls: TlsOptions) -> ssl.SSLContext:
     """Files are read on each connect so rotated certificates are picked up."""
     context = ssl.create_default_context(cafile=tls.ca_file)
@@ -79,134 +60,184 @@ def build_ssl_context(tls: TlsOptions) -> ssl.SSLContext:
     return context
 
 
+_AUTH_CODES = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username", "ERR invalid password", "ERR AUTH")
+
+
 def classify(err: BaseException) -> str:
     """A small fixed set of error kinds, safe as a label value."""
-    if isinstance(err, ScrapeFailure):
+    if isinstance(err, RespFailure):
         return err.kind
-    if isinstance(err, redis.exceptions.BusyLoadingError):
-        return "loading"
-    if isinstance(err, redis.exceptions.AuthenticationError | redis.exceptions.AuthorizationError):
-        return "auth"
-    if isinstance(err, redis.exceptions.ResponseError):
-        text = str(err)
-        if text.startswith(("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username")):
-            return "auth"
-        if text.startswith("LOADING"):
-            return "loading"
-        return "error_reply"
-    if isinstance(err, redis.exceptions.TimeoutError | socket.timeout | TimeoutError):
+    if isinstance(err, TimeoutError):
         return "timeout"
-    text = str(err)
-    if isinstance(err, ssl.SSLError) or "SSL" in text or "certificate" in text:
+    if isinstance(err, ssl.SSLError):
         return "tls"
-    if isinstance(err, redis.exceptions.ConnectionError | ConnectionError | OSError):
-        if "Timeout" in text or "timed out" in text:
-            return "timeout"
-        if "resolve" in text or "Name or service not known" in text or "nodename" in text:
-            return "dns"
-        if "refused" in text:
-            return "refused"
+    if isinstance(err, ConnectionRefusedError):
+        return "refused"
+    if isinstance(err, OSError):
         return "connection"
-    if isinstance(err, redis.exceptions.RedisError):
-        return "protocol"
     return "internal"
+
+
+def reply_failure(reply: ErrorReply, what: str) -> RespFailure:
+    """The failure an error reply to a command the scrape cannot do without stands for."""
+    if reply.message.startswith(_AUTH_CODES):
+        return RespFailure("auth", f"{what}: {reply.message[:200]}")
+    if reply.message.startswith("LOADING"):
+        return RespFailure("loading", f"{what}: the node is loading its dataset")
+    return RespFailure("error_reply", f"{what}: {reply.message[:200]}")
+
+
+def looks_like_info(text: bytes) -> bool:
+    """INFO text has ``key:value`` lines (a few odd lines are counted, not fatal); a status, an empty reply or
+    binary noise is not INFO."""
+    return b"\x00" not in text and _INFO_LINE.search(text) is not None
 
 
 class RedisNode:
     """A Redis endpoint with at most one open connection, used by one scrape at a time."""
 
-    def __init__(self, endpoint: Endpoint, credentials: Credentials, heartbeat_keys: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        credentials: Credentials,
+        heartbeat_keys: tuple[str, ...] = (),
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         self.endpoint = endpoint
         self.credentials = credentials
         self.heartbeat_keys = heartbeat_keys
+        self.max_reply_bytes = max_reply_bytes
         self._lock = threading.Lock()
-        self._conn: Connection | None = None
+        self._conn: RespConnection | None = None
         self._allowed: dict[str, bool] = {}
         self._info_all = True
         self._cluster_enabled = False
+        self._slots: frozenset[int] | None = None  # slots this node serves reads of (cluster mode); None: not known
+        self._slots_read = 0.0
+        self._closed = False
         self.connects = 0
+
+    @property
+    def cluster_enabled(self) -> bool:
+        return self._cluster_enabled
 
     # --- connection ---------------------------------------------------------------
 
-    def _new_connection(self) -> Connection:
+    def _connect(self, deadline: float, probe: bool = True) -> RespConnection:
         creds = self.credentials
-        kwargs: dict[str, Any] = {
-            "host": self.endpoint.host,
-            "port": self.endpoint.port,
-            "db": self.endpoint.db,
-            "username": creds.username,
-            "password": creds.password.reveal() if creds.password else None,
-            "socket_timeout": creds.timeout,
-            "socket_connect_timeout": creds.timeout,
-            "driver_info": None,  # CLIENT SETINFO is an error on Redis < 7.2
-            "retry_on_timeout": False,
-            "retry": None,
-            "protocol": 2,  # redis-py would send HELLO 3, which servers before Redis 6 refuse
-        }
-        if self.endpoint.tls:
-            return _TlsConnection(
-                ssl_context=build_ssl_context(creds.tls),
-                server_hostname=creds.tls.server_name or self.endpoint.host,
-                **kwargs,
-            )
-        return Connection(**kwargs)
-
-    def _connect(self, probe: bool = True) -> Connection:
-        conn = self._new_connection()
+        context = build_ssl_context(creds.tls) if self.endpoint.tls else None
+        conn = RespConnection.open(
+            self.endpoint.host,
+            self.endpoint.port,
+            deadline,
+            ssl_context=context,
+            server_name=creds.tls.server_name or self.endpoint.host,
+            max_reply_bytes=self.max_reply_bytes,
+        )
         try:
-            conn.connect()
+            setup: list[tuple[str, ...]] = []
+            if creds.password is not None:
+                password = creds.password.reveal()
+                setup.append(("AUTH", creds.username, password) if creds.username else ("AUTH", password))
+            if self.endpoint.db:
+                setup.append(("SELECT", str(self.endpoint.db)))
+            for reply in conn.call(setup, deadline) if setup else ():
+                if isinstance(reply, ErrorReply):
+                    raise reply_failure(reply, "AUTH/SELECT")
             if probe:
-                self._probe(conn)
+                self._probe(conn, deadline)
         except BaseException:
-            conn.disconnect()
+            conn.close()
             raise
         self.connects += 1
         return conn
 
-    def _probe(self, conn: Connection) -> None:
+    def _probe(self, conn: RespConnection, deadline: float) -> None:
         """Learn which optional commands exist, in one round trip, without error replies."""
         self._allowed = {}
         self._info_all = True
-        deadline = time.monotonic() + self.credentials.timeout
-        replies = _pipeline(conn, [("COMMAND", "INFO", *OPTIONAL_COMMANDS), ("INFO", "cluster")], deadline)
-        command_info, cluster = replies
+        self._slots = None
+        command_info, cluster = conn.call([("COMMAND", "INFO", *OPTIONAL_COMMANDS), ("INFO", "cluster")], deadline)
         if isinstance(command_info, list) and len(command_info) == len(OPTIONAL_COMMANDS):
             for name, entry in zip(OPTIONAL_COMMANDS, command_info, strict=True):
                 self._allowed[name] = entry is not None
-        # Without COMMAND (Redis < 2.8.13, or denied) each command is tried once and dropped on error.
-        self._cluster_enabled = isinstance(cluster, bytes) and b"cluster_enabled:1" in cluster
+        elif isinstance(command_info, ErrorReply):
+            # Without COMMAND (Redis < 2.8.13, or denied) each command is tried once and dropped on error.
+            if command_info.message.startswith(_AUTH_CODES[:2]):
+                raise reply_failure(command_info, "COMMAND INFO")
+        else:
+            raise RespFailure("protocol", f"COMMAND INFO answered {_kind_of(command_info)}, not a list")
+        if isinstance(cluster, ErrorReply):
+            raise reply_failure(cluster, "INFO cluster")
+        if not isinstance(cluster, bytes):
+            raise RespFailure("protocol", f"INFO answered {_kind_of(cluster)}, not INFO text")
+        self._cluster_enabled = b"cluster_enabled:1" in cluster
+        if self._cluster_enabled and self._allowed.get("cluster", True):
+            _, nodes = conn.call([("READONLY",), ("CLUSTER", "NODES")], deadline)
+            self._on_cluster_nodes(nodes)
         if self._allowed.get("client", False):
-            name_reply = _pipeline(conn, [("CLIENT", "SETNAME", CLIENT_NAME)], deadline)[0]
-            if isinstance(name_reply, Exception):
+            (name_reply,) = conn.call([("CLIENT", "SETNAME", CLIENT_NAME)], deadline)
+            if isinstance(name_reply, ErrorReply):
                 self._allowed["client"] = False
 
-    def write_heartbeat(self, key: str, value: str, ttl_ms: int) -> bool:
-        """SET ``key`` if, and only if, ``ROLE`` says this node is a master; False when it is not."""
-        with self._lock:
-            try:
-                if self._conn is None:
-                    self._conn = self._connect(probe=False)
-                deadline = time.monotonic() + self.credentials.timeout
-                (role,) = _pipeline(self._conn, [("ROLE",)], deadline)
-                if isinstance(role, Exception):
-                    raise role
-                if not (isinstance(role, list) and role and role[0] == b"master"):
+    def _on_cluster_nodes(self, reply: Any) -> None:
+        if isinstance(reply, ErrorReply):
+            self._allowed["cluster"] = False
+            return
+        if not isinstance(reply, bytes):
+            raise RespFailure("protocol", f"CLUSTER NODES answered {_kind_of(reply)}")
+        self._slots = owned_slots(reply.decode("utf-8", errors="replace"))
+        self._slots_read = time.monotonic()
+
+    def owns(self, key: str) -> bool:
+        """Whether a keyed read of ``key`` can be answered here without MOVED (always, outside cluster mode)."""
+        if not self._cluster_enabled:
+            return True
+        return self._slots is not None and key_slot(key.encode()) in self._slots
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def write_heartbeat(self, key: str, value: str, ttl_ms: int, timeout: float | None = None) -> bool:
+        """SET ``key`` if, and only if, ``ROLE`` says this node is a master that owns the key; False otherwise."""
+        deadline = time.monotonic() + (timeout or self.credentials.timeout)
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise RespFailure("timeout", "the node is busy with another call")
+        try:
+            if self._conn is None:
+                self._conn = self._connect(deadline)
+            role, cluster = self._conn.call([("ROLE",), ("INFO", "cluster")], deadline)
+            if isinstance(role, ErrorReply):
+                raise reply_failure(role, "ROLE")
+            if not (isinstance(role, list) and role and role[0] == b"master"):
+                return False
+            if isinstance(cluster, bytes) and b"cluster_enabled:1" in cluster and self._allowed.get("cluster", True):
+                if self._slots is None or time.monotonic() - self._slots_read > CLUSTER_NODES_REFRESH:
+                    (nodes,) = self._conn.call([("CLUSTER", "NODES")], deadline)
+                    self._on_cluster_nodes(nodes)
+                self._cluster_enabled = True
+                if not self.owns(key):
                     return False
-                (reply,) = _pipeline(self._conn, [("SET", key, value, "PX", str(ttl_ms))], deadline)
-                if isinstance(reply, Exception):
-                    raise reply
-                return True
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ScrapeFailure, OSError):
-                if self._conn is not None:
-                    self._conn.disconnect()
-                    self._conn = None
-                raise
+            (reply,) = self._conn.call([("SET", key, value, "PX", str(ttl_ms))], deadline)
+            if isinstance(reply, ErrorReply):
+                raise reply_failure(reply, "SET")
+            return True
+        except RespFailure:
+            self._drop_connection()
+            raise
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.disconnect()
-                self._conn = None
+        """Close the connection now, or, while a call holds it, as soon as that call ends. Never waits."""
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_connection()
+            finally:
+                self._lock.release()
 
     # --- scrape -------------------------------------------------------------------
 
@@ -218,108 +249,141 @@ class RedisNode:
             commands.append(("info", ("INFO",)))
             commands.append(("info_extra", ("INFO", "commandstats")))
         if self._allowed.get("slowlog", True):
-            commands.append(("slowlog", ("SLOWLOG", "LEN")))
+            commands.append(("slowlog_len", ("SLOWLOG", "LEN")))
             commands.append(("slowlog", ("SLOWLOG", "GET", "1")))
         if self._allowed.get("latency", True):
             commands.append(("latency", ("LATENCY", "LATEST")))
         if self._cluster_enabled and self._allowed.get("cluster", True):
             commands.append(("cluster", ("CLUSTER", "INFO")))
+            if time.monotonic() - self._slots_read > CLUSTER_NODES_REFRESH:
+                commands.append(("cluster_nodes", ("CLUSTER", "NODES")))
         if self.heartbeat_keys and self._allowed.get("heartbeat", True):
-            # MGET answers nil, not an error, for a key of another type; TYPE tells the two apart
-            commands.append(("heartbeat", ("MGET", *self.heartbeat_keys)))
+            # MGET answers nil, not an error, for a key of another type; TYPE tells the two apart.
+            # In cluster mode one MGET a key of our own slots: several keys or another node's key would be an error.
+            keys = [key for key in self.heartbeat_keys if self.owns(key)]
+            if not self._cluster_enabled:
+                commands.append(("heartbeat", ("MGET", *keys)))
+            else:
+                commands.extend(("heartbeat", ("MGET", key)) for key in keys)
             if self._allowed.get("heartbeat_type", True):
-                commands.extend(("heartbeat_type", ("TYPE", key)) for key in self.heartbeat_keys)
+                commands.extend(("heartbeat_type", ("TYPE", key)) for key in keys)
         return commands
 
     def scrape(self, deadline: float) -> ScrapeResult:
         """One pipelined scrape, finished by ``deadline`` (a ``time.monotonic()`` value)."""
         started = time.monotonic()
         if not self._lock.acquire(timeout=max(0.0, deadline - started)):
-            raise ScrapeFailure("timeout", "the previous scrape of this node is still running")
+            raise RespFailure("timeout", "the previous scrape of this node is still running")
         try:
-            return self._scrape_locked(deadline, started)
+            if self._closed:
+                raise RespFailure("connection", "the target was removed")
+            return self._scrape_locked(min(deadline, started + self.credentials.timeout), started)
         finally:
+            if self._closed:
+                self._drop_connection()
             self._lock.release()
 
     def _scrape_locked(self, deadline: float, started: float) -> ScrapeResult:
-        deadline = min(deadline, started + self.credentials.timeout)
-        result = self._exchange(deadline)
-        if not result.info and not self._info_all:
-            result = self._exchange(deadline)  # INFO ALL was refused: once more with INFO and its sections
-        result.duration = time.monotonic() - started
-        if not result.info:
-            raise ScrapeFailure("error_reply", "INFO returned no data")
-        return result
-
-    def _exchange(self, deadline: float) -> ScrapeResult:
         try:
             if self._conn is None:
-                self._conn = self._connect()
-            commands = self._commands()
-            replies = _pipeline(self._conn, [args for _, args in commands], deadline)
+                self._conn = self._connect(deadline)
+            result = self._exchange(self._conn, deadline)
+            if not result.info and not self._info_all:
+                result = self._exchange(self._conn, deadline)  # INFO ALL was refused: once more with INFO and its sections
         except BaseException:
-            if self._conn is not None:
-                self._conn.disconnect()
-                self._conn = None
+            self._drop_connection()  # a connection that missed its deadline or broke is never reused
             raise
-        result = ScrapeResult(read_time=time.time())
-        for (purpose, args), reply in zip(commands, replies, strict=True):
-            if isinstance(reply, Exception):
-                self._on_command_error(purpose, reply)
-                result.command_errors += 1
-                continue
-            _store(result, purpose, args, reply)
+        result.duration = time.monotonic() - started
+        if not result.info:
+            raise RespFailure("error_reply", "INFO returned no data")
         return result
 
-    def _on_command_error(self, purpose: str, reply: Exception) -> None:
+    def _exchange(self, conn: RespConnection, deadline: float) -> ScrapeResult:
+        commands = self._commands()
+        replies = conn.call([args for _, args in commands], deadline)
+        result = ScrapeResult(read_time=time.time())
+        keys = [args[1] for purpose, args in commands if purpose == "heartbeat" and self._cluster_enabled]
+        values: list[bytes | None] = []
+        for (purpose, args), reply in zip(commands, replies, strict=True):
+            if isinstance(reply, ErrorReply):
+                self._on_command_error(purpose, args, reply)
+                result.command_errors += 1
+                continue
+            if purpose == "heartbeat" and self._cluster_enabled:
+                values.extend(_store_checked(result, purpose, args, reply) or [])
+                continue
+            _store_checked(result, purpose, args, reply)
+            if purpose == "cluster_nodes":
+                self._on_cluster_nodes(reply)
+        if self._cluster_enabled and self.heartbeat_keys and self._allowed.get("heartbeat", True):
+            by_key = dict(zip(keys, values, strict=False))
+            result.heartbeat_values = [by_key.get(key) for key in self.heartbeat_keys]
+        return result
+
+    def _on_command_error(self, purpose: str, args: tuple[str, ...], reply: ErrorReply) -> None:
+        if reply.message.startswith(_AUTH_CODES[:2]):
+            raise reply_failure(reply, " ".join(args[:2]))
         if purpose == "info" and self._info_all:
             self._info_all = False  # a server without INFO ALL: INFO plus its sections from now on
             return
         if purpose == "info":
-            raise reply
+            raise reply_failure(reply, "INFO")
+        if purpose in ("slowlog_len", "slowlog"):
+            purpose = "slowlog"
+        if purpose == "cluster_nodes":
+            purpose = "cluster"
         self._allowed[purpose] = False
 
 
-def _store(result: ScrapeResult, purpose: str, args: tuple[str, ...], reply: Any) -> None:
+# The reply type each command must answer with; anything else means the peer is not a sane Redis.
+_EXPECTED: dict[str, tuple[type, ...]] = {
+    "info": (bytes,),
+    "info_extra": (bytes,),
+    "slowlog_len": (int,),
+    "slowlog": (list,),
+    "latency": (list,),
+    "cluster": (bytes,),
+    "cluster_nodes": (bytes,),
+    "heartbeat": (list,),
+    "heartbeat_type": (bytes,),
+}
+
+
+def _kind_of(reply: Any) -> str:
+    if reply is None:
+        return "nil"
+    if isinstance(reply, bytes):
+        return "a string"
+    if isinstance(reply, int):
+        return "an integer"
+    if isinstance(reply, list):
+        return "an array"
+    return type(reply).__name__
+
+
+def _store_checked(result: ScrapeResult, purpose: str, args: tuple[str, ...], reply: Any) -> Any:
+    if not isinstance(reply, _EXPECTED[purpose]) or isinstance(reply, bool):
+        raise RespFailure("protocol", f"{' '.join(args[:2])} answered {_kind_of(reply)}")
     if purpose == "info":
-        result.info = _text(reply)
+        if not looks_like_info(reply):
+            raise RespFailure("protocol", "INFO did not answer INFO text")
+        result.info = reply.decode("utf-8", errors="replace")
     elif purpose == "info_extra":
-        result.extra_info.append(_text(reply))
-    elif purpose == "slowlog" and args[1] == "LEN":
-        result.slowlog_len = reply if isinstance(reply, int) else None
+        result.extra_info.append(reply.decode("utf-8", errors="replace"))
+    elif purpose == "slowlog_len":
+        result.slowlog_len = reply
     elif purpose == "slowlog":
         result.slowlog_last = reply
     elif purpose == "latency":
         result.latency_latest = reply
     elif purpose == "cluster":
-        result.cluster_info = _text(reply)
+        result.cluster_info = reply.decode("utf-8", errors="replace")
     elif purpose == "heartbeat":
-        result.heartbeat_values = [v if isinstance(v, bytes) else None for v in reply] if isinstance(reply, list) else None
+        values = [v if isinstance(v, bytes) else None for v in reply]
+        if len(values) != len(args) - 1:
+            raise RespFailure("protocol", f"MGET of {len(args) - 1} keys answered {len(values)} values")
+        result.heartbeat_values = values
+        return values
     elif purpose == "heartbeat_type":
-        result.heartbeat_types[args[1]] = _text(reply)
-
-
-def _text(reply: Any) -> str:
-    if isinstance(reply, bytes):
-        return reply.decode("utf-8", errors="replace")
-    return reply if isinstance(reply, str) else ""
-
-
-def _pipeline(conn: Connection, commands: list[tuple[str, ...]], deadline: float) -> list[Any]:
-    """Send all commands at once and read every reply by ``deadline``.
-
-    Error replies are returned in place, not raised, except authentication errors.
-    """
-    conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-    replies: list[Any] = []
-    for _ in commands:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ScrapeFailure("timeout", "deadline passed while reading replies")
-        try:
-            replies.append(conn.read_response(timeout=remaining))
-        except redis.exceptions.ResponseError as err:
-            if classify(err) == "auth" and str(err).startswith(("NOAUTH", "WRONGPASS")):
-                raise
-            replies.append(err)
-    return replies
+        result.heartbeat_types[args[1]] = reply.decode("utf-8", errors="replace")
+    return None

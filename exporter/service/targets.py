@@ -66,8 +66,9 @@ class TargetSet:
             ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
         )
         keys = tuple(key for _, key in self.heartbeat_sources)
+        self.max_reply_bytes = config.scrape_max_reply_bytes
         for item in config.targets:
-            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys), item.node_type)
+            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes), item.node_type)
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
         self.address_names: dict[tuple[str, int], str] = {
@@ -106,7 +107,7 @@ class TargetSet:
                 if name in self._discovered:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
-                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys), node.node_type)
+                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes), node.node_type)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 
@@ -144,6 +145,7 @@ class TargetSet:
                     Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username),
                     credentials,
                     tuple(key for _, key in self.heartbeat_sources),
+                    self.max_reply_bytes,
                 )
                 target = Target(node.endpoint.display(), node)
                 self._ad_hoc[key] = target

@@ -1,0 +1,292 @@
+"""A small RESP2 client whose every step ends by one deadline and whose replies are bounded in size.
+
+A general client bounds each socket read, so a node that trickles its reply keeps a
+read going for as long as it likes, and it reads whatever a node announces into
+memory. Here every step of a connection (name lookup, connect, TLS handshake,
+AUTH, each command and each reply) is given the time left until one deadline,
+and a reply is refused as soon as it announces or grows past ``max_reply_bytes``,
+before it is read into memory. Error replies are returned in place as
+:class:`ErrorReply`; anything that makes the connection unusable raises
+:class:`RespFailure` with a short, stable ``kind``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import ssl
+import threading
+import time
+from typing import Any
+
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # INFO ALL of a busy node is 10-50 KiB; CLUSTER NODES of 500 nodes ~100 KiB
+MAX_DEPTH = 8  # nested arrays: the deepest reply the exporter reads (SLOWLOG GET, COMMAND INFO) is 4 levels
+_CHUNK = 65536
+_MAX_LOOKUPS_IN_FLIGHT = 32
+_lookups = threading.BoundedSemaphore(_MAX_LOOKUPS_IN_FLIGHT)
+
+
+class RespFailure(Exception):
+    """The connection is unusable: ``kind`` is one of timeout, reply_too_large, protocol, connection,
+    refused, dns, tls, auth."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+class ErrorReply:
+    """An error reply (``-ERR …``) in the place of its command's reply."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    @property
+    def code(self) -> str:
+        return self.message.split(" ", 1)[0]
+
+    def __repr__(self) -> str:
+        return f"ErrorReply({self.message[:80]!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ErrorReply) and other.message == self.message
+
+    def __hash__(self) -> int:
+        return hash(self.message)
+
+
+def pack(commands: list[tuple[str, ...]]) -> bytes:
+    parts: list[bytes] = []
+    for command in commands:
+        parts.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            data = arg.encode() if isinstance(arg, str) else bytes(arg)
+            parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def _remaining(deadline: float, what: str) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RespFailure("timeout", f"deadline passed {what}")
+    return left
+
+
+def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
+    """getaddrinfo bounded by the deadline: IP literals need no lookup; a name is looked up in a helper
+    thread (the resolver's own timeout ends it), at most a fixed number at once."""
+    try:
+        ipaddress.ip_address(host)
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except ValueError:
+        pass
+    if not _lookups.acquire(timeout=_remaining(deadline, "before the name lookup")):
+        raise RespFailure("dns", "too many name lookups in flight")
+    outcome: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["value"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as err:
+            outcome["error"] = err
+        finally:
+            _lookups.release()
+
+    thread = threading.Thread(target=lookup, name="dns", daemon=True)
+    thread.start()
+    thread.join(_remaining(deadline, "before the name lookup"))
+    if thread.is_alive():
+        raise RespFailure("timeout", f"looking up {host} did not finish before the deadline")
+    if "error" in outcome:
+        raise RespFailure("dns", f"cannot resolve {host}: {outcome['error']}")
+    return outcome["value"]
+
+
+class RespConnection:
+    """One socket to a node. Not thread-safe: its owner serialises calls."""
+
+    def __init__(self, sock: socket.socket, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
+        self._sock = sock
+        self._buf = bytearray()
+        self._pos = 0
+        self.max_reply_bytes = max_reply_bytes
+        self.closed = False
+
+    @classmethod
+    def open(
+        cls,
+        host: str,
+        port: int,
+        deadline: float,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        server_name: str | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> RespConnection:
+        last: Exception | None = None
+        for family, kind, proto, _, address in resolve(host, port, deadline):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(_remaining(deadline, "before connecting"))
+                sock.connect(address)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if ssl_context is not None:
+                    sock = _handshake(sock, ssl_context, server_name or host, deadline)
+                return cls(sock, max_reply_bytes)
+            except RespFailure:
+                sock.close()
+                raise
+            except TimeoutError as err:
+                sock.close()
+                raise RespFailure("timeout", f"connecting to {host}:{port} did not finish before the deadline") from err
+            except ConnectionRefusedError as err:
+                sock.close()
+                last = err
+            except OSError as err:
+                sock.close()
+                last = err
+        if isinstance(last, ConnectionRefusedError):
+            raise RespFailure("refused", f"connection to {host}:{port} refused")
+        raise RespFailure("connection", f"cannot connect to {host}:{port}: {last}")
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(OSError):
+                self._sock.close()
+
+    # --- commands -----------------------------------------------------------------
+
+    def call(self, commands: list[tuple[str, ...]], deadline: float) -> list[Any]:
+        """Send every command in one write and read one reply each, all by ``deadline``."""
+        if self.closed:
+            raise RespFailure("connection", "the connection is closed")
+        try:
+            self._sock.settimeout(_remaining(deadline, "before sending"))
+            self._sock.sendall(pack(commands))
+            return [self._read_reply(deadline) for _ in commands]
+        except RespFailure:
+            self.close()
+            raise
+        except TimeoutError as err:
+            self.close()
+            raise RespFailure("timeout", "the node did not answer before the deadline") from err
+        except ssl.SSLError as err:
+            self.close()
+            raise RespFailure("tls", f"TLS error: {err}") from err
+        except OSError as err:
+            self.close()
+            raise RespFailure("connection", f"connection lost: {err}") from err
+
+    # --- reading ------------------------------------------------------------------
+
+    def _fill(self, deadline: float) -> None:
+        """Read what the socket has, waiting at most until the deadline (each wait gets only the time left).
+        The buffer is compacted only between replies, so offsets within a reply stay valid."""
+        self._sock.settimeout(_remaining(deadline, "while reading a reply"))
+        data = self._sock.recv(_CHUNK)
+        if not data:
+            raise RespFailure("connection", "the node closed the connection")
+        self._buf += data
+
+    def _line(self, deadline: float, start: int) -> bytes:
+        """The next line without CRLF; ``start`` is where the current reply began, for the size bound."""
+        while True:
+            end = self._buf.find(b"\r\n", self._pos)
+            if end >= 0:
+                line = bytes(self._buf[self._pos : end])
+                self._pos = end + 2
+                return line
+            if len(self._buf) - start > self.max_reply_bytes:
+                raise RespFailure("reply_too_large", f"a line grew past {self.max_reply_bytes} bytes without CRLF")
+            self._fill(deadline)
+
+    def _read_reply(self, deadline: float) -> Any:
+        if self._pos:  # what earlier replies used is dropped: the buffer holds at most one reply and a chunk
+            del self._buf[: self._pos]
+            self._pos = 0
+        start = self._pos
+        # Iterative, so a hostile nesting cannot reach Python's recursion limit: a stack of open arrays.
+        stack: list[tuple[list[Any], int]] = []
+        while True:
+            value = self._read_item(deadline, start, len(stack))
+            if isinstance(value, _ArrayStart):
+                if value.count > 0:
+                    stack.append(([], value.count))
+                    continue
+                value = []
+            while True:
+                if not stack:
+                    return value
+                items, count = stack[-1]
+                items.append(value)
+                if len(items) < count:
+                    break
+                stack.pop()
+                value = items
+
+    def _read_item(self, deadline: float, start: int, depth: int) -> Any:
+        line = self._line(deadline, start)
+        if not line:
+            raise RespFailure("protocol", "an empty line where a reply belongs")
+        marker, rest = line[:1], line[1:]
+        if marker == b"+":
+            return rest
+        if marker == b"-":
+            return ErrorReply(rest.decode("utf-8", errors="replace"))
+        if marker == b":":
+            return _integer(rest)
+        if marker == b"$":
+            length = _integer(rest)
+            if length < 0:
+                return None
+            used = self._pos - start
+            if used + length + 2 > self.max_reply_bytes:
+                raise RespFailure("reply_too_large", f"a reply of {length} bytes is larger than the limit of {self.max_reply_bytes}")
+            while len(self._buf) - self._pos < length + 2:
+                self._fill(deadline)
+            data = bytes(self._buf[self._pos : self._pos + length])
+            if self._buf[self._pos + length : self._pos + length + 2] != b"\r\n":
+                raise RespFailure("protocol", "a bulk reply not ended by CRLF")
+            self._pos += length + 2
+            return data
+        if marker == b"*":
+            count = _integer(rest)
+            if count < 0:
+                return None
+            if depth >= MAX_DEPTH:
+                raise RespFailure("protocol", f"arrays nested deeper than {MAX_DEPTH}")
+            if (self._pos - start) + 3 * count > self.max_reply_bytes:  # every element takes at least 3 bytes
+                raise RespFailure("reply_too_large", f"an array of {count} elements is larger than the limit of {self.max_reply_bytes} bytes")
+            return _ArrayStart(count)
+        raise RespFailure("protocol", f"not a RESP2 reply (starts with {line[:1]!r})")
+
+
+class _ArrayStart:
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+def _integer(text: bytes) -> int:
+    if not text or len(text) > 20 or not text.lstrip(b"-").isdigit():
+        raise RespFailure("protocol", f"not an integer: {text[:24]!r}")
+    return int(text)
+
+
+def _handshake(sock: socket.socket, context: ssl.SSLContext, server_name: str, deadline: float) -> ssl.SSLSocket:
+    try:
+        tls = context.wrap_socket(sock, server_hostname=server_name, do_handshake_on_connect=False)
+        tls.settimeout(_remaining(deadline, "before the TLS handshake"))
+        tls.do_handshake()  # the timeout bounds the whole handshake, not each read
+        return tls
+    except TimeoutError as err:
+        raise RespFailure("timeout", "the TLS handshake did not finish before the deadline") from err
+    except (ssl.SSLError, ssl.CertificateError) as err:
+        raise RespFailure("tls", f"TLS handshake failed: {err}") from err
+    except OSError as err:
+        raise RespFailure("tls", f"TLS handshake failed: {err}") from err

@@ -1,0 +1,62 @@
+"""Cluster-mode slots: which slot a key hashes to, and which slots a node serves (pure functions)."""
+
+from __future__ import annotations
+
+SLOTS = 16384
+
+
+def _crc16_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return table
+
+
+_TABLE = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/XMODEM, the checksum Redis Cluster hashes keys with."""
+    crc = 0
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[((crc >> 8) ^ byte) & 0xFF]
+    return crc
+
+
+def key_slot(key: bytes) -> int:
+    """The slot of ``key``, honouring a non-empty ``{hash tag}`` as Redis does."""
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc16(key) % SLOTS
+
+
+def owned_slots(cluster_nodes: str) -> frozenset[int]:
+    """The slots this node serves reads of, from its ``CLUSTER NODES`` reply: its own slots for a
+    primary, its primary's for a replica (which answers them after READONLY). Slots being migrated
+    (``[slot->-id]``) are left out: a read there may be redirected."""
+    lines = [line.split() for line in cluster_nodes.splitlines() if line.strip()]
+    myself = next((fields for fields in lines if len(fields) >= 8 and "myself" in fields[2].split(",")), None)
+    if myself is None:
+        return frozenset()
+    owner = myself
+    if "slave" in myself[2].split(",") or "replica" in myself[2].split(","):
+        owner = next((fields for fields in lines if fields[0] == myself[3]), None)
+        if owner is None:
+            return frozenset()
+    slots: set[int] = set()
+    for entry in owner[8:]:
+        if entry.startswith("["):
+            continue
+        low, _, high = entry.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            continue
+        first, last = int(low), int(high or low)
+        if 0 <= first <= last < SLOTS:
+            slots.update(range(first, last + 1))
+    return frozenset(slots)
