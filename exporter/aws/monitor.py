@@ -72,7 +72,7 @@ class AwsMonitor:
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join(timeout=2)
 
     def _loop(self, work: Callable[[], None], interval: float) -> None:
         while not self._stop.is_set():

@@ -199,4 +199,4 @@ def run_command(args: argparse.Namespace) -> int:
         from .demo import run_demo
 
         return run_demo(config, serve.run_server)
-    return serve.run_server(config)
+    return serve.run_server(config, reload=lambda: load_config(args, os.environ))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from exporter import __version__
@@ -30,7 +31,10 @@ def limit_malloc_arenas() -> None:
         pass  # not glibc
 
 
-def run_server(config: Config) -> int:
+def run_server(config: Config, reload: Callable[[], Config] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT (exit 0 within a few seconds, whatever targets do); SIGHUP reloads the
+    configuration through ``reload``: a new file that does not validate is logged in one line and the running
+    configuration stays."""
     from exporter.service.server import ExporterApp, make_http_server
     from exporter.service.webconfig import load_web_config
 
@@ -42,15 +46,36 @@ def run_server(config: Config) -> int:
     except OSError as err:
         app.close()
         raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
-    stop = threading.Event()
+    reloading = threading.Lock()
 
     def _stop(signum: int, _frame: Any) -> None:
-        if not stop.is_set():
-            stop.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
+        server.shutdown()  # sets a flag and wakes the loop: safe in a signal handler
+
+    def _reload() -> None:
+        if reload is None or not reloading.acquire(blocking=False):
+            return
+        try:
+            try:
+                new_config = reload()
+                new_app = ExporterApp(new_config)
+            except ExporterError as err:
+                log.error("reload: configuration not changed: %s", err)
+                return
+            except OSError as err:
+                log.error("reload: configuration not changed: %s", err)
+                return
+            if (new_config.listen_address, new_config.web_config_file) != (server.app.config.listen_address, server.app.config.web_config_file):
+                log.warning("reload: the listen address and web config file take effect at the next start")
+            new_app.http = server
+            old, server.app = server.app, new_app
+            old.close()
+            log.info("reload: configuration reloaded; %d configured target(s)", len(new_config.targets))
+        finally:
+            reloading.release()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, lambda signum, frame: threading.Thread(target=_reload, name="reload", daemon=True).start())
     host, port = server.server_address[:2]
     log.info(
         "elasticache-exporter %s listening on %s:%s; %d configured target(s): %s",
@@ -64,6 +89,6 @@ def run_server(config: Config) -> int:
         server.serve_forever(poll_interval=0.5)
     finally:
         server.server_close()
-        app.close()
+        server.app.close()
     log.info("stopped")
     return 0

@@ -101,7 +101,7 @@ class HeartbeatWriter:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=2)
         for _, node in self._nodes:
             node.close()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 
 from prometheus_client.metrics_core import Metric
@@ -21,6 +21,7 @@ from exporter.redis.node import ScrapeResult, classify
 from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
 from exporter.redis.replication import AddressNames, HeartbeatReading, add_heartbeat_metrics, add_replication_metrics
 
+from .pool import ScrapePool
 from .targets import Target
 
 log = logging.getLogger(__name__)
@@ -33,14 +34,14 @@ class RedisCollector:
     def __init__(
         self,
         targets: Iterable[Target],
-        executor: ThreadPoolExecutor,
+        pool: ScrapePool,
         deadline: float,
         *,
         heartbeat_sources: tuple[tuple[str, str], ...] = (),
         address_names: AddressNames | None = None,
     ) -> None:
         self._targets = list(targets)
-        self._executor = executor
+        self._pool = pool
         self._deadline = deadline
         self._heartbeat_sources = heartbeat_sources
         self._address_names = address_names or {}
@@ -62,11 +63,11 @@ class RedisCollector:
         return out
 
     def _scrape_all(self) -> list[ScrapeResult | BaseException]:
-        if len(self._targets) == 1:
-            return [_scrape_one(self._targets[0], self._deadline)]
-        futures: list[Future[ScrapeResult]] = [
-            self._executor.submit(target.node.scrape, self._deadline) for target in self._targets
-        ]
+        if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)
+            target = self._targets[0]
+            futures: list[Future[ScrapeResult]] = [self._pool.run_here(target, target.node.scrape, self._deadline)]
+        else:
+            futures = [self._pool.submit(target, target.node.scrape, self._deadline) for target in self._targets]
         wait_futures(futures, timeout=max(0.0, self._deadline - time.monotonic()))
         outcomes: list[ScrapeResult | BaseException] = []
         for future in futures:
@@ -106,13 +107,6 @@ class RedisCollector:
             HeartbeatReading(source, key, value, result.heartbeat_types.get(key))
             for (source, key), value in zip(self._heartbeat_sources, result.heartbeat_values, strict=True)
         ]
-
-
-def _scrape_one(target: Target, deadline: float) -> ScrapeResult | BaseException:
-    try:
-        return target.node.scrape(deadline)
-    except Exception as err:  # noqa: BLE001 - a failing node must never fail the scrape of the exporter
-        return err
 
 
 def _record_state(

@@ -7,13 +7,10 @@ import gzip
 import json
 import logging
 import platform
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
@@ -27,6 +24,8 @@ from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter, HeartbeatWriterCollector
 
 from .baseline_collector import BaselineCollector
+from .http import HttpServer, Request
+from .pool import ScrapePool
 from .redis_collector import RedisCollector
 from .targets import Target, TargetRefused, TargetSet
 from .webconfig import WebConfig
@@ -71,7 +70,8 @@ class ExporterApp:
     def __init__(self, config: Config, targets: TargetSet | None = None) -> None:
         self.config = config
         self.targets = targets or TargetSet(config)
-        self.executor = ThreadPoolExecutor(max_workers=config.scrape_concurrency, thread_name_prefix="scrape")
+        self.pool = ScrapePool(config.scrape_concurrency)
+        self.http: HttpServer | None = None
         self._process = ProcessCollector(registry=None)
         self._build_info = _BuildInfo()
         self.started = time.time()
@@ -105,7 +105,7 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
         self.targets.close()
 
     def deadline(self, environ: dict[str, Any]) -> float:
@@ -133,6 +133,8 @@ class ExporterApp:
                 return self._discovery(start_response)
             if path in ("/-/healthy", "/health"):
                 return _plain(start_response, "200 OK", "OK\n")
+            if path == "/-/ready":
+                return self._ready(start_response)
             if path == "/":
                 from .status import render_status_page
 
@@ -144,6 +146,13 @@ class ExporterApp:
         except Exception:
             log.exception("internal error serving %s", path)
             return _plain(start_response, "500 Internal Server Error", "internal error\n")
+
+    def _ready(self, start_response: StartResponse) -> list[bytes]:
+        """Ready when a scrape would start now: a scrape worker is free or nothing waits for one."""
+        busy, size, queued = self.pool.busy, self.pool.size, self.pool.queued
+        if busy >= size and queued > 0:
+            return _plain(start_response, "503 Service Unavailable", f"not ready: all {size} scrape workers busy, {queued} scrapes waiting\n")
+        return _plain(start_response, "200 OK", "OK\n")
 
     def _scrape(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
         query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
@@ -189,7 +198,7 @@ class ExporterApp:
     def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
         return RedisCollector(
             targets,
-            self.executor,
+            self.pool,
             self.deadline(environ),
             heartbeat_sources=self.targets.heartbeat_sources,
             address_names=self.targets.address_names,
@@ -218,97 +227,38 @@ def _plain(start_response: StartResponse, status: str, text: str) -> list[bytes]
     return [body]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """Runs the WSGI app over HTTP/1.1 with keep-alive, as Prometheus scrapes."""
+def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfig | None = None) -> HttpServer:
+    """The bounded HTTP/1.1 server for ``app``, with TLS and basic auth when configured; the caller runs ``serve_forever()``."""
+    host, port = listen_host_port(listen_address)
 
-    protocol_version = "HTTP/1.1"
-    server_version = f"elasticache-exporter/{__version__}"
-    timeout = 120  # an idle keep-alive connection is closed after this many seconds
-
-    def setup(self) -> None:
-        context = self.server.web_config.ssl_context if self.server.web_config else None  # type: ignore[attr-defined]
-        if context is not None:
-            # the handshake happens here, in the connection's own thread, not in the accept loop
-            self.request.settimeout(10)
-            self.request = context.wrap_socket(self.request, server_side=True)
-        super().setup()
-        # headers and body go out in two writes; without NODELAY the second waits for a delayed ACK (40 ms)
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def _serve(self) -> None:
-        self._discard_body()
-        web_config = self.server.web_config  # type: ignore[attr-defined]
-        if web_config is not None and not web_config.authorized(self.headers.get("Authorization")):
-            body = b"unauthorized\n"
-            self.send_response(401, "Unauthorized")
-            self.send_header("WWW-Authenticate", 'Basic realm="elasticache-exporter"')
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-            return
-        path, _, query = self.path.partition("?")
+    def handle(request: Request, peer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        app = server.app  # read per request: a reload swaps it
+        if web_config is not None and not web_config.authorized(request.headers.get("authorization")):
+            headers = [("WWW-Authenticate", 'Basic realm="elasticache-exporter"'), ("Content-Type", "text/plain; charset=utf-8")]
+            return 401, headers, b"unauthorized\n"
         environ: dict[str, Any] = {
-            "REQUEST_METHOD": self.command,
-            "PATH_INFO": unquote(path),
-            "QUERY_STRING": query,
-            "SERVER_PROTOCOL": self.request_version,
-            "REMOTE_ADDR": self.client_address[0],
+            "REQUEST_METHOD": request.method,
+            "PATH_INFO": request.path,
+            "QUERY_STRING": request.query,
+            "SERVER_PROTOCOL": request.version,
+            "REMOTE_ADDR": peer[0] if isinstance(peer, tuple) else "",
         }
-        for name, value in self.headers.items():
+        for name, value in request.headers.items():
             environ["HTTP_" + name.upper().replace("-", "_")] = value
         reply: dict[str, Any] = {}
 
         def start_response(status: str, headers: list[tuple[str, str]]) -> None:
             reply["status"], reply["headers"] = status, headers
 
-        body = b"".join(self.server.app(environ, start_response))  # type: ignore[attr-defined]
-        code, _, reason = reply["status"].partition(" ")
-        self.send_response(int(code), reason)
-        for name, value in reply["headers"]:
-            self.send_header(name, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        body = b"".join(app(environ, start_response))
+        return int(reply["status"].split(" ", 1)[0]), reply["headers"], body
 
-    def _discard_body(self) -> None:
-        """No route takes a body; read a small one so the kept-alive connection stays in step."""
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if 0 < length <= 65536:
-            self.rfile.read(length)
-        elif length != 0 or self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-
-class _ThreadingServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # the default of 5 drops the SYNs of a burst of parallel /scrape requests
-
-    def __init__(self, address: tuple[str, int], app: ExporterApp, web_config: WebConfig | None = None) -> None:
-        super().__init__(address, _Handler)
-        self.app = app
-        self.web_config = web_config
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("connection from %s failed", client_address, exc_info=True)
-
-
-class _ThreadingServerV6(_ThreadingServer):
-    address_family = socket.AF_INET6
-
-
-def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfig | None = None) -> ThreadingHTTPServer:
-    """A threaded HTTP/1.1 server for ``app``, with TLS and basic auth when configured; the caller runs ``serve_forever()``."""
-    host, port = listen_host_port(listen_address)
-    server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
-    return server_class((host or "0.0.0.0", port), app, web_config)
+    server = HttpServer(
+        (host or "0.0.0.0", port),
+        handle,
+        ssl_context=web_config.ssl_context if web_config else None,
+        server_name=f"elasticache-exporter/{__version__}",
+    )
+    server.app = app
+    app.http = server
+    return server

@@ -1,0 +1,380 @@
+"""HTTP/1.1 with keep-alive, bounded whatever clients do.
+
+One selector thread owns every connection while it is idle or still sending its
+request head, so slow or idle clients cost a file descriptor and a small buffer,
+never a thread. A complete request goes to one of at most ``workers`` threads,
+which runs the WSGI app and writes the reply, then hands the connection back.
+Bounds: ``max_connections`` open connections (at the bound, the connection idle
+longest, or still sending its head longest, is closed to make room), a request
+head of at most 16 KiB that must arrive within ``head_timeout``, idle keep-alive
+connections closed after ``idle_timeout``, a reply write that must finish within
+``write_timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import selectors
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+log = logging.getLogger(__name__)
+
+MAX_HEAD_BYTES = 16384
+MAX_HEADERS = 100
+MAX_BODY_BYTES = 65536
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 408: "Request Timeout", 413: "Content Too Large",
+           431: "Request Header Fields Too Large", 503: "Service Unavailable"}  # fmt: skip
+
+
+class _Connection:
+    __slots__ = ("address", "body_needed", "buffer", "handshaken", "head_started", "last_active", "sock")
+
+    def __init__(self, sock: socket.socket, address: Any, handshaken: bool) -> None:
+        self.sock = sock
+        self.address = address
+        self.buffer = bytearray()
+        self.handshaken = handshaken
+        self.last_active = time.monotonic()
+        self.head_started: float | None = None  # when the first byte of the current request arrived
+        self.body_needed = 0
+
+
+class Request:
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
+
+    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
+        self.method = method
+        path, _, self.query = target.partition("?")
+        self.path = unquote(path)
+        self.version = version
+        self.headers = headers
+        connection = headers.get("connection", "").lower()
+        self.keep_alive = ("close" not in connection) if version == "HTTP/1.1" else ("keep-alive" in connection)
+        self.body = b""
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+def parse_head(head: bytes) -> Request:
+    """The request line and headers (names lower-cased); :class:`BadRequest` for anything else."""
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError as err:  # pragma: no cover - latin-1 decodes every byte
+        raise BadRequest(400, "undecodable head") from err
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
+        raise BadRequest(400, "malformed request line")
+    if len(lines) - 1 > MAX_HEADERS:
+        raise BadRequest(431, "too many headers")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise BadRequest(400, "malformed header line")
+        headers[name.lower()] = value.strip()
+    return Request(parts[0], parts[1], parts[2], headers)
+
+
+Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes]]
+
+
+class HttpServer:
+    """Serve ``handler(request, peer) -> (status, headers, body)``; ``serve_forever`` in one thread, ``shutdown`` from any."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: Handler,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_connections: int = 512,
+        workers: int = 32,
+        head_timeout: float = 10.0,
+        idle_timeout: float = 120.0,
+        write_timeout: float = 30.0,
+        server_name: str = "",
+    ) -> None:
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(address)
+        self._listener.listen(128)
+        self._listener.setblocking(False)
+        self.server_address = self._listener.getsockname()
+        self._handler = handler
+        self._ssl_context = ssl_context
+        self.max_connections = max_connections
+        self.max_workers = workers
+        self.head_timeout = head_timeout
+        self.idle_timeout = idle_timeout
+        self.write_timeout = write_timeout
+        self._server_name = server_name
+        self._selector = selectors.DefaultSelector()
+        self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
+        self._busy: set[int] = set()  # those a worker holds
+        self._requests: queue.SimpleQueue[tuple[_Connection, Request] | None] = queue.SimpleQueue()
+        self._returned: queue.SimpleQueue[tuple[_Connection, bool]] = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._idle_workers = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.evicted = 0
+        self.timed_out = 0
+        self.app: Any = None  # what the handler serves; the owner may swap it (configuration reload)
+
+    # --- state for /-/ready and the self-metrics ---------------------------------
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    @property
+    def busy_workers(self) -> int:
+        with self._lock:
+            return len(self._workers) - self._idle_workers
+
+    # --- the selector loop ----------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        try:
+            while not self._stop.is_set():
+                for key, _ in self._selector.select(timeout=poll_interval):
+                    if key.data == "listen":
+                        self._accept()
+                    elif key.data == "wake":
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                    else:
+                        self._readable(key.data)
+                self._take_back()
+                self._sweep()
+        finally:
+            for _ in self._workers:
+                self._requests.put(None)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wake()
+
+    def server_close(self) -> None:
+        for conn in list(self._connections.values()):
+            with contextlib.suppress(OSError):
+                conn.sock.close()
+        self._connections.clear()
+        self._listener.close()
+        self._selector.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def _accept(self) -> None:
+        for _ in range(64):
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:  # EMFILE and the like: the next loop tries again
+                log.warning("accept failed: %s", err)
+                return
+            if len(self._connections) >= self.max_connections and not self._evict_one():
+                sock.close()
+                continue
+            sock.setblocking(False)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            handshaken = True
+            if self._ssl_context is not None:
+                try:
+                    sock = self._ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                except (OSError, ValueError):
+                    sock.close()
+                    continue
+                handshaken = False
+            conn = _Connection(sock, address, handshaken)
+            conn.head_started = conn.last_active  # the head (or handshake) is due within head_timeout of connecting
+            self._connections[sock.fileno()] = conn
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _evict_one(self) -> bool:
+        """Make room: close the connection (not one a worker holds) that has waited longest."""
+        candidates = [c for fd, c in self._connections.items() if fd not in self._busy]
+        if not candidates:
+            return False
+        self._close(min(candidates, key=lambda c: c.last_active))
+        self.evicted += 1
+        return True
+
+    def _close(self, conn: _Connection) -> None:
+        fd = conn.sock.fileno()
+        if fd >= 0:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn.sock)
+            self._connections.pop(fd, None)
+        with contextlib.suppress(OSError):
+            conn.sock.close()
+
+    def _readable(self, conn: _Connection) -> None:
+        try:
+            if not conn.handshaken:
+                conn.sock.do_handshake()  # type: ignore[attr-defined]
+                conn.handshaken = True
+            while True:
+                data = conn.sock.recv(8192)
+                if not data:
+                    self._close(conn)
+                    return
+                if conn.head_started is None:
+                    conn.head_started = time.monotonic()
+                conn.buffer += data
+                if len(conn.buffer) > MAX_HEAD_BYTES + MAX_BODY_BYTES:
+                    break
+                if not isinstance(conn.sock, ssl.SSLSocket) or not conn.sock.pending():
+                    break
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+            pass
+        except (OSError, ValueError):
+            self._close(conn)
+            return
+        conn.last_active = time.monotonic()
+        self._dispatch_if_complete(conn)
+
+    def _dispatch_if_complete(self, conn: _Connection) -> None:
+        end = conn.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(conn.buffer) > MAX_HEAD_BYTES:
+                self._reject(conn, 431, "request head too large")
+            return
+        try:
+            request = parse_head(bytes(conn.buffer[:end]))
+            length = _body_length(request)
+        except BadRequest as err:
+            self._reject(conn, err.status, str(err))
+            return
+        if len(conn.buffer) - (end + 4) < length:
+            return  # the body is still coming
+        request.body = bytes(conn.buffer[end + 4 : end + 4 + length])
+        del conn.buffer[: end + 4 + length]
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn.sock)
+        self._busy.add(conn.sock.fileno())
+        self._requests.put((conn, request))
+        self._ensure_worker()
+
+    def _reject(self, conn: _Connection, status: int, text: str) -> None:
+        with contextlib.suppress(OSError):
+            conn.sock.send(self._reply_bytes(status, [("Content-Type", "text/plain; charset=utf-8")], text.encode() + b"\n", False, False))
+        self._close(conn)
+
+    def _take_back(self) -> None:
+        while True:
+            try:
+                conn, keep = self._returned.get_nowait()
+            except queue.Empty:
+                return
+            self._busy.discard(conn.sock.fileno())
+            if not keep or self._stop.is_set():
+                self._close(conn)
+                continue
+            conn.last_active = time.monotonic()
+            conn.head_started = time.monotonic() if conn.buffer else None
+            try:
+                conn.sock.setblocking(False)
+                self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            except (OSError, ValueError, KeyError):
+                self._close(conn)
+                continue
+            if conn.buffer:  # a pipelined request arrived with the last one
+                self._dispatch_if_complete(conn)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for fd, conn in list(self._connections.items()):
+            if fd in self._busy:
+                continue
+            if conn.head_started is not None and now - conn.head_started > self.head_timeout:
+                self.timed_out += 1
+                self._close(conn)  # a slow or stalled head: no reply is owed to a client that never finished asking
+            elif conn.head_started is None and now - conn.last_active > self.idle_timeout:
+                self._close(conn)
+
+    # --- workers --------------------------------------------------------------------
+
+    def _ensure_worker(self) -> None:
+        with self._lock:
+            if self._requests.qsize() <= self._idle_workers or len(self._workers) >= self.max_workers:
+                return
+            thread = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
+            self._workers.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle_workers += 1
+            item = self._requests.get()
+            with self._lock:
+                self._idle_workers -= 1
+            if item is None:
+                return
+            conn, request = item
+            keep = False
+            try:
+                keep = self._respond(conn, request)
+            except Exception:  # a broken client must not end the worker
+                log.debug("request from %s failed", conn.address, exc_info=True)
+            self._returned.put((conn, keep))
+            self._wake()
+
+    def _respond(self, conn: _Connection, request: Request) -> bool:
+        status, headers, body = self._handler(request, conn.address)
+        keep = request.keep_alive and not self._stop.is_set()
+        data = self._reply_bytes(status, headers, body, keep, request.method == "HEAD")
+        conn.sock.settimeout(self.write_timeout)  # bounds the whole write (sendall keeps one deadline)
+        try:
+            conn.sock.sendall(data)
+        except OSError:
+            return False
+        return keep
+
+    def _reply_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes, keep: bool, head_only: bool) -> bytes:
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}"]
+        if self._server_name:
+            lines.append(f"Server: {self._server_name}")
+        lines += [f"{name}: {value}" for name, value in headers if name.lower() not in ("content-length", "connection")]
+        lines.append(f"Content-Length: {len(body)}")
+        lines.append("Connection: " + ("keep-alive" if keep else "close"))
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head if head_only else head + body
+
+
+def _body_length(request: Request) -> int:
+    if "transfer-encoding" in request.headers:
+        raise BadRequest(400, "request bodies are not taken in chunks")
+    text = request.headers.get("content-length", "0") or "0"
+    if not text.isdigit():
+        raise BadRequest(400, "bad Content-Length")
+    length = int(text)
+    if length > MAX_BODY_BYTES:
+        raise BadRequest(413, "request body too large")
+    return length

@@ -1,0 +1,118 @@
+"""A fixed number of scrape workers, and at most one scrape of a target at a time.
+
+Workers are daemon threads: a scrape stuck past its deadline never keeps the
+process from exiting. A target that is still being scraped is not scraped a
+second time: whoever asks meanwhile shares the scrape under way (two Prometheus
+servers of an HA pair get one scrape's answer, and the node sees one client).
+Work whose deadline passed while it waited for a worker is not started.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from exporter.redis.resp import RespFailure
+
+
+class ScrapePool:
+    def __init__(self, workers: int) -> None:
+        self.size = workers
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[float], Any], float] | None] = queue.SimpleQueue()
+        self._inflight: dict[int, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._busy = 0
+        self._idle = 0
+        self._closed = False
+
+    @property
+    def busy(self) -> int:
+        with self._lock:
+            return self._busy
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
+
+    def submit(self, key: Any, work: Callable[[float], Any], deadline: float) -> Future[Any]:
+        """Run ``work(deadline)`` on a worker, or join the run of the same ``key`` under way."""
+        future, new = self._claim(key)
+        if new:
+            self._queue.put((future, work, deadline))
+            self._grow()
+        return future
+
+    def run_here(self, key: Any, work: Callable[[float], Any], deadline: float) -> Future[Any]:
+        """Run ``work`` in the calling thread (one target: no hand-off), or join the run under way."""
+        future, new = self._claim(key)
+        if new:
+            _run(future, work, deadline)
+        return future
+
+    def _claim(self, key: Any) -> tuple[Future[Any], bool]:
+        with self._lock:
+            current = self._inflight.get(id(key))
+            if current is not None and not current.done():
+                return current, False
+            future: Future[Any] = Future()
+            future.set_running_or_notify_cancel()
+            self._inflight[id(key)] = future
+            future.add_done_callback(functools.partial(self._release, id(key)))
+            return future, True
+
+    def _release(self, key: int, done: Future[Any]) -> None:
+        with self._lock:
+            if self._inflight.get(key) is done:
+                del self._inflight[key]
+
+    def _grow(self) -> None:
+        with self._lock:
+            if self._closed or len(self._threads) >= self.size or self._queue.qsize() <= self._idle:
+                return
+            thread = threading.Thread(target=self._work, name=f"scrape-{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            future, work, deadline = item
+            with self._lock:
+                self._busy += 1
+            try:
+                if time.monotonic() >= deadline:
+                    future.set_exception(RespFailure("timeout", "no scrape worker was free before the deadline"))
+                else:
+                    _run(future, work, deadline)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    def close(self) -> None:
+        """Stop taking work; workers end when they are free (a stuck one is a daemon and never holds up exit)."""
+        with self._lock:
+            self._closed = True
+            count = len(self._threads)
+        for _ in range(count):
+            self._queue.put(None)
+
+
+def _run(future: Future[Any], work: Callable[[float], Any], deadline: float) -> None:
+    try:
+        result = work(deadline)
+    except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the scrape
+        future.set_exception(err)
+    else:
+        future.set_result(result)
