@@ -23,6 +23,7 @@ from typing import Any
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # INFO ALL of a busy node is 10-50 KiB; CLUSTER NODES of 500 nodes ~100 KiB
 MAX_DEPTH = 8  # nested arrays: the deepest reply the exporter reads (SLOWLOG GET, COMMAND INFO) is 4 levels
 _CHUNK = 65536
+_MARKERS = frozenset(b"+-:$*")
 _MAX_LOOKUPS_IN_FLIGHT = 32
 _lookups = threading.BoundedSemaphore(_MAX_LOOKUPS_IN_FLIGHT)
 
@@ -229,6 +230,10 @@ class RespConnection:
                 value = items
 
     def _read_item(self, deadline: float, start: int, depth: int) -> Any:
+        while len(self._buf) <= self._pos:
+            self._fill(deadline)
+        if self._buf[self._pos] not in _MARKERS:  # noise fails at its first byte, not when a CRLF happens to come
+            raise RespFailure("protocol", f"not a RESP2 reply (starts with {bytes(self._buf[self._pos : self._pos + 1])!r})")
         line = self._line(deadline, start)
         if not line:
             raise RespFailure("protocol", "an empty line where a reply belongs")

@@ -1,0 +1,100 @@
+"""A RESP server on loopback that misbehaves on purpose, one way per instance.
+
+Behaviours: ``trickle`` (a valid INFO reply, a few bytes at a time), ``silent`` (reads, never answers),
+``huge_bulk`` (announces a bulk of 2 GB and sends it, endlessly), ``endless_line`` (bytes without CRLF,
+endlessly), ``ok`` (+OK to everything), ``error`` (an error to everything), ``garbage`` (binary noise),
+``reset`` (accepts, then resets the connection), ``deep`` (arrays nested without end). It stops by itself
+after ``lifetime`` seconds and never sends more than ``max_bytes`` on one connection.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+INFO_TEXT = b"# Server\r\nredis_version:7.0.0\r\nuptime_in_seconds:5\r\n" + b"".join(b"field_%d:%d\r\n" % (i, i) for i in range(200))
+
+BEHAVIOURS = ("trickle", "silent", "huge_bulk", "endless_line", "ok", "error", "garbage", "reset", "deep")
+
+
+class HostileServer:
+    def __init__(self, behaviour: str, lifetime: float = 120.0, max_bytes: int = 256 * 1024 * 1024) -> None:
+        assert behaviour in BEHAVIOURS
+        self.behaviour = behaviour
+        self.max_bytes = max_bytes
+        self.deadline = time.monotonic() + lifetime
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def addr(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _running(self) -> bool:
+        return not self._stop.is_set() and time.monotonic() < self.deadline
+
+    def _accept(self) -> None:
+        while self._running():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        sent = 0
+        conn.settimeout(0.5)
+        try:
+            if self.behaviour == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+            while self._running() and sent < self.max_bytes:
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    data = b"..."  # keep sending whatever the client does
+                if not data:
+                    return
+                if self.behaviour == "silent":
+                    continue
+                if self.behaviour == "ok":
+                    conn.sendall(b"+OK\r\n" * max(1, data.count(b"*")))
+                elif self.behaviour == "error":
+                    conn.sendall(b"-ERR no\r\n" * max(1, data.count(b"*")))
+                elif self.behaviour == "garbage":
+                    conn.sendall(b"\x00" + os.urandom(511))  # never a RESP type byte first
+                    sent += 512
+                elif self.behaviour == "trickle":
+                    reply = b"$%d\r\n%s\r\n" % (len(INFO_TEXT), INFO_TEXT)
+                    for i in range(0, len(reply), 4):
+                        if not self._running():
+                            return
+                        conn.sendall(reply[i : i + 4])
+                        time.sleep(0.05)
+                elif self.behaviour in ("huge_bulk", "endless_line", "deep"):
+                    head = {"huge_bulk": b"$2000000000\r\n", "endless_line": b"+", "deep": b""}[self.behaviour]
+                    conn.sendall(head)
+                    chunk = b"*1\r\n" * 16384 if self.behaviour == "deep" else b"x" * 65536
+                    while self._running() and sent < self.max_bytes:
+                        conn.sendall(chunk)
+                        sent += len(chunk)
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
