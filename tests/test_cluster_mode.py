@@ -1,0 +1,98 @@
+"""A real 3-master cluster-mode set with replicas: scrapes and the heartbeat writer add no error replies."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+import redis
+from helpers import call, make_app, sample
+from servers import start_redis, wait_until
+
+from exporter.redis.heartbeat import ELASTICACHE_KEY
+from exporter.redis.slots import key_slot, owned_slots
+
+EXPORTER_KEY = "elasticache-exporter:heartbeat"
+
+
+def _error_counts(client: redis.Redis) -> dict[str, int]:
+    stats = {k: v for k, v in client.info("errorstats").items()}
+    stats["total_error_replies"] = client.info("stats")["total_error_replies"]
+    return {key: value["count"] if isinstance(value, dict) else value for key, value in stats.items()}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000") for _ in range(6)]
+    try:
+        subprocess.run(
+            [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+             "--cluster-replicas", "1", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        for node in nodes:
+            wait_until(lambda node=node: node.client().info("cluster") and b"cluster_state:ok" in _cluster_info(node), timeout=30,
+                       what="cluster state ok")  # fmt: skip
+        for node in nodes:
+            if node.info().get("role") == "slave":
+                wait_until(lambda node=node: node.info().get("master_link_status") == "up", timeout=30, what="replica link")
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def _cluster_info(node) -> bytes:
+    return node.client().execute_command("CLUSTER", "INFO")
+
+
+def test_owned_slots_match_the_cluster(cluster):
+    covered: set[int] = set()
+    for node in cluster:
+        slots = owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())
+        assert slots
+        if node.info()["role"] == "master":
+            assert not covered & slots
+            covered |= slots
+    assert covered == set(range(16384))
+
+
+def test_scrapes_and_heartbeats_add_no_error_replies(cluster):
+    writer = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    writer.set(ELASTICACHE_KEY, time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()))
+    wait_until(lambda: all(node.info().get("master_link_status", "up") == "up" for node in cluster), what="links")
+    # one connection per node, opened now: redis-py's own hello (CLIENT SETINFO, an error before Redis 7.2) is not counted
+    clients = {node.port: node.client(single_connection_client=True) for node in cluster}
+    before = {port: _error_counts(client) for port, client in clients.items()}
+    exporter_slot = key_slot(EXPORTER_KEY.encode())
+    master = next(
+        i for i, node in enumerate(cluster)
+        if node.info()["role"] == "master" and exporter_slot in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())
+    )  # fmt: skip
+    before = {port: _error_counts(client) for port, client in clients.items()}
+    targets = [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(cluster)]
+    app = make_app({"targets": targets, "heartbeat": {"write": True, "interval": "200ms", "ttl": "60s"}})
+    try:
+        for _ in range(15):
+            samples = call(app, "/metrics").samples()
+            time.sleep(0.05)
+        for i in range(len(cluster)):
+            assert sample(samples, "redis_up", target=f"n{i}") == 1
+        wait_until(lambda: clients[cluster[master].port].get(EXPORTER_KEY) is not None, what="the exporter's heartbeat written")
+        samples = call(app, "/metrics").samples()
+    finally:
+        app.close()
+    after = {port: _error_counts(client) for port, client in clients.items()}
+    assert after == before, "scrapes or heartbeat writes drew error replies"
+
+    # the heartbeats are read (and written) only where their slot lives: the owning shard reports lag
+    slot = key_slot(ELASTICACHE_KEY.encode())
+    owners = [i for i, node in enumerate(cluster) if slot in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())]
+    replica = next(i for i in owners if cluster[i].info()["role"] == "slave")
+    assert sample(samples, "elasticache_replication_heartbeat_lag_seconds", target=f"n{replica}", source="elasticache") >= 0
+    lag_targets = {labels for (name, labels) in samples if name == "elasticache_replication_heartbeat_lag_seconds"}
+    assert all(dict(labels)["target"] in {f"n{i}" for i in range(6)} for labels in lag_targets)
+    assert sample(samples, "elasticache_exporter_heartbeat_writes_total", target=f"n{master}") > 0
+    assert not [key for key in samples if key[0] == "elasticache_exporter_heartbeat_write_errors_total"]
