@@ -32,6 +32,7 @@ SERVE_FLAGS: dict[str, str] = {
     "redis.tls-key-file": "client key for --redis.addr",
     "redis.tls-server-name": "server name to verify instead of the host of --redis.addr",
     "redis.tls-insecure-skip-verify": "do not verify the server certificate (explicit opt-in)",
+    "scrape.concurrency": "scrape workers: targets scraped at once (default 16)",
     "scrape.max-reply-size": "largest reply read from a node, e.g. 4MiB; a larger one fails the scrape before it is read (default 4MiB)",
     "scrape.timeout": "timeout of one target's scrape, e.g. 5s (Prometheus' own scrape timeout also applies)",
     "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",

@@ -17,7 +17,8 @@ log = logging.getLogger("exporter")
 
 def limit_malloc_arenas() -> None:
     """glibc gives each busy thread a malloc arena of its own; concurrent scrapes then keep several partly used
-    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway)."""
+    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway). Large
+    allocations always get a mapping of their own, so a big reply's memory is given back when it is freed."""
     import ctypes
     import ctypes.util
 
@@ -27,6 +28,9 @@ def limit_malloc_arenas() -> None:
     try:
         libc = ctypes.CDLL(name)
         libc.mallopt(-8, 2)  # M_ARENA_MAX
+        # a fixed mmap threshold: a large reply buffer is its own mapping, returned to the system when freed
+        # (glibc's sliding threshold would move such buffers into the heap, where they stay resident)
+        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         pass  # not glibc
 

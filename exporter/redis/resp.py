@@ -154,6 +154,8 @@ class RespConnection:
         raise RespFailure("connection", f"cannot connect to {host}:{port}: {last}")
 
     def close(self) -> None:
+        self._buf = bytearray()  # a refused reply's bytes go now, not when the last reference to us does
+        self._pos = 0
         if not self.closed:
             self.closed = True
             with contextlib.suppress(OSError):
@@ -195,14 +197,16 @@ class RespConnection:
 
     def _line(self, deadline: float, start: int) -> bytes:
         """The next line without CRLF; ``start`` is where the current reply began, for the size bound."""
+        scan = self._pos
         while True:
-            end = self._buf.find(b"\r\n", self._pos)
+            end = self._buf.find(b"\r\n", scan)
             if end >= 0:
                 line = bytes(self._buf[self._pos : end])
                 self._pos = end + 2
                 return line
             if len(self._buf) - start > self.max_reply_bytes:
                 raise RespFailure("reply_too_large", f"a line grew past {self.max_reply_bytes} bytes without CRLF")
+            scan = max(self._pos, len(self._buf) - 1)  # only new bytes (and a CR left at the end) are searched again
             self._fill(deadline)
 
     def _read_reply(self, deadline: float) -> Any:

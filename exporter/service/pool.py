@@ -113,6 +113,7 @@ def _run(future: Future[Any], work: Callable[[float], Any], deadline: float) -> 
     try:
         result = work(deadline)
     except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the scrape
-        future.set_exception(err)
+        # without its traceback: frames would hold the future (a cycle) and the node's buffers until a full GC
+        future.set_exception(err.with_traceback(None))
     else:
         future.set_result(result)

@@ -20,6 +20,7 @@ from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporter.common.exposition import encode_text
+from exporter.common.families import COUNTER, GAUGE, FamilySet
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter, HeartbeatWriterCollector
 
@@ -64,6 +65,30 @@ class _BuildInfo:
         yield family
 
 
+class _Limits:
+    """How close the exporter is to its own bounds: scrape workers, HTTP connections and workers."""
+
+    def __init__(self, app: ExporterApp) -> None:
+        self._app = app
+
+    def collect(self) -> Iterator[Metric]:
+        out = FamilySet()
+        pool = self._app.pool
+        out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
+        out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
+        out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
+        http = self._app.http
+        if http is not None:
+            out.add("elasticache_exporter_http_connections", GAUGE, "Open HTTP connections.", {}, http.open_connections)
+            out.add("elasticache_exporter_http_connections_max", GAUGE, "The bound on open HTTP connections.", {}, http.max_connections)
+            out.add("elasticache_exporter_http_workers_busy", GAUGE, "HTTP workers answering a request now.", {}, http.busy_workers)
+            out.add("elasticache_exporter_http_connections_evicted_total", COUNTER,
+                    "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
+            out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
+                    "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
+        return iter(out)
+
+
 class ExporterApp:
     """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
 
@@ -74,6 +99,7 @@ class ExporterApp:
         self.http: HttpServer | None = None
         self._process = ProcessCollector(registry=None)
         self._build_info = _BuildInfo()
+        self._limits = _Limits(self)
         self.started = time.time()
         self._baselines: BaselineTable | None = None
         if config.baselines.file or any(target.node_type for target in config.targets) or config.aws.enabled:
@@ -125,7 +151,7 @@ class ExporterApp:
             if path == self.config.telemetry_path:
                 targets = self.targets.configured
                 collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
-                collectors += [*self._extra_collectors, self._build_info, self._process]
+                collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 return self._metrics(environ, start_response, [c for c in collectors if c is not None])
             if path == "/scrape":
                 return self._scrape(environ, start_response)

@@ -1,0 +1,128 @@
+"""The bounded HTTP front end on a real socket: heads, keep-alive, pipelining, timeouts and eviction."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from servers import wait_until
+
+from exporter.service.http import HttpServer, Request
+
+
+def _echo(request: Request, peer) -> tuple[int, list[tuple[str, str]], bytes]:
+    return 200, [("Content-Type", "text/plain")], f"{request.method} {request.path} {request.query} {len(request.body)}".encode()
+
+
+@pytest.fixture
+def server():
+    http = HttpServer(("127.0.0.1", 0), _echo, head_timeout=0.5, idle_timeout=1.0, max_connections=20, workers=2)
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield http
+    http.shutdown()
+    thread.join(timeout=5)
+    http.server_close()
+
+
+def _connect(http: HttpServer) -> socket.socket:
+    return socket.create_connection(http.server_address[:2], timeout=5)
+
+
+def _read_reply(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(headers["content-length"])
+    while len(rest) < length:
+        rest += sock.recv(4096)
+    return int(lines[0].split()[1]), headers, rest[:length]
+
+
+def test_keep_alive_and_pipelined_requests(server):
+    sock = _connect(server)
+    sock.sendall(b"GET /a?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert _read_reply(sock)[2] == b"GET /a x=1 0"
+    assert _read_reply(sock)[2] == b"GET /b  0"
+    sock.sendall(b"POST /c HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+    status, headers, body = _read_reply(sock)
+    assert (status, headers["connection"], body) == (200, "keep-alive", b"POST /c  5")
+    sock.close()
+
+
+def test_http_1_0_closes_and_head_has_no_body(server):
+    sock = _connect(server)
+    sock.sendall(b"HEAD /x HTTP/1.0\r\n\r\n")
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    assert data.startswith(b"HTTP/1.1 200")
+    assert data.endswith(b"\r\n\r\n")
+    assert b"Connection: close" in data
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nX: " + b"a" * 20000, 431),
+        (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nContent-Length: 999999\r\n\r\n", 413),
+    ],
+)
+def test_bad_requests_get_a_status_and_a_close(server, request_bytes, status):
+    sock = _connect(server)
+    sock.sendall(request_bytes)
+    assert _read_reply(sock)[0] == status
+    assert sock.recv(10) == b""
+
+
+def test_a_head_that_never_ends_is_closed(server):
+    sock = _connect(server)
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n")
+    started = time.monotonic()
+    sock.settimeout(5)
+    assert sock.recv(10) == b""
+    assert 0.4 < time.monotonic() - started < 2.0
+    assert server.timed_out == 1
+
+
+def test_a_trickled_head_is_bounded_by_one_timeout(server):
+    sock = _connect(server)
+    started = time.monotonic()
+    closed = False
+    for byte in b"GET / HTTP/1.1\r\nHost: a-very-long-host-name\r\n":
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:
+            closed = True
+            break
+        time.sleep(0.05)
+    sock.settimeout(2)
+    try:
+        closed = closed or sock.recv(10) == b""
+    except OSError:
+        closed = True
+    assert closed
+    assert time.monotonic() - started < 3.0
+
+
+def test_idle_connections_are_closed_and_the_oldest_makes_room(server):
+    idle = [_connect(server) for _ in range(20)]
+    wait_until(lambda: server.open_connections == 20, what="20 connections")
+    fresh = _connect(server)  # the 21st: the longest-idle one is closed for it
+    fresh.sendall(b"GET /ok HTTP/1.1\r\n\r\n")
+    assert _read_reply(fresh)[2] == b"GET /ok  0"
+    assert server.evicted >= 1
+    assert idle[0].recv(10) == b""
+    wait_until(lambda: server.open_connections <= 1, timeout=5, what="idle connections closed")
+    for sock in idle:
+        sock.close()
