@@ -131,7 +131,7 @@ def test_cli_reports_invalid_config_in_one_line_with_exit_2(tmp_path):
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert lines == ["elasticache-exporter: config key 'targets[0].addr': unsupported scheme 'ftp' (use redis:// or rediss://)"]
+    assert lines == [f"elasticache-exporter: {path}: config key 'targets[0].addr': unsupported scheme 'ftp' (use redis:// or rediss://)"]
 
 
 def test_cli_reports_broken_yaml_with_its_position(tmp_path):

@@ -12,8 +12,9 @@ from typing import Any
 
 from exporter import __version__
 from exporter.baselines.derive import INPUT_FORMATS, OUTPUT_FORMATS
-from exporter.common.errors import ExporterError
+from exporter.common.errors import ConfigError, ExporterError
 from exporter.config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
+from exporter.redis.addresses import AddressError, parse_address
 
 log = logging.getLogger("exporter")
 
@@ -159,13 +160,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
-    """Flags over environment over file over defaults."""
+    """Flags over environment over file over defaults; an error in a key the file sets names the file."""
     values = vars(args)
     config_file = values.get("config.file") or environ.get(flag_to_env("config.file"))
-    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
-    raw = overlay(raw, env_values([*SERVE_FLAGS, *ENV_ONLY], environ))
-    raw = overlay(raw, {flag: values[flag] for flag in SERVE_FLAGS if values.get(flag) is not None})
-    return build_config(raw, source_file=config_file, environ=environ)
+    file_raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    from_env = env_values([*SERVE_FLAGS, *ENV_ONLY], environ)
+    from_flags = {flag: values[flag] for flag in SERVE_FLAGS if values.get(flag) is not None}
+    _refuse_password_in_address(from_flags.get("redis.addr"), "the flag --redis.addr")
+    _refuse_password_in_address(from_env.get("redis.addr"), f"the environment variable {flag_to_env('redis.addr')}")
+    raw = overlay(overlay(file_raw, from_env), from_flags)
+    try:
+        return build_config(raw, source_file=config_file, environ=environ)
+    except ConfigError as err:
+        overridden = {flag.replace("-", "_") for flag in (*from_env, *from_flags)}
+        if config_file and err.source is None and key_is_set(file_raw, err.key) and err.key not in overridden:
+            raise ConfigError(err.key, err.problem, source=config_file) from None
+        raise
+
+
+def _refuse_password_in_address(value: Any, where: str) -> None:
+    """A flag is visible to every local user in the process list, and environments leak into crash reports."""
+    if not isinstance(value, str) or not value:
+        return
+    try:
+        has_password = parse_address(value).password is not None
+    except AddressError:
+        return  # build_config names what is wrong with it
+    if has_password:
+        raise ConfigError(
+            "redis.addr",
+            f"a password inside the address given by {where} is refused: put it in a file given by --redis.password-file, "
+            f"in {flag_to_env('redis.password')}, or in the config file's password_file / password_env",
+        )
+
+
+def key_is_set(raw: Mapping[str, Any], key: str) -> bool:
+    """Whether the dotted key path (``targets[0].addr``) exists in ``raw``."""
+    node: Any = raw
+    for part in key.replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
+            index = int(part[1:-1])
+            if not isinstance(node, list) or index >= len(node):
+                return False
+            node = node[index]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

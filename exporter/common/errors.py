@@ -12,7 +12,9 @@ class ConfigError(ExporterError):
 
     exit_code = 2
 
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"config key '{key}': {problem}")
+    def __init__(self, key: str, problem: str, source: str | None = None) -> None:
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}config key '{key}': {problem}")
         self.key = key
         self.problem = problem
+        self.source = source

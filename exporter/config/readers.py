@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from exporter.common.errors import ConfigError
@@ -17,7 +18,19 @@ def check_keys(mapping: Mapping[str, Any], key: str, allowed: set[str]) -> None:
     for name in mapping:
         if name not in allowed:
             where = f"{key}.{name}" if key else str(name)
-            raise ConfigError(where, f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+            raise ConfigError(where, unknown_key_problem(str(name), allowed))
+
+
+def unknown_key_problem(name: str, allowed: Iterable[str]) -> str:
+    """"unknown key (did you mean 'addr'?)", or the keys there are when nothing is near."""
+    choices = sorted(allowed)
+    near = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
+    # a key of the right meaning under a wrong name (password_path): prefer the near key of the same shape
+    near = sorted(near, key=lambda choice: ("_" in choice) != ("_" in name))
+    if near:
+        same_shape = [choice for choice in near if ("_" in choice) == ("_" in near[0])][:2]
+        return "unknown key (did you mean " + " or ".join(f"'{choice}'" for choice in same_shape) + "?)"
+    return f"unknown key (expected one of: {', '.join(choices)})"
 
 
 def as_mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:

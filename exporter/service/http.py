@@ -108,6 +108,8 @@ class HttpServer:
         idle_timeout: float = 120.0,
         write_timeout: float = 30.0,
         server_name: str = "",
+        extra_headers: list[tuple[str, str]] | None = None,
+        peer_check: Callable[[ssl.SSLSocket], bool] | None = None,
     ) -> None:
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
@@ -124,6 +126,8 @@ class HttpServer:
         self.idle_timeout = idle_timeout
         self.write_timeout = write_timeout
         self._server_name = server_name
+        self._extra_headers = list(extra_headers or [])
+        self._peer_check = peer_check
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
         self._busy: set[int] = set()  # those a worker holds
@@ -239,6 +243,9 @@ class HttpServer:
             if not conn.handshaken:
                 conn.sock.do_handshake()  # type: ignore[attr-defined]
                 conn.handshaken = True
+                if self._peer_check is not None and not self._peer_check(conn.sock):  # type: ignore[arg-type]
+                    self._close(conn)
+                    return
             while True:
                 data = conn.sock.recv(8192)
                 if not data:
@@ -361,7 +368,7 @@ class HttpServer:
         lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}"]
         if self._server_name:
             lines.append(f"Server: {self._server_name}")
-        lines += [f"{name}: {value}" for name, value in headers if name.lower() not in ("content-length", "connection")]
+        lines += [f"{name}: {value}" for name, value in [*headers, *self._extra_headers] if name.lower() not in ("content-length", "connection")]
         lines.append(f"Content-Length: {len(body)}")
         lines.append("Connection: " + ("keep-alive" if keep else "close"))
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -259,7 +259,7 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
 
     def handle(request: Request, peer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
         app = server.app  # read per request: a reload swaps it
-        if web_config is not None and not web_config.authorized(request.headers.get("authorization")):
+        if web_config is not None and not web_config.authorized(request.headers.get("authorization"), peer[0] if isinstance(peer, tuple) else ""):
             headers = [("WWW-Authenticate", 'Basic realm="elasticache-exporter"'), ("Content-Type", "text/plain; charset=utf-8")]
             return 401, headers, b"unauthorized\n"
         environ: dict[str, Any] = {
@@ -284,6 +284,8 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
         handle,
         ssl_context=web_config.ssl_context if web_config else None,
         server_name=f"elasticache-exporter/{__version__}",
+        extra_headers=web_config.headers if web_config else None,
+        peer_check=web_config.peer_allowed if web_config and web_config.allowed_sans else None,
     )
     server.app = app
     app.http = server

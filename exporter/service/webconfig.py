@@ -6,14 +6,21 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
+import os
+import re
+import secrets
 import ssl
+import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ConfigError
-from exporter.config import load_yaml
+from exporter.common.yamlfile import read_yaml
+from exporter.config.readers import unknown_key_problem
 
 CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
@@ -25,15 +32,33 @@ CLIENT_AUTH = {
 VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 
 
+HEADERS = ("Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options", "X-XSS-Protection", "Strict-Transport-Security")
+TLS_KEYS = {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file", "client_allowed_sans",
+            "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites", "curve_preferences"}  # fmt: skip
+UNSUPPORTED = {
+    "tls_server_config.cipher_suites": "Go cipher suite names have no OpenSSL equivalent here; remove it to use the TLS 1.2 defaults",
+    "tls_server_config.curve_preferences": "not supported by this exporter; remove it to use OpenSSL's curves",
+    "rate_limit": "not supported by this exporter; put a rate limit in front of it",
+}
+_BCRYPT = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class WebConfig:
     ssl_context: ssl.SSLContext | None = None
     users: dict[str, bytes] = field(default_factory=dict)
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    allowed_sans: tuple[str, ...] = ()
+    _dummy_hash: bytes = b""
     _verified: dict[bytes, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _logged: dict[str, float] = field(default_factory=dict)
 
-    def authorized(self, header: str | None) -> bool:
-        """Checks an Authorization header; bcrypt results are remembered (as exporter-toolkit does), keyed by a digest."""
+    def authorized(self, header: str | None, peer: str = "") -> bool:
+        """Checks an Authorization header. An unknown user costs what a wrong password costs (a dummy hash of
+        the configured cost is checked), so user names cannot be told apart by timing. Results are remembered
+        (as exporter-toolkit does), keyed by a digest of user, password and hash."""
         if not self.users:
             return True
         if not header or not header.startswith("Basic "):
@@ -42,76 +67,178 @@ class WebConfig:
             user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return False
-        hashed = self.users.get(user)
-        if hashed is None:
-            return False
+        known = user in self.users
+        hashed = self.users.get(user, self._dummy_hash)
         key = hashlib.sha256(user.encode() + b"\0" + password.encode() + b"\0" + hashed).digest()
         with self._lock:
-            known = self._verified.get(key)
-        if known is not None:
-            return known
-        import bcrypt
+            remembered = self._verified.get(key)
+        if remembered is None:
+            import bcrypt
 
-        try:
-            ok = bcrypt.checkpw(password.encode("utf-8"), hashed)
-        except ValueError:
-            ok = False
-        with self._lock:
-            if len(self._verified) > 1024:
-                self._verified.clear()
-            self._verified[key] = ok
+            try:
+                remembered = bcrypt.checkpw(password.encode("utf-8"), hashed)
+            except ValueError:
+                remembered = False
+            with self._lock:
+                if len(self._verified) > 1024:
+                    self._verified.clear()
+                self._verified[key] = remembered
+        ok = remembered and known
+        if not ok:
+            self._log_failure(user, peer)
         return ok
+
+    def _log_failure(self, user: str, peer: str) -> None:
+        """One line per user name and minute at most; never the password."""
+        now = time.monotonic()
+        name = user[:64]
+        with self._lock:
+            if now - self._logged.get(name, -120.0) < 60:
+                return
+            if len(self._logged) > 256:
+                self._logged.clear()
+            self._logged[name] = now
+        log.warning("basic auth failed for user %r from %s", name, peer or "unknown")
+
+    def peer_allowed(self, sock: ssl.SSLSocket) -> bool:
+        """client_allowed_sans: the client certificate must carry one of the listed subject alternative names."""
+        if not self.allowed_sans:
+            return True
+        certificate = sock.getpeercert() or {}
+        names = {value for _, value in certificate.get("subjectAltName", ())}
+        return bool(names & set(self.allowed_sans))
 
 
 def load_web_config(path: str) -> WebConfig:
-    raw = load_yaml(path)  # a mapping, or a one-line ConfigError
-    allowed = {"tls_server_config", "basic_auth_users", "http_server_config"}
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(f"web.config.file {key}", f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+    """The web config file, every key checked: one-line ``ConfigError`` naming the file and the key."""
+
+    def error(key: str, problem: str) -> ConfigError:
+        return ConfigError(key, problem, source=path)
+
+    raw = read_yaml(path, lambda message: ConfigError("web.config_file", message))
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise error("(top level)", "must be a mapping")
+    _check(raw, "", {"tls_server_config", "basic_auth_users", "http_server_config", "rate_limit"}, error)
     config = WebConfig()
     tls = raw.get("tls_server_config")
-    if tls:
-        config.ssl_context = _ssl_context(tls, Path(path).parent)
-    users = raw.get("basic_auth_users") or {}
-    if not isinstance(users, dict):
-        raise ConfigError("web.config.file basic_auth_users", "must map user names to bcrypt hashes")
-    for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise ConfigError(f"web.config.file basic_auth_users.{user}", "must be a bcrypt hash ($2y$…)")
+    if tls is not None:
+        if not isinstance(tls, dict):
+            raise error("tls_server_config", "must be a mapping")
+        _check(tls, "tls_server_config", TLS_KEYS, error)
+        config.ssl_context = _ssl_context(tls, Path(path).parent, error)
+        sans = tls.get("client_allowed_sans") or []
+        if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
+            raise error("tls_server_config.client_allowed_sans", "must be a list of names")
+        if sans and tls.get("client_auth_type") not in ("RequireAnyClientCert", "RequireAndVerifyClientCert"):
+            raise error("tls_server_config.client_allowed_sans", "needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert")
+        config.allowed_sans = tuple(sans)
+    server = raw.get("http_server_config")
+    if server is not None:
+        if not isinstance(server, dict):
+            raise error("http_server_config", "must be a mapping")
+        _check(server, "http_server_config", {"http2", "headers"}, error)
+        if not isinstance(server.get("http2", True), bool):
+            raise error("http_server_config.http2", "must be true or false")
+        headers = server.get("headers") or {}
+        if not isinstance(headers, dict):
+            raise error("http_server_config.headers", "must be a mapping")
+        _check(headers, "http_server_config.headers", set(HEADERS), error)
+        for name, value in headers.items():
+            if not isinstance(value, str) or "\r" in value or "\n" in value:
+                raise error(f"http_server_config.headers.{name}", "must be a one-line string")
+            if value:
+                config.headers.append((name, value))
+    users = raw.get("basic_auth_users")
+    if users is not None and not isinstance(users, dict):
+        raise error("basic_auth_users", "must map user names to bcrypt hashes")
+    costs = []
+    for user, hashed in (users or {}).items():
+        match = _BCRYPT.match(hashed) if isinstance(hashed, str) else None
+        if match is None:
+            raise error(f"basic_auth_users.{user}", "must be a bcrypt hash such as $2y$10$… (htpasswd -nBC 10 \"\" | tr -d ':\\n'), not a password")
+        if not 4 <= int(match.group(1)) <= 31:
+            raise error(f"basic_auth_users.{user}", "the bcrypt cost must be between 04 and 31")
+        costs.append(int(match.group(1)))
         config.users[str(user)] = hashed.replace("$2y$", "$2b$", 1).encode()
+    if costs:
+        import bcrypt
+
+        config._dummy_hash = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(max(costs)))
     return config
 
 
-def _ssl_context(tls: Any, base: Path) -> ssl.SSLContext:
-    if not isinstance(tls, dict):
-        raise ConfigError("web.config.file tls_server_config", "must be a mapping")
+def _check(mapping: dict[str, Any], key: str, allowed: set[str], error: Any) -> None:
+    for name in mapping:
+        where = f"{key}.{name}" if key else str(name)
+        if where in UNSUPPORTED:
+            raise error(where, UNSUPPORTED[where])
+        if name not in allowed:
+            raise error(where, unknown_key_problem(str(name), allowed))
 
-    def file(key: str, required: bool) -> str | None:
-        value = tls.get(key)
+
+def _ssl_context(tls: dict[str, Any], base: Path, error: Any) -> ssl.SSLContext:
+    def file(key: str, inline: str) -> str | None:
+        value, text = tls.get(key), tls.get(inline)
+        if value and text:
+            raise error(f"tls_server_config.{inline}", f"give {key} or {inline}, not both")
+        if text:
+            if not isinstance(text, str):
+                raise error(f"tls_server_config.{inline}", "must be PEM text")
+            handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115 - kept for ssl to read
+            with handle:
+                os.chmod(handle.name, 0o600)
+                handle.write(text)
+            return handle.name
         if not value:
-            if required:
-                raise ConfigError(f"web.config.file tls_server_config.{key}", "is required")
             return None
+        if not isinstance(value, str):
+            raise error(f"tls_server_config.{key}", "must be a file name")
         path = Path(value) if Path(value).is_absolute() else base / value
         if not path.is_file():
-            raise ConfigError(f"web.config.file tls_server_config.{key}", f"cannot read {path}")
+            raise error(f"tls_server_config.{key}", f"cannot read {path}")
         return str(path)
 
+    cert, key = file("cert_file", "cert"), file("key_file", "key")
+    if cert is None or key is None:
+        raise error("tls_server_config.cert_file", "cert_file and key_file (or cert and key) are required")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        context.load_cert_chain(file("cert_file", True), file("key_file", True))
+        context.load_cert_chain(cert, key)
     except ssl.SSLError as err:
-        raise ConfigError("web.config.file tls_server_config.cert_file", f"cannot load the certificate and key: {err.reason}") from err
+        raise error("tls_server_config.cert_file", f"cannot load the certificate and key: {err.reason}") from err
+    finally:
+        for name, inline in ((cert, "cert"), (key, "key")):
+            if tls.get(inline):
+                os.unlink(name)
     auth = tls.get("client_auth_type", "NoClientCert")
     if auth not in CLIENT_AUTH:
-        raise ConfigError("web.config.file tls_server_config.client_auth_type", f"must be one of {', '.join(CLIENT_AUTH)}")
+        raise error("tls_server_config.client_auth_type", f"must be one of {', '.join(CLIENT_AUTH)}, got {auth!r}")
     context.verify_mode = CLIENT_AUTH[auth]
-    ca = file("client_ca_file", auth in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven"))
+    ca = file("client_ca_file", "client_ca")
+    if ca is None and auth in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven", "RequireAnyClientCert"):
+        raise error("tls_server_config.client_ca_file", f"is required with client_auth_type {auth}")
     if ca:
-        context.load_verify_locations(cafile=ca)
-    version = tls.get("min_version", "TLS12")
-    if version not in VERSIONS:
-        raise ConfigError("web.config.file tls_server_config.min_version", f"must be one of {', '.join(VERSIONS)}")
-    context.minimum_version = VERSIONS[version]
+        try:
+            context.load_verify_locations(cafile=ca)
+        except ssl.SSLError as err:
+            raise error("tls_server_config.client_ca_file", f"cannot load the CA: {err.reason}") from err
+        finally:
+            if tls.get("client_ca"):
+                os.unlink(ca)
+    if auth == "RequestClientCert" and not ca:
+        context.verify_mode = ssl.CERT_NONE  # asked for, never checked: without a CA there is nothing to check against
+    for name, default, attribute in (("min_version", "TLS12", "minimum_version"), ("max_version", "TLS13", "maximum_version")):
+        version = tls.get(name, default)
+        if version not in VERSIONS:
+            raise error(f"tls_server_config.{name}", f"must be one of {', '.join(VERSIONS)}, got {version!r}")
+        setattr(context, attribute, VERSIONS[version])
+    if context.minimum_version > context.maximum_version:
+        raise error("tls_server_config.max_version", "is below min_version")
+    prefer = tls.get("prefer_server_cipher_suites", True)
+    if not isinstance(prefer, bool):
+        raise error("tls_server_config.prefer_server_cipher_suites", "must be true or false")
+    if prefer:
+        context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     return context
