@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.baselines.table import BaselineError, BaselineTable
 from exporter.common.errors import ExporterError
+from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
 FORMAT = "elasticache-exporter-alerts"
@@ -60,6 +61,7 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
     data = read_yaml(path, RenderError)
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("alerts"), list):
         raise RenderError(f"{path}: not an alert catalog (expected 'format: {FORMAT}' and a list 'alerts')")
+    check_known_keys(data, ("format", "version", "alerts"), f"{path}:", RenderError)
     alerts, names = [], set()
     for index, item in enumerate(data["alerts"]):
         alert = _alert(item, f"{path}: alerts[{index}]")
@@ -70,9 +72,19 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
     return alerts
 
 
+ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "baseline", "prometheus", "cloudwatch")
+CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type")
+
+
 def _alert(item: Any, where: str) -> Alert:
     if not isinstance(item, dict):
         raise RenderError(f"{where}: must be a mapping")
+    check_known_keys(item, ALERT_KEYS, where, RenderError)
+    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr",)), ("cloudwatch", CLOUDWATCH_KEYS)):
+        if item.get(part) is not None:
+            if not isinstance(item[part], dict):
+                raise RenderError(f"{where}.{part}: must be a mapping")
+            check_known_keys(item[part], keys, f"{where}.{part}", RenderError)
     for key in ("name", "severity", "for", "summary", "description", "runbook"):
         if not isinstance(item.get(key), str) or not item[key]:
             raise RenderError(f"{where}: '{key}' must be a non-empty string")

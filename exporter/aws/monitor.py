@@ -41,8 +41,10 @@ class AwsMonitor:
         *,
         on_nodes: Callable[[list[Node]], None] | None = None,
         apis: dict[AwsAccount, AwsApi] | None = None,
+        log_failures: bool = True,
     ) -> None:
         self.config = config
+        self._log_failures = log_failures  # off for a command, which reports failures itself
         self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
         self._on_nodes = on_nodes
         self._lock = threading.Lock()
@@ -88,14 +90,17 @@ class AwsMonitor:
         self._loop(self.poll_once, self.config.poll_interval)
 
     def _warn_once(self, key: str, message: str, *args: object) -> None:
-        if key not in self._warned:
+        if key not in self._warned and self._log_failures:
             self._warned.add(key)
             log.warning(message, *args)
 
     # --- discovery ------------------------------------------------------------------
 
-    def discover_once(self) -> None:
+    def discover_once(self) -> list[tuple[str, AwsCallError]]:
+        """Discover every account and region; the failures, as (region, error), for a caller that must not go on
+        with part of the fleet (the CLI); the background loop logs them and keeps the last good data."""
         ok = False
+        failures: list[tuple[str, AwsCallError]] = []
         for account in self.config.accounts:
             api = self.apis[account]
             for region in account.regions:
@@ -103,6 +108,7 @@ class AwsMonitor:
                     nodes, serverless = discover_region(api, region, self.config.tag_filters)
                 except AwsCallError as err:
                     self._report(err, f"discovery in {region}")
+                    failures.append((region, err))
                     continue
                 ok = True
                 with self._lock:
@@ -113,6 +119,7 @@ class AwsMonitor:
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.nodes())
+        return failures
 
     def nodes(self) -> list[Node]:
         with self._lock:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from exporter.common.yamlfile import decode_utf8
+
 from .table import LEVELS, BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
 
 INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
@@ -252,7 +254,10 @@ def read_rows(path: Path, input_format: str | None, node_type: str | None, data_
     kind = input_format or detect_format(path, data)
     if kind == "jsonl":
         return read_jsonl(path, data)
-    text = data.decode("utf-8", errors="replace")
+    try:
+        text = decode_utf8(data, path)
+    except ValueError as err:
+        raise BaselineError(str(err)) from err
     if kind == "athena-csv":
         return read_athena_csv(path, text)
     if not node_type or data_size is None:

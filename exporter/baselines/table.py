@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ExporterError
+from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
 FORMAT = "elasticache-exporter-baselines"
@@ -104,6 +105,7 @@ def load_table(path: str | Path | None = None, basis: str | None = None) -> Base
 def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTable:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BaselineError(f"{source}: not a baseline table (expected 'format: {FORMAT}')")
+    check_known_keys(data, ("format", "version", "basis", "node_types"), source + ":", BaselineError)
     if data.get("version") != VERSION:
         raise BaselineError(f"{source}: unsupported version {data.get('version')!r} (this exporter reads version {VERSION})")
     chosen = basis or data.get("basis", "lower")
@@ -121,6 +123,7 @@ def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTab
 def _node(node_type: str, entry: Any, where: str) -> NodeBaseline:
     if not isinstance(entry, dict):
         raise BaselineError(f"{where}: must be a mapping")
+    check_known_keys(entry, ("vcpus", "memory_gib", "measured", "published"), where, BaselineError)
     measured = entry.get("measured")
     published = entry.get("published")
     if measured is None and published is None:
@@ -134,12 +137,18 @@ def _node(node_type: str, entry: Any, where: str) -> NodeBaseline:
     )
 
 
+MEASURED_KEYS = ("bytes_per_second", "data_size", "cpu_utilization_p90", "engine_cpu_utilization_p90", "runs", "date", "method", "source",
+                 "estimated")  # fmt: skip
+
+
 def _measured(raw: Any, where: str) -> Measured:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: must be a mapping")
+    check_known_keys(raw, MEASURED_KEYS, where, BaselineError)
     levels_raw = raw.get("bytes_per_second")
     if not isinstance(levels_raw, dict):
         raise BaselineError(f"{where}.bytes_per_second: must map the levels 100, 90 and 80 to bytes per second")
+    check_known_keys({str(k): v for k, v in levels_raw.items()}, [str(level) for level in LEVELS], f"{where}.bytes_per_second", BaselineError)
     levels = {}
     for level in LEVELS:
         value = levels_raw.get(str(level), levels_raw.get(level))
@@ -163,6 +172,7 @@ def _measured(raw: Any, where: str) -> Measured:
 def _published(raw: Any, where: str) -> Published:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: must be a mapping")
+    check_known_keys(raw, ("baseline_gbps", "burst_gbps", "source", "date"), where, BaselineError)
     return Published(
         baseline_gbps=_optional_number(raw.get("baseline_gbps"), f"{where}.baseline_gbps", float),
         burst_gbps=_optional_number(raw.get("burst_gbps"), f"{where}.burst_gbps", float),

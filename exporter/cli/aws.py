@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.common.errors import ExporterError
+from exporter.common.errors import ExporterError, RuntimeFailure, UsageError
 from exporter.config import Config, build_config, load_yaml, overlay, parse_duration
 
 from .output import emit
@@ -24,14 +24,46 @@ def _aws_config(values: dict[str, Any], environ: Mapping[str, str]) -> Config:
     return config
 
 
+def aws_failure(err: Any) -> str:
+    """One line for an AWS call that failed past its retries (an AwsCallError)."""
+    if err.kind == "credentials":
+        return "no AWS credentials found (environment, profile, instance role or web identity)"
+    if err.kind == "throttling":
+        return f"AWS kept throttling {err.api} past the retries with backoff; try again later or poll less"
+    if err.kind in ("connection", "timeout"):
+        return f"cannot reach AWS for {err.api} ({err.kind}): {err}"
+    if err.kind == "access_denied":
+        return f"AWS refused {err.api} (access denied): the IAM policy of the README lists what each command needs"
+    return f"AWS call failed: {err}"
+
+
+def discover(monitor: Any) -> None:
+    """Discovery for a command, which must not go on with part of the fleet: the first failure ends it (exit 1)."""
+    failures = monitor.discover_once()
+    if failures:
+        region, err = failures[0]
+        raise RuntimeFailure(f"discovery in {region}: {aws_failure(err)}")
+
+
+def check_names(wanted: list[str], known: set[str], flag: str) -> None:
+    """An unknown name ends the command with exit 2 and the nearest known ones."""
+    import difflib
+
+    for name in wanted:
+        if name not in known:
+            near = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.5)
+            hint = f"; nearest: {', '.join(near)}" if near else (f"; known: {', '.join(sorted(known)[:5])}" if known else "; none was discovered")
+            raise UsageError(f"{flag} {name}: no such cache cluster among the {len(known)} discovered{hint}")
+
+
 def print_cost(config: Config) -> int:
     from exporter.aws.cloudwatch import estimate_cost
     from exporter.aws.monitor import AwsMonitor
 
     if not config.aws.enabled:
         raise ExporterError("no AWS regions configured: set aws.regions in the config file or --aws.region")
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
+    monitor = AwsMonitor(config.aws, log_failures=False)
+    discover(monitor)
     nodes = monitor.nodes()
     per_node = sum(len(spec.statistics) for spec in config.aws.metrics)
     print(f"nodes discovered: {len(nodes)} in {', '.join(sorted({n.region for n in nodes})) or 'no region'}")
@@ -65,8 +97,9 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise ExporterError(f"--period: must be a multiple of 60s, got {args.period!r}")
     config = _aws_config(vars(args), environ)
     table = load_table(args.baselines)
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
+    monitor = AwsMonitor(config.aws, log_failures=False)
+    discover(monitor)
+    check_names(args.node, {node.cluster_id for node in monitor.nodes()}, "--node")
     now = time.time()
     reports = []
     for account, discovered in monitor.nodes_by_account().items():
@@ -95,9 +128,11 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from exporter.baselines.table import load_table
 
     config = _aws_config(vars(args), environ)
-    monitor = AwsMonitor(config.aws)
-    monitor.discover_once()
+    from exporter.aws.api import AwsCallError
+
     alerts, table = load_catalog(args.catalog), load_table(args.baselines)
+    monitor = AwsMonitor(config.aws, log_failures=False)
+    discover(monitor)
     applied = 0
     for account, nodes in monitor.nodes_by_account().items():
         api = monitor.apis[account]
@@ -105,7 +140,10 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         changes = plan(api, desired)
         sys.stdout.write(describe(changes, skipped))
         if args.action == "apply":
-            applied += apply(api, changes)
+            try:
+                applied += apply(api, changes)
+            except AwsCallError as err:
+                raise RuntimeFailure(f"partial apply: {applied} alarm(s) applied before {aws_failure(err)}") from err
     if args.action == "apply":
         print(f"applied {applied} alarm(s)")
     return 0

@@ -217,11 +217,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
+    command = " ".join(str(part) for part in (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None)) if part)
+    prefix = "elasticache-exporter: " if args.command in ("serve", "demo") else f"elasticache-exporter: {command}: "
     try:
         return run_command(args)
     except ExporterError as err:
-        print(f"elasticache-exporter: {err}", file=sys.stderr)
+        print(f"{prefix}{err}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - the exit-code contract: one line, never a traceback
+        from exporter.aws.api import AwsCallError
+        from exporter.cli.aws import aws_failure
+
+        if isinstance(err, AwsCallError):
+            print(f"{prefix}{aws_failure(err)}", file=sys.stderr)
+            return 1
+        print(f"{prefix}internal error ({type(err).__name__}): {str(err)[:300]}", file=sys.stderr)
+        if "debug" in (getattr(args, "log.level", None) or os.environ.get(flag_to_env("log.level"), "")):
+            import traceback
+
+            traceback.print_exc()
+        return 1
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -7,6 +7,18 @@ class ExporterError(Exception):
     exit_code = 1
 
 
+class RuntimeFailure(ExporterError):
+    """A runtime failure: AWS or Redis unreachable, throttled past retries, a partial apply."""
+
+    exit_code = 1
+
+
+class UsageError(ExporterError):
+    """A usage or input error that is not a config key: an unknown --node, a bad flag value."""
+
+    exit_code = 2
+
+
 class ConfigError(ExporterError):
     """Invalid configuration: the message names the key and the problem."""
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from exporter.common.errors import ConfigError
+from exporter.common.schema import unknown_key_problem
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -19,18 +19,6 @@ def check_keys(mapping: Mapping[str, Any], key: str, allowed: set[str]) -> None:
         if name not in allowed:
             where = f"{key}.{name}" if key else str(name)
             raise ConfigError(where, unknown_key_problem(str(name), allowed))
-
-
-def unknown_key_problem(name: str, allowed: Iterable[str]) -> str:
-    """"unknown key (did you mean 'addr'?)", or the keys there are when nothing is near."""
-    choices = sorted(allowed)
-    near = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
-    # a key of the right meaning under a wrong name (password_path): prefer the near key of the same shape
-    near = sorted(near, key=lambda choice: ("_" in choice) != ("_" in name))
-    if near:
-        same_shape = [choice for choice in near if ("_" in choice) == ("_" in near[0])][:2]
-        return "unknown key (did you mean " + " or ".join(f"'{choice}'" for choice in same_shape) + "?)"
-    return f"unknown key (expected one of: {', '.join(choices)})"
 
 
 def as_mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ConfigError
+from exporter.common.schema import unknown_key_problem
 from exporter.common.yamlfile import read_yaml
-from exporter.config.readers import unknown_key_problem
 
 CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
