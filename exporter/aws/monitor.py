@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client.metrics_core import Metric
-
-from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .api import AwsApi, AwsCallError
 from .cloudwatch import Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
@@ -225,13 +223,13 @@ def _node_key(node: Node) -> tuple[str, str, str]:
     return (node.region, node.cluster_id, node.node_id)
 
 
-class AwsCollector:
+class AwsCollector(FamilyCollector):
     """Serves the monitor's cache: CloudWatch series, node info, and the AWS side's own health."""
 
     def __init__(self, monitor: AwsMonitor) -> None:
         self._monitor = monitor
 
-    def collect(self) -> Iterator[Metric]:
+    def build(self) -> FamilySet:
         monitor = self._monitor
         out = FamilySet()
         for value in sorted(monitor.cache().values(), key=lambda v: _series_key(v.query)):
@@ -280,7 +278,7 @@ class AwsCollector:
                 1.0,
             )
         _add_api_health(monitor, out)
-        return iter(out)
+        return out
 
 
 def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:

@@ -7,8 +7,10 @@ name, so samples are gathered here and the families yielded once at the end.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client.metrics_core import Metric
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 GAUGE = "gauge"
 COUNTER = "counter"
@@ -27,6 +29,8 @@ class Family:
         self.samples: list[tuple[str, dict[str, str], float]] = []
 
     def metric(self) -> Metric:
+        from prometheus_client.metrics_core import Metric  # only for OpenMetrics: the text path never loads it
+
         metric = Metric(self.name, self.documentation, self.type)
         for name, labels, value in self.samples:
             metric.add_sample(name, labels, value)
@@ -77,3 +81,17 @@ class FamilySet:
     def __iter__(self) -> Iterator[Metric]:
         """prometheus_client families, as a collector's ``collect()`` yields them."""
         return (family.metric() for family in self._families.values())
+
+
+class FamilyCollector:
+    """A collector that builds a :class:`FamilySet` each scrape: ``families()`` feeds the text encoder without
+    prometheus_client objects (so a Redis-only exporter never imports it), ``collect()`` the library's encoders."""
+
+    def build(self) -> FamilySet:
+        raise NotImplementedError
+
+    def families(self) -> Iterator[Family]:
+        return self.build().families()
+
+    def collect(self) -> Iterator[Any]:
+        return iter(self.build())

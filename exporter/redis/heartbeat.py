@@ -14,11 +14,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
 
-from prometheus_client.metrics_core import Metric
-
-from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .node import RedisNode, classify
 from .settings import HeartbeatConfig, TargetConfig
@@ -137,13 +134,13 @@ class HeartbeatWriter:
             return dict(self.writes), dict(self.skipped_not_master), dict(self.errors), dict(self.last_write)
 
 
-class HeartbeatWriterCollector:
+class HeartbeatWriterCollector(FamilyCollector):
     """The writer's own counters, served on the telemetry path."""
 
     def __init__(self, writer: HeartbeatWriter) -> None:
         self._writer = writer
 
-    def collect(self) -> Iterator[Metric]:
+    def build(self) -> FamilySet:
         writes, skipped, errors, last_write = self._writer.snapshot()
         out = FamilySet()
         for name, count in sorted(writes.items()):
@@ -172,7 +169,7 @@ class HeartbeatWriterCollector:
                 {"target": name},
                 stamp,
             )
-        return iter(out)
+        return out
 
 
 def _is_permission_error(err: BaseException) -> bool:

@@ -13,16 +13,18 @@ only to keys of the node's own slots, so they never draw MOVED or CROSSSLOT.
 from __future__ import annotations
 
 import re
-import ssl
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .addresses import Endpoint
-from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
+from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure, is_ssl_error
 from .settings import Credentials, TlsOptions
 from .slots import key_slot, owned_slots
+
+if TYPE_CHECKING:
+    import ssl
 
 CLIENT_NAME = "elasticache-exporter"
 OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster")
@@ -51,6 +53,8 @@ class ScrapeResult:
 
 def build_ssl_context(tls: TlsOptions) -> ssl.SSLContext:
     """Files are read on each connect so rotated certificates are picked up."""
+    import ssl  # loaded only when a target uses TLS: it costs memory a plain-TCP exporter need not pay
+
     context = ssl.create_default_context(cafile=tls.ca_file)
     if tls.insecure_skip_verify:
         context.check_hostname = False
@@ -69,7 +73,7 @@ def classify(err: BaseException) -> str:
         return err.kind
     if isinstance(err, TimeoutError):
         return "timeout"
-    if isinstance(err, ssl.SSLError):
+    if is_ssl_error(err):
         return "tls"
     if isinstance(err, ConnectionRefusedError):
         return "refused"

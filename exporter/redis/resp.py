@@ -15,10 +15,13 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-import ssl
+import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
 
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # INFO ALL of a busy node is 10-50 KiB; CLUSTER NODES of 500 nodes ~100 KiB
 MAX_DEPTH = 8  # nested arrays: the deepest reply the exporter reads (SLOWLOG GET, COMMAND INFO) is 4 levels
@@ -177,11 +180,10 @@ class RespConnection:
         except TimeoutError as err:
             self.close()
             raise RespFailure("timeout", "the node did not answer before the deadline") from err
-        except ssl.SSLError as err:
-            self.close()
-            raise RespFailure("tls", f"TLS error: {err}") from err
         except OSError as err:
             self.close()
+            if is_ssl_error(err):
+                raise RespFailure("tls", f"TLS error: {err}") from err
             raise RespFailure("connection", f"connection lost: {err}") from err
 
     # --- reading ------------------------------------------------------------------
@@ -287,7 +289,15 @@ def _integer(text: bytes) -> int:
     return int(text)
 
 
+def is_ssl_error(err: BaseException) -> bool:
+    """An error of the ssl module, which is loaded only when some target uses TLS."""
+    module = sys.modules.get("ssl")
+    return module is not None and isinstance(err, module.SSLError | module.CertificateError)
+
+
 def _handshake(sock: socket.socket, context: ssl.SSLContext, server_name: str, deadline: float) -> ssl.SSLSocket:
+    import ssl
+
     try:
         tls = context.wrap_socket(sock, server_hostname=server_name, do_handshake_on_connect=False)
         tls.settimeout(_remaining(deadline, "before the TLS handshake"))

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client.metrics_core import Metric
-
 from exporter.baselines.table import LEVELS, BaselineTable, NodeBaseline
-from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .targets import Target
 
@@ -56,14 +54,14 @@ def target_utilization(target: Target, table: BaselineTable, window: float, now:
     return result
 
 
-class BaselineCollector:
+class BaselineCollector(FamilyCollector):
     def __init__(self, targets: Iterable[Target], table: BaselineTable, window: float, aws_monitor: Any = None) -> None:
         self._targets = list(targets)
         self._table = table
         self._window = window
         self._aws = aws_monitor
 
-    def collect(self) -> Iterator[Metric]:
+    def build(self) -> FamilySet:
         out = FamilySet()
         now = time.monotonic()
         seen_types: set[str] = set()
@@ -84,7 +82,7 @@ class BaselineCollector:
             cloudwatch = self._cloudwatch_rates(target)
             if cloudwatch is not None:
                 _add_utilization(target, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
-        return iter(out)
+        return out
 
     def _missing(self, target: Target, out: FamilySet) -> None:
         with target.lock:

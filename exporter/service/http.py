@@ -18,12 +18,14 @@ import logging
 import queue
 import selectors
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+
+if TYPE_CHECKING:
+    import ssl
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,11 @@ class HttpServer:
         self._server_name = server_name
         self._extra_headers = list(extra_headers or [])
         self._peer_check = peer_check
+        self._would_block: tuple[type[BaseException], ...] = (BlockingIOError, InterruptedError)
+        if ssl_context is not None:
+            import ssl
+
+            self._would_block += (ssl.SSLWantReadError, ssl.SSLWantWriteError)
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
         self._busy: set[int] = set()  # those a worker holds
@@ -256,9 +263,9 @@ class HttpServer:
                 conn.buffer += data
                 if len(conn.buffer) > MAX_HEAD_BYTES + MAX_BODY_BYTES:
                     break
-                if not isinstance(conn.sock, ssl.SSLSocket) or not conn.sock.pending():
+                if not getattr(conn.sock, "pending", lambda: 0)():  # TLS may hold decrypted bytes the selector cannot see
                     break
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError):
+        except self._would_block:
             pass
         except (OSError, ValueError):
             self._close(conn)

@@ -12,8 +12,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
-
-from prometheus_client.metrics_core import Metric
+from typing import Any
 
 from exporter.common.families import Family, FamilySet
 from exporter.redis.info import InfoReply, parse_number
@@ -46,7 +45,7 @@ class RedisCollector:
         self._heartbeat_sources = heartbeat_sources
         self._address_names = address_names or {}
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Any]:
         return iter(self._scrape())
 
     def families(self) -> Iterator[Family]:

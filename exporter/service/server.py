@@ -9,27 +9,26 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
-
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.process_collector import ProcessCollector
 
 from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporter.common.exposition import encode_text
-from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter, HeartbeatWriterCollector
 
 from .baseline_collector import BaselineCollector
 from .http import HttpServer, Request
 from .pool import ScrapePool
+from .process import ProcessMetrics
 from .redis_collector import RedisCollector
 from .targets import Target, TargetRefused, TargetSet
-from .webconfig import WebConfig
+
+if TYPE_CHECKING:
+    from .webconfig import WebConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,34 +43,31 @@ class _Families:
     def __init__(self, collectors: Iterable[Any]) -> None:
         self._collectors = list(collectors)
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Any]:
         for collector in self._collectors:
             yield from collector.collect()
 
     def families(self) -> Iterator[Any]:
-        """For the text encoder: collectors that can skip building prometheus_client objects do."""
+        """For the text encoder: every collector gives plain families, no prometheus_client objects."""
         for collector in self._collectors:
-            yield from (collector.families() if hasattr(collector, "families") else collector.collect())
+            yield from collector.families()
 
 
-class _BuildInfo:
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            "elasticache_exporter_build_info",
-            "The exporter's version and Python version.",
-            labels=["version", "python_version"],
-        )
-        family.add_metric([__version__, platform.python_version()], 1.0)
-        yield family
+class _BuildInfo(FamilyCollector):
+    def build(self) -> FamilySet:
+        out = FamilySet()
+        labels = {"version": __version__, "python_version": platform.python_version()}
+        out.add("elasticache_exporter_build_info", GAUGE, "The exporter's version and Python version.", labels, 1.0)
+        return out
 
 
-class _Limits:
+class _Limits(FamilyCollector):
     """How close the exporter is to its own bounds: scrape workers, HTTP connections and workers."""
 
     def __init__(self, app: ExporterApp) -> None:
         self._app = app
 
-    def collect(self) -> Iterator[Metric]:
+    def build(self) -> FamilySet:
         out = FamilySet()
         pool = self._app.pool
         out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
@@ -86,7 +82,7 @@ class _Limits:
                     "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
             out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
                     "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
-        return iter(out)
+        return out
 
 
 class ExporterApp:
@@ -97,7 +93,7 @@ class ExporterApp:
         self.targets = targets or TargetSet(config)
         self.pool = ScrapePool(config.scrape_concurrency)
         self.http: HttpServer | None = None
-        self._process = ProcessCollector(registry=None)
+        self._process = ProcessMetrics()
         self._build_info = _BuildInfo()
         self._limits = _Limits(self)
         self.started = time.time()
@@ -233,6 +229,8 @@ class ExporterApp:
     def _metrics(self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any]) -> list[bytes]:
         accept = environ.get("HTTP_ACCEPT", "")
         if "application/openmetrics-text" in accept:
+            from prometheus_client.exposition import choose_encoder
+
             encoder, content_type = choose_encoder(accept)
             body = encoder(_Families(collectors))
         else:
