@@ -443,5 +443,65 @@ def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_noth
         assert {c.action for c in second} == {"unchanged"}
         assert apply(api, second) == 0
         assert "0 to create, 0 to update" in describe(second, [])
-        changed = [(region, {**alarm, "Threshold": alarm["Threshold"] + 1}) for region, alarm in desired[:1]]
-        assert [c.action for c in plan(api, changed)] == ["update"]
+        changed = [(region, {**alarm, "Threshold": alarm["Threshold"] + 1}) for region, alarm in desired[:per_node]]
+        assert [c.action for c in plan(api, changed)] == ["update"] * per_node + ["delete"] * per_node * (
+            len(cluster_ids) - 1
+        )
+
+
+def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_credentials):
+    """A fleet loses a node and gains one of a type without a baseline: plan shows create and delete; apply deletes
+    only with prune, only alarms it made (marker and tag), and a second apply changes nothing."""
+    from exporter.alerts.alarms import MARKER, apply, describe, desired_alarms, plan
+    from exporter.alerts.render import alarm_threshold_key, load_catalog
+    from exporter.baselines.table import load_table
+
+    with mock_aws():
+        cluster_ids = seed_moto(groups=1, replicas=3)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        alerts, table = load_catalog(), load_table()
+        per_node = sum(1 for alert in alerts if alert.cloudwatch)
+        fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)
+        api = next(iter(monitor.apis.values()))
+        desired, _ = desired_alarms(monitor.nodes(), alerts, table, None)
+        apply(api, plan(api, desired, (REGION,)))
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        # alarms of others: one by hand, one that copies our marker but lacks our tag
+        metric = {"Namespace": "AWS/ElastiCache", "MetricName": "Evictions", "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 1,
+                  "Threshold": 1.0, "ComparisonOperator": "GreaterThanThreshold"}  # fmt: skip
+        cloudwatch.put_metric_alarm(AlarmName=f"{cluster_ids[0]}-HandMade", AlarmDescription="by hand", **metric)
+        cloudwatch.put_metric_alarm(AlarmName="copycat-RedisDown", AlarmDescription=f"copied {MARKER}", **metric)
+
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        elasticache.delete_cache_cluster(CacheClusterId=cluster_ids[-1])
+        elasticache.create_cache_cluster(
+            CacheClusterId="newtype-001", CacheNodeType="cache.z9.huge", Engine="redis", NumCacheNodes=1, PreferredAvailabilityZone=f"{REGION}a"
+        )  # fmt: skip
+        monitor.discover_once()
+        desired, skipped = desired_alarms(monitor.nodes(), alerts, table, None)
+        assert skipped == ["node type cache.z9.huge has no baseline: baseline alarms skipped for newtype-001 (fixed-threshold alarms kept)"]
+        changes = plan(api, desired, (REGION,))
+        by_action = {action: sorted(c.name for c in changes if c.action == action) for action in ("create", "delete", "unchanged")}
+        assert len(by_action["create"]) == fixed
+        assert all(name.startswith("newtype-001-") for name in by_action["create"])
+        assert len(by_action["delete"]) == per_node
+        assert all(name.startswith(f"{cluster_ids[-1]}-") for name in by_action["delete"])
+        assert len(by_action["unchanged"]) == per_node * (len(cluster_ids) - 1)
+        text = describe(changes, skipped)
+        assert f"- delete {REGION} {cluster_ids[-1]}-RedisDown" not in text  # RedisDown has no CloudWatch alarm
+        assert f"- delete {REGION} {cluster_ids[-1]}-ElastiCacheEvictions (its node or alert is gone; apply --prune deletes it)" in text
+        assert f"{fixed} to create, 0 to update, {per_node} to delete" in text
+
+        assert apply(api, changes) == fixed  # without prune nothing is deleted
+        names = {a["AlarmName"] for a in cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]}
+        assert set(by_action["delete"]) <= names
+        changes = plan(api, desired, (REGION,))
+        assert apply(api, changes, prune=True) == per_node
+        names = {a["AlarmName"] for a in cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]}
+        assert not set(by_action["delete"]) & names
+        assert {f"{cluster_ids[0]}-HandMade", "copycat-RedisDown"} <= names  # never touched
+        again = plan(api, desired, (REGION,))
+        assert {c.action for c in again} == {"unchanged"}
+        assert apply(api, again, prune=True) == 0

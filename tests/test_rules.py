@@ -1,11 +1,13 @@
 """The rendered rules and template: up to date, deterministic, and checked by promtool and cfn-lint.
 
 Every alert of the catalog has a promtool unit test here: it fires at its threshold after its `for`,
-is silent before that, and is silent below the threshold.
+is silent before that, is silent below the threshold, and is silent on stale data (its target down,
+or its CloudWatch datapoint old) with the same inputs that fire it otherwise.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.alerts.render import load_catalog, render_cloudformation, render_prometheus
+from exporter.alerts.render import ENGINE_CPU_FLOOR_PERCENT, load_catalog, render_cloudformation, render_prometheus
 from exporter.baselines.table import load_table
 
 ROOT = Path(__file__).parent.parent
@@ -72,18 +74,24 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
     table = load_table()
     node_types = template["Parameters"]["CacheNodeType"]["AllowedValues"]
     mapping = template["Mappings"]["BaselineThresholds"]
+    assert node_types[-1] == "none"  # a node type without a baseline: the fixed-threshold alarms only
+    node_types = node_types[:-1]
     assert sorted(node_types) == sorted(mapping)
     assert len(node_types) > 50
+    assert template["Conditions"]["HasBaseline"] == {"Not": [{"Equals": [{"Ref": "CacheNodeType"}, "none"]}]}
     _, _, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
     checked = 0
     for logical, alarm in alarms.items():
         properties = alarm["Properties"]
         threshold = properties["Threshold"]
         if not isinstance(threshold, dict):
+            assert "Condition" not in alarm, logical
             continue
-        map_name, node_type_ref, key = threshold["FindInMap"]
+        assert alarm["Condition"] == "HasBaseline"
+        map_name, node_type_ref, key, default = threshold["FindInMap"]
         assert map_name == "BaselineThresholds"
         assert node_type_ref == {"Ref": "CacheNodeType"}
+        assert default == {"DefaultValue": 0}
         for node_type in node_types:
             value = mapping[node_type][key]
             node = table.get(node_type)
@@ -96,15 +104,20 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
                 level = int(key.removeprefix("EngineCpuPercent"))
                 assert properties["Statistic"] == "Average"
                 engine = node.measured.engine_cpu_utilization_p90 if node.measured and node.measured.engine_cpu_utilization_p90 else 90.0
-                assert value == pytest.approx(engine * level / 100, abs=0.01)
+                assert value == pytest.approx(max(engine * level / 100, ENGINE_CPU_FLOOR_PERCENT), abs=0.01)
+                assert value >= ENGINE_CPU_FLOOR_PERCENT  # never where healthy nodes run
+                assert mapping[node_type]["EngineCpuBaseline"] == ("benchmarked" if engine != 90.0 else "aws-guidance")
             else:
                 assert key == "HostCpuPercent"
                 assert value == pytest.approx(90 / node.vcpus, abs=0.01)
             checked += 1
-    assert checked >= 7 * len(node_types)
+    assert checked >= 6 * len(node_types)
     r6g = mapping["cache.r6g.large"]
     assert r6g["NetworkBytesPerMinute80"] == 75_000_000 * 60
     assert r6g["HostCpuPercent"] == 45.0
+    assert r6g["NetworkBaseline"] == "published"
+    assert mapping["cache.m4.xlarge"]["EngineCpuPercent90"] == 65.0  # benchmarked 28.7 %: the floor, not 23 %
+    assert mapping["cache.r4.large"]["NetworkBaseline"] == "published"
 
 
 def test_every_alarm_notifies_on_alarm_ok_and_insufficient_data():
@@ -112,6 +125,14 @@ def test_every_alarm_notifies_on_alarm_ok_and_insufficient_data():
     _, _, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
     catalog = {alert.name for alert in load_catalog() if alert.cloudwatch}
     assert {alarm["Properties"]["AlarmName"]["Sub"].removeprefix("${NodeId}-") for alarm in alarms.values()} == catalog
+    descriptions = [alarm["Properties"]["AlarmDescription"] for alarm in alarms.values()]
+    baseline_descriptions = [d["Sub"] for d in descriptions if isinstance(d, dict) and isinstance(d["Sub"], list)]
+    assert len(baseline_descriptions) == 5
+    assert any(isinstance(d, dict) and "vCPUs of ${CacheNodeType}" in d["Sub"] for d in descriptions)  # the host CPU alarm
+    for text, values in baseline_descriptions:
+        assert "${Baseline}" in text
+        assert "${CacheNodeType}" in text
+        assert values["Baseline"]["FindInMap"][2] in ("NetworkBaseline", "EngineCpuBaseline")
     for alarm in alarms.values():
         for actions in ("AlarmActions", "OKActions", "InsufficientDataActions"):
             assert alarm["Properties"][actions]
@@ -139,6 +160,7 @@ def case(alert, inputs, fire_at, quiet_at, labels, silent):
 
 def _baseline_case(alert, metric_labels, value_fraction, baseline, signal_name, node):
     labels = {**metric_labels, "node_type": node["node_type"]}
+    node = {**node, "baseline": node.get("baseline", "published")}
     firing = f"{baseline * value_fraction:.0f}+0x20"
     below = f"{baseline * (value_fraction - 0.15):.0f}+0x20"
     return ([(series(signal_name, **labels), firing)], labels, [(series(signal_name, **{**labels, "target": "quiet"}), below)])
@@ -153,12 +175,17 @@ for alert, direction, fraction, node, baseline in (
     inputs, labels, silent = _baseline_case(
         alert, {"target": "a", "direction": direction, "source": "info"}, fraction, baseline, "elasticache_network_bytes_per_second", node
     )
-    case(alert, inputs, "6m", "4m", {**labels, "suggested_node_type": node["suggested_node_type"]}, silent)
-for alert, fraction in (("ElastiCacheEngineCPUNearBaseline", 0.85), ("ElastiCacheEngineCPUAtBaseline", 0.95)):
-    inputs, labels, silent = _baseline_case(
-        alert, {"target": "a", "source": "info"}, fraction, 90, "elasticache_engine_cpu_utilization_percent", R6G
-    )
-    case(alert, inputs, "11m", "9m", {**labels, "suggested_node_type": R6G["suggested_node_type"]}, silent)
+    case(alert, inputs, "6m", "4m", {**labels, "suggested_node_type": node["suggested_node_type"], "baseline": "published"}, silent)
+inputs, labels, silent = _baseline_case(
+    "ElastiCacheEngineCPUNearBaseline", {"target": "a", "source": "info"}, 0.95, 90, "elasticache_engine_cpu_utilization_percent", R6G
+)
+M4 = {"target": "m4", "source": "cloudwatch", "node_type": "cache.m4.xlarge"}
+silent.append((series("elasticache_engine_cpu_utilization_percent", **M4), "40+0x20"))  # 1.4x its benchmark, under the 65 % floor
+case("ElastiCacheEngineCPUNearBaseline", inputs, "16m", "14m",
+     {**labels, "suggested_node_type": R6G["suggested_node_type"], "baseline": "aws-guidance"}, silent)  # fmt: skip
+CPU = {"target": "a", "source": "info", "node_type": "cache.r6g.large"}
+case("ElastiCacheEngineCPUSaturated", [(series("elasticache_engine_cpu_utilization_percent", **CPU), "95+0x10")], "6m", "4m", CPU,
+     [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "target": "q"}), "80+0x10")])  # fmt: skip
 
 CW = {"dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 for alert, metric in (
@@ -175,24 +202,29 @@ T = {"target": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", target="q"), "1+0x5")])
 case("ElastiCacheExporterTargetDown", [(series("up", job="elasticache", instance="e:9769"), "0+0x10")], "6m", "4m",
      {"job": "elasticache", "instance": "e:9769"}, [(series("up", job="elasticache", instance="q:9769"), "1+0x10")])  # fmt: skip
-case("RedisMissingMaster", [(series("redis_instance_role", target="a", role="slave"), "1+0x5")], "2m", "0m", {},
-     [])  # fmt: skip
-RG = {"replication_group": "orders"}
-case(
-    "RedisTooManyMasters",
-    [
-        (series("redis_instance_role", target="a", role="master"), "1+0x5"),
-        (series("redis_instance_role", target="b", role="master"), "1+0x5"),
-        (series("elasticache_node_info", target="a", replication_group="orders"), "1+0x5"),
-        (series("elasticache_node_info", target="b", replication_group="orders"), "1+0x5"),
-        (series("redis_instance_role", target="c", role="master"), "1+0x5"),
-        (series("elasticache_node_info", target="c", replication_group="other"), "1+0x5"),
-    ],
-    "2m", "0m", RG, [],
-)  # fmt: skip
-case("RedisFailover", [(series("redis_instance_role", target="a", role="slave"), "1 1 1 1 1 1 _ _ _ _"),
-                        (series("redis_instance_role", target="a", role="master"), "_ _ _ _ _ _ 1 1 1 1")],
-     "7m", "5m", {"target": "a", "role": "master"}, [(series("redis_instance_role", target="q", role="master"), "1+0x10")])  # fmt: skip
+def member(target, role, shard, group="orders"):
+    return series("elasticache_shard_member_info", target=target, role=role, shard=shard, replication_group=group, shard_source="config")
+
+
+def healthy_shards(shards: int, replicas: int, group: str = "orders") -> list[tuple[str, str]]:
+    nodes = []
+    for shard in range(1, shards + 1):
+        nodes.append((member(f"{group}-{shard}-0", "master", f"{shard:04d}", group), "1+0x10"))
+        nodes += [(member(f"{group}-{shard}-{r}", "slave", f"{shard:04d}", group), "1+0x10") for r in range(1, replicas + 1)]
+    return nodes
+
+
+# a cluster of 3 shards x 2 replicas, and a second group with the same shard names: healthy, nothing fires
+HEALTHY = healthy_shards(3, 2) + healthy_shards(2, 1, "sessions")
+case("RedisMissingMaster",
+     [(member("a", "slave", "0001"), "1+0x5"), (member("b", "master", "0002"), "1+0x5"), (member("c", "slave", "0002"), "1+0x5")],
+     "2m", "0m", {"replication_group": "orders", "shard": "0001"}, HEALTHY)  # fmt: skip
+case("RedisTooManyMasters",
+     [(member("a", "master", "0001"), "1+0x5"), (member("b", "master", "0001"), "1+0x5"), (member("c", "master", "0002"), "1+0x5")],
+     "2m", "0m", {"replication_group": "orders", "shard": "0001"}, HEALTHY)  # fmt: skip
+case("RedisFailover", [(series("redis_instance_role", target="a", role="slave"), " ".join(["1"] * 12 + ["_"] * 8)),
+                        (series("redis_instance_role", target="a", role="master"), " ".join(["_"] * 12 + ["1"] * 8))],
+     "13m", "11m", {"target": "a", "role": "master"}, [(series("redis_instance_role", target="q", role="master"), "1+0x20")])  # fmt: skip
 case("ElastiCachePrimaryChanged", [(series("aws_elasticache_is_primary_maximum", **CW), "1 1 1 0 0 0")], "4m", "2m", CW,
      [(series("aws_elasticache_is_primary_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1+0x6")])  # fmt: skip
 LINK = {"target": "a", "master_host": "10.0.0.1", "master_port": "6379"}
@@ -253,10 +285,13 @@ case("ElastiCacheHostCPUHigh",
 case("RedisTooManyConnections",
      [(series("redis_connected_clients", **T), "95+0x5"), (series("redis_config_maxclients", **T), "100+0x5")], "3m", "1m", T,
      [(series("redis_connected_clients", target="q"), "10+0x5"), (series("redis_config_maxclients", target="q"), "100+0x5")])  # fmt: skip
-case("RedisNotEnoughConnections", [(series("redis_connected_clients", **T), "2+0x5")], "3m", "1m", T,
-     [(series("redis_connected_clients", target="q"), "50+0x5")])  # fmt: skip
-case("ElastiCacheEngineCPUHigh", [(series("aws_elasticache_engine_cpuutilization_average", **CW), "95+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_engine_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "20+0x10")])  # fmt: skip
+case("RedisNotEnoughConnections",
+     [(series("redis_connected_clients", **T), "20 20 20 2 2 2 2 2 2 2 2 2"), (series("redis_instance_role", target="a", role="master"), "1+0x12")],
+     "9m", "7m", T,
+     [(series("redis_connected_clients", target="replica"), "20 20 20 2 2 2 2 2 2 2 2 2"),
+      (series("redis_instance_role", target="replica", role="slave"), "1+0x12"),
+      (series("redis_connected_clients", target="unused"), "1+0x12"),
+      (series("redis_instance_role", target="unused", role="master"), "1+0x12")])  # fmt: skip
 case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
@@ -286,30 +321,90 @@ def test_every_alert_has_a_unit_test():
     assert sorted(CASES) == sorted(alert.name for alert in load_catalog() if alert.baseline_signal or alert.expr)
 
 
+CW_SERIES = re.compile(r"aws_elasticache_[a-z0-9_]+")
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bool) -> list[tuple[str, str]]:
+    """What the guard of an alert reads, for every node of the inputs: redis_up 1 (or 0), or a fresh (or old)
+    CloudWatch datapoint timestamp."""
+    extra: dict[str, str] = {}
+    for text, _ in inputs:
+        labels = dict(LABEL.findall(text))
+        if guard in ("redis", "utilization") and "target" in labels:
+            extra[series("redis_up", target=labels["target"])] = "1+0x40" if fresh else "0+0x40"
+        elif guard == "cloudwatch" and "dimension_CacheClusterId" in labels:
+            dims = {k: labels[k] for k in ("dimension_CacheClusterId", "dimension_CacheNodeId", "region")}
+            metric = CW_SERIES.search(expr).group(0)
+            # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
+            extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x40" if fresh else "-1000+0x40"
+    return list(extra.items())
+
+
 def test_promtool_unit_tests_for_every_alert(tmp_path):
-    """Annotations are checked by `promtool check rules` and below; here the expressions, `for` and labels."""
+    """Annotations are checked by `promtool check rules` and below; here the expressions, `for`, labels and guards."""
     rules = tmp_path / "rules.yml"
     rules.write_text(_without_annotations(RULES.read_text()))
-    severities = {alert.name: alert.severity for alert in load_catalog()}
+    exprs = {rule["alert"]: rule["expr"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
+    catalog = {alert.name: alert for alert in load_catalog()}
     tests = []
+    stale_checked = set()
     for alert, (inputs, fire_at, quiet_at, labels, silent) in sorted(CASES.items()):
-        expected = [{"exp_labels": {**labels, "severity": severities[alert]}}]
+        guard, expr = catalog[alert].guard, exprs[alert]
+        expected = [{"exp_labels": {**labels, "severity": catalog[alert].severity}}]
         checks = [{"eval_time": fire_at, "alertname": alert, "exp_alerts": expected}]
         if quiet_at:
             checks.append({"eval_time": quiet_at, "alertname": alert, "exp_alerts": []})
-        tests.append({"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks})
+        firing = inputs + guard_inputs(guard, expr, inputs, fresh=True)
+        tests.append({"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in firing], "alert_rule_test": checks})
         if silent:
+            quiet = silent + guard_inputs(guard, expr, silent, fresh=True)
             tests.append(
                 {
                     "interval": "1m",
-                    "input_series": [{"series": s, "values": v} for s, v in silent],
+                    "input_series": [{"series": s, "values": v} for s, v in quiet],
                     "alert_rule_test": [{"eval_time": fire_at, "alertname": alert, "exp_alerts": []}],
                 }
             )
+        if guard != "none":
+            stale = inputs + guard_inputs(guard, expr, inputs, fresh=False)
+            assert len(stale) > len(inputs), f"{alert}: its inputs name no node the {guard} guard could check"
+            stale_checked.add(alert)
+            tests.append(
+                {
+                    "interval": "1m",
+                    "input_series": [{"series": s, "values": v} for s, v in stale],
+                    "alert_rule_test": [{"eval_time": fire_at, "alertname": alert, "exp_alerts": []}],
+                }
+            )
+    assert len(stale_checked) >= 30
     test_file = tmp_path / "rules.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
     result = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+def test_every_rule_reading_per_node_data_has_its_guard():
+    guards = {
+        "redis": "and on (target) (redis_up == 1)",
+        "utilization": "unless on (target) (redis_up == 0)",
+        "cloudwatch": "elasticache_cloudwatch_datapoint_timestamp_seconds",
+    }
+    rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
+    unguarded = set()
+    for alert in load_catalog():
+        if alert.name not in rules:
+            continue
+        rule = rules[alert.name]
+        assert "keep_firing_for" not in rule, alert.name
+        if alert.guard == "none":
+            unguarded.add(alert.name)
+        else:
+            assert guards[alert.guard] in rule["expr"], alert.name
+    assert unguarded == {
+        "RedisDown", "ElastiCacheExporterTargetDown", "RedisMissingMaster", "RedisTooManyMasters",
+        "ElastiCacheCloudWatchDataStale", "ElastiCacheCloudWatchPollFailing", "ElastiCacheBaselineMissing",
+    }  # fmt: skip
 
 
 def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggestion(tmp_path):
@@ -323,19 +418,27 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
                 "tests": [
                     {
                         "interval": "1m",
-                        "input_series": [{"series": series("elasticache_network_bytes_per_second", **labels), "values": "85000000+0x10"}],
+                        "input_series": [
+                            {"series": series("elasticache_network_bytes_per_second", **labels), "values": "85000000+0x10"},
+                            {"series": series("redis_up", target="a"), "values": "1+0x10"},
+                        ],
                         "alert_rule_test": [
                             {
                                 "eval_time": "6m",
                                 "alertname": "ElastiCacheNetworkOutAtBaseline",
                                 "exp_alerts": [
                                     {
-                                        "exp_labels": {**labels, "suggested_node_type": "cache.r6g.xlarge", "severity": "critical"},
+                                        "exp_labels": {
+                                            **labels,
+                                            "suggested_node_type": "cache.r6g.xlarge",
+                                            "baseline": "published",
+                                            "severity": "critical",
+                                        },
                                         "exp_annotations": {
                                             "summary": "Network out of a node is above 90 % of its node type's baseline.",
-                                            "description": "a (cache.r6g.large) sends 90.67% of the node type's baseline bandwidth (source "
-                                            "info); it will be shaped soon. Suggested action: move to cache.r6g.xlarge now, or shed read "
-                                            "traffic to replicas.",
+                                            "description": "a sends 90.67% of the published baseline bandwidth of cache.r6g.large (page at "
+                                            "90 %; traffic from info); it will be shaped soon. Suggested action: move to cache.r6g.xlarge "
+                                            "now, or shed read traffic to replicas.",
                                             "runbook_url": "docs/runbooks.md#network-near-baseline",
                                         },
                                     }
@@ -356,3 +459,34 @@ def test_runbooks_exist_for_every_alert():
     runbooks = (ROOT / "docs" / "runbooks.md").read_text()
     for alert in load_catalog():
         assert f'<a id="{alert.runbook}"></a>' in runbooks, alert.runbook
+
+
+def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_pass_cfn_lint(tmp_path):
+    types = ["cache.r6g.large"] * 60 + ["cache.t3.micro"] * 25 + ["cache.z9.huge"] * 10 + [""] * 5
+    fleet = tmp_path / "fleet.yml"
+    fleet.write_text(yaml.safe_dump({"nodes": [{"cluster_id": f"fleet-{i:04d}-001", "node_type": t} for i, t in enumerate(types)]}))
+    out = tmp_path / "stacks"
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter", "render", "cloudformation", "--fleet", str(fleet), "--out", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "node type cache.z9.huge has no baseline: 10 node(s) get the fixed-threshold alarms only" in result.stderr
+    stacks = sorted(out.glob("*.yaml"))
+    lint = subprocess.run([cfn_lint(), *map(str, stacks)], capture_output=True, text=True, timeout=300, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    catalog = load_catalog()
+    every = {a.name for a in catalog if a.cloudwatch}
+    fixed = {a.name for a in catalog if a.cloudwatch and not (a.baseline_signal or (a.cloudwatch or {}).get("per_node_type"))}
+    found: dict[str, set[str]] = {}
+    for path in stacks:
+        template = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506
+        _, ids, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
+        assert len(ids) * len(alarms) + 1 <= 500, path.name
+        node_type = template["Parameters"]["CacheNodeType"]["Default"]
+        for node_id in ids:
+            assert node_id not in found, node_id
+            found[node_id] = {alarm["Properties"]["AlarmName"]["Sub"].removeprefix("${NodeId}-") for alarm in alarms.values()}
+            assert found[node_id] == (fixed if node_type == "none" else every), (path.name, node_id)
+    assert len(found) == 100
+    assert sum(len(names) for names in found.values()) == 85 * len(every) + 15 * len(fixed)

@@ -3,6 +3,10 @@
 The desired alarms are computed from the same catalog and baseline table as the template, for
 every discovered node; ``plan`` compares them with what CloudWatch has and prints the difference,
 ``apply`` puts only what differs, so running it twice changes nothing the second time.
+
+Alarms this tool creates are its own: their description ends with MARKER and they carry the tag
+MANAGED_TAG. Only such alarms of nodes that discovery no longer finds are deleted, and only by
+``apply --prune``; alarms made by hand or by other tools are never touched.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from exporter.aws.api import AwsApi
 from exporter.aws.discovery import Node
 from exporter.baselines.table import BaselineTable
 
-from .render import Alert, alarm_threshold_key, mapping_rows
+from .render import ENGINE_CPU_FLOOR_PERCENT, Alert, alarm_threshold_key, mapping_rows
 
+MARKER = "(managed by elasticache-exporter)"
+MANAGED_TAG = {"Key": "elasticache-exporter:managed", "Value": "true"}
 COMPARED = (
     "AlarmDescription",
     "Namespace",
@@ -38,7 +44,7 @@ COMPARED = (
 
 @dataclass(frozen=True)
 class Change:
-    action: str  # create | update | unchanged
+    action: str  # create | update | unchanged | delete
     name: str
     region: str
     desired: dict[str, Any]
@@ -46,21 +52,40 @@ class Change:
 
 
 def desired_alarms(nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None) -> tuple[list[tuple[str, dict]], list[str]]:
-    """(region, PutMetricAlarm arguments) per node and alarm; and the nodes skipped, with the reason."""
+    """(region, PutMetricAlarm arguments) per node and alarm; and, per node type without a baseline, which
+    nodes get the fixed-threshold alarms only."""
     thresholds = {row["key"]: row["values"] for row in mapping_rows(table)}
-    result, skipped = [], []
+    result: list[tuple[str, dict]] = []
+    skipped: dict[str, list[str]] = {}
     for node in sorted(nodes, key=lambda n: (n.region, n.cluster_id, n.node_id)):
         values = thresholds.get(node.node_type)
         if values is None:
-            skipped.append(f"{node.cluster_id}: node type {node.node_type or '(unknown)'} has no baseline")
-            continue
+            skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
         for alert in alerts:
-            if alert.cloudwatch:
-                result.append((node.region, _alarm(node, alert, values, topic_arn)))
-    return result, skipped
+            if not alert.cloudwatch or (values is None and alarm_threshold_key(alert) is not None):
+                continue
+            result.append((node.region, _alarm(node, alert, values or {}, topic_arn)))
+    notes = [
+        f"node type {node_type} has no baseline: baseline alarms skipped for {', '.join(ids)} (fixed-threshold alarms kept)"
+        for node_type, ids in sorted(skipped.items())
+    ]
+    return result, notes
 
 
-def _alarm(node: Node, alert: Alert, values: dict[str, float], topic_arn: str | None) -> dict[str, Any]:
+def _threshold_text(alert: Alert, node: Node, values: dict[str, Any]) -> str:
+    if alert.baseline_signal in ("network_out", "network_in"):
+        return f" Threshold: {alert.baseline_level} % of the {values['NetworkBaseline']} baseline bandwidth of {node.node_type}."
+    if alert.baseline_signal == "engine_cpu":
+        return (
+            f" Threshold: {alert.baseline_level} % of the {values['EngineCpuBaseline']} engine CPU of {node.node_type} at its"
+            f" baseline bandwidth, and at least {ENGINE_CPU_FLOOR_PERCENT:g} % of a core."
+        )
+    if alert.cloudwatch and alert.cloudwatch.get("per_node_type") == "host_cpu":
+        return f" Threshold: 90 % divided by the vCPUs of {node.node_type}."
+    return ""
+
+
+def _alarm(node: Node, alert: Alert, values: dict[str, Any], topic_arn: str | None) -> dict[str, Any]:
     cw = alert.cloudwatch or {}
     key = alarm_threshold_key(alert)
     dimensions = [{"Name": "CacheClusterId", "Value": node.cluster_id}, {"Name": "CacheNodeId", "Value": node.node_id}]
@@ -68,7 +93,7 @@ def _alarm(node: Node, alert: Alert, values: dict[str, float], topic_arn: str | 
     evaluation = int(cw.get("evaluation_periods", 5))
     alarm: dict[str, Any] = {
         "AlarmName": f"{node.cluster_id}-{alert.name}",
-        "AlarmDescription": f"[{alert.severity}] {alert.summary}",
+        "AlarmDescription": f"[{alert.severity}] {alert.summary}{_threshold_text(alert, node, values)} {MARKER}",
         "EvaluationPeriods": evaluation,
         "DatapointsToAlarm": evaluation,
         "Threshold": float(values[key] if key else cw["threshold"]),
@@ -77,6 +102,7 @@ def _alarm(node: Node, alert: Alert, values: dict[str, float], topic_arn: str | 
         "AlarmActions": [topic_arn] if topic_arn else [],
         "OKActions": [topic_arn] if topic_arn else [],
         "InsufficientDataActions": [topic_arn] if topic_arn else [],
+        "Tags": [MANAGED_TAG],
     }
     metric = {"Namespace": "AWS/ElastiCache", "MetricName": cw["metric"], "Dimensions": dimensions}
     if cw.get("increase"):
@@ -111,8 +137,29 @@ def _normal(alarm: dict[str, Any]) -> dict[str, str]:
     return result
 
 
-def plan(api: AwsApi, desired: list[tuple[str, dict]]) -> list[Change]:
-    by_region: dict[str, list[dict]] = {}
+def _existing_managed(api: AwsApi, client: Any) -> dict[str, dict]:
+    """Every metric alarm of the region whose description carries our marker, by name."""
+    found: dict[str, dict] = {}
+    kwargs: dict[str, Any] = {"AlarmTypes": ["MetricAlarm"], "MaxRecords": 100}
+    while True:
+        reply = api.call(client, "describe_alarms", **kwargs)
+        for alarm in reply.get("MetricAlarms", []):
+            if (alarm.get("AlarmDescription") or "").endswith(MARKER):
+                found[alarm["AlarmName"]] = alarm
+        token = reply.get("NextToken")
+        if not token:
+            return found
+        kwargs["NextToken"] = token
+
+
+def _tagged_as_ours(api: AwsApi, client: Any, alarm: dict) -> bool:
+    reply = api.call(client, "list_tags_for_resource", ResourceARN=alarm["AlarmArn"])
+    return any(tag.get("Key") == MANAGED_TAG["Key"] and tag.get("Value") == MANAGED_TAG["Value"] for tag in reply.get("Tags", []))
+
+
+def plan(api: AwsApi, desired: list[tuple[str, dict]], regions: tuple[str, ...] = ()) -> list[Change]:
+    """Create, update, unchanged for every desired alarm; delete for our own alarms nobody wants any more."""
+    by_region: dict[str, list[dict]] = {region: [] for region in regions}
     for region, alarm in desired:
         by_region.setdefault(region, []).append(alarm)
     changes = []
@@ -132,27 +179,41 @@ def plan(api: AwsApi, desired: list[tuple[str, dict]]) -> list[Change]:
             want, have = _normal(alarm), _normal(current)
             differences = tuple(sorted(field for field in set(want) | set(have) if want.get(field) != have.get(field)))
             changes.append(Change("update" if differences else "unchanged", alarm["AlarmName"], region, alarm, differences))
+        wanted = set(names)
+        for name, alarm in sorted(_existing_managed(api, client).items()):
+            if name not in wanted and _tagged_as_ours(api, client, alarm):
+                changes.append(Change("delete", name, region, {}))
     return changes
 
 
-def apply(api: AwsApi, changes: list[Change]) -> int:
+def apply(api: AwsApi, changes: list[Change], prune: bool = False) -> int:
+    """Put what differs; with ``prune``, delete our own alarms nobody wants. Returns how many changed."""
     applied = 0
+    deletions: dict[str, list[str]] = {}
     for change in changes:
-        if change.action == "unchanged":
-            continue
-        api.call(api.client("cloudwatch", change.region), "put_metric_alarm", **change.desired)
-        applied += 1
+        if change.action == "delete":
+            deletions.setdefault(change.region, []).append(change.name)
+        elif change.action != "unchanged":
+            api.call(api.client("cloudwatch", change.region), "put_metric_alarm", **change.desired)
+            applied += 1
+    if prune:
+        for region, names in sorted(deletions.items()):
+            for start in range(0, len(names), 100):
+                api.call(api.client("cloudwatch", region), "delete_alarms", AlarmNames=names[start : start + 100])
+                applied += len(names[start : start + 100])
     return applied
 
 
-def describe(changes: list[Change], skipped: list[str]) -> str:
+def describe(changes: list[Change], skipped: list[str], prune: bool = False) -> str:
     lines = []
     for change in changes:
         if change.action == "create":
             lines.append(f"+ create {change.region} {change.name} (threshold {change.desired['Threshold']:g})")
         elif change.action == "update":
             lines.append(f"~ update {change.region} {change.name}: {', '.join(change.differences)}")
-    lines += [f"! skipped {reason}" for reason in skipped]
-    counts = {action: sum(1 for c in changes if c.action == action) for action in ("create", "update", "unchanged")}
-    lines.append(f"{counts['create']} to create, {counts['update']} to update, {counts['unchanged']} unchanged")
+        elif change.action == "delete":
+            lines.append(f"- delete {change.region} {change.name} (its node or alert is gone{'' if prune else '; apply --prune deletes it'})")
+    lines += [f"! {note}" for note in skipped]
+    counts = {action: sum(1 for c in changes if c.action == action) for action in ("create", "update", "unchanged", "delete")}
+    lines.append(f"{counts['create']} to create, {counts['update']} to update, {counts['delete']} to delete, {counts['unchanged']} unchanged")
     return "\n".join(lines) + "\n"

@@ -118,6 +118,9 @@ def window(now: float, period: int, delay: float, lookback_periods: int) -> tupl
     return datetime.fromtimestamp(start, tz=timezone.utc), datetime.fromtimestamp(end, tz=timezone.utc)
 
 
+FRESH_SECONDS = 600  # a datapoint older than this no longer speaks for the node (the rules' guard uses the same)
+
+
 @dataclass(frozen=True)
 class Datapoint:
     value: float

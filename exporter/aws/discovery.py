@@ -61,7 +61,8 @@ def build_nodes(
     """Join DescribeReplicationGroups and DescribeCacheClusters(ShowCacheNodeInfo) replies.
 
     Member details (shard, role, read endpoint) come from the replication group; type, engine and
-    encryption from the cache cluster. Nodes of engines other than Redis and Valkey are left out.
+    encryption from the cache cluster. Nodes of engines other than Redis and Valkey are left out, and so
+    are clusters being deleted (their alarms and series go with them).
     """
     members: dict[tuple[str, str], dict[str, Any]] = {}
     groups: dict[str, dict[str, Any]] = {}
@@ -74,7 +75,7 @@ def build_nodes(
     nodes = []
     for cluster in cache_clusters:
         engine = (cluster.get("Engine") or "").lower()
-        if engine not in ("redis", "valkey"):
+        if engine not in ("redis", "valkey") or cluster.get("CacheClusterStatus") in GONE:
             continue
         cluster_id = cluster.get("CacheClusterId", "")
         group = groups.get(cluster.get("ReplicationGroupId", ""), {})
@@ -111,6 +112,9 @@ def build_nodes(
 def matches_tag_filters(tags: Mapping[str, str], filters: Mapping[str, tuple[str, ...]]) -> bool:
     """Every filtered key must be present; with values listed, the node's value must be one of them."""
     return all(key in tags and (not values or tags[key] in values) for key, values in filters.items())
+
+
+GONE = frozenset({"deleting", "deleted"})
 
 
 def discover_region(api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]]) -> tuple[list[Node], list[ServerlessCache]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .api import AwsApi, AwsCallError
-from .cloudwatch import Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
+from .cloudwatch import FRESH_SECONDS, Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
 from .discovery import Node, ServerlessCache, discover_region
 from .settings import AwsAccount, AwsConfig
 
@@ -201,6 +201,11 @@ class AwsMonitor:
             if not token:
                 return results
             kwargs["NextToken"] = token
+
+    def fresh_seconds(self) -> float:
+        """How old the newest datapoint of a node may be while it still describes the node now."""
+        config = self.config
+        return max(FRESH_SECONDS, config.delay + config.period * (config.lookback_periods + 1) + config.poll_interval)
 
     def latest(self, cluster_id: str, metric: str, statistic: str) -> Datapoint | None:
         """The newest datapoint of a node's metric (node id 0001, as Redis nodes have), in any region."""

@@ -134,14 +134,16 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     monitor = AwsMonitor(config.aws, log_failures=False)
     discover(monitor)
     applied = 0
-    for account, nodes in monitor.nodes_by_account().items():
+    by_account = monitor.nodes_by_account()
+    prune = args.action == "apply" and args.prune
+    for account in config.aws.accounts:
         api = monitor.apis[account]
-        desired, skipped = desired_alarms(nodes, alerts, table, args.sns_topic_arn)
-        changes = plan(api, desired)
-        sys.stdout.write(describe(changes, skipped))
+        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn)
+        changes = plan(api, desired, account.regions)
+        sys.stdout.write(describe(changes, skipped, prune))
         if args.action == "apply":
             try:
-                applied += apply(api, changes)
+                applied += apply(api, changes, prune)
             except AwsCallError as err:
                 raise RuntimeFailure(f"partial apply: {applied} alarm(s) applied before {aws_failure(err)}") from err
     if args.action == "apply":

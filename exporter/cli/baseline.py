@@ -80,6 +80,8 @@ def run_render(args: argparse.Namespace) -> int:
 
     table = load_table(args.baselines, args.basis)
     alerts = load_catalog(args.catalog)
+    if args.fleet:
+        return _render_fleet(args, alerts, table)
     renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
     text = renderer(alerts, table, args.runbook_base_url)
     if args.out:
@@ -88,4 +90,29 @@ def run_render(args: argparse.Namespace) -> int:
         write_atomically(directory / RENDERED_FILES[args.what], text)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
+    """One template per node type and chunk of at most CloudFormation's 500 resources, into --out."""
+    from pathlib import Path
+
+    from exporter.alerts.render import fleet_stacks, load_fleet, render_cloudformation
+    from exporter.baselines.derive import write_atomically
+    from exporter.common.errors import UsageError
+
+    if args.what != "cloudformation" or not args.out:
+        raise UsageError("--fleet renders CloudFormation stacks and needs --out DIR")
+    stacks, notes = fleet_stacks(load_fleet(args.fleet), alerts, table)  # type: ignore[arg-type]
+    directory = Path(args.out)
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, stack in enumerate(stacks, 1):
+        fleet = {**stack, "index": index, "count": len(stacks)}
+        name = f"elasticache-alarms-{index:03d}-{stack['node_type'].removeprefix('cache.').replace('.', '-')}.yaml"
+        write_atomically(directory / name, render_cloudformation(alerts, table, args.runbook_base_url, fleet))  # type: ignore[arg-type]
+    for note in notes:
+        print(f"render: {note}", file=sys.stderr)
+    nodes = sum(len(stack["ids"]) for stack in stacks)
+    alarms = sum(len(stack["ids"]) * stack["alarms_per_node"] for stack in stacks)
+    print(f"render: {len(stacks)} stack(s) for {nodes} node(s), {alarms} alarm(s), in {directory}", file=sys.stderr)
     return 0

@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
     render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
     render.add_argument("--out", metavar="DIR", help="write the file into this directory instead of standard output")
+    render.add_argument(
+        "--fleet",
+        metavar="FILE",
+        help="cloudformation: a YAML list of nodes (cluster_id, node_type); writes one stack per node type and 500 resources",
+    )
     render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
     alarms = commands.add_parser(
         "alarms",
@@ -130,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_aws_source(alarms)
     alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
+    alarms.add_argument(
+        "--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone"
+    )
     capacity = commands.add_parser(
         "capacity",
         help="which nodes approach their baseline, how fast, and what to change, from CloudWatch history",

@@ -43,7 +43,7 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
         item = {"addr": item}
     if not isinstance(item, dict):
         raise ConfigError(key, "must be an address or a mapping with 'addr'")
-    check_keys(item, key, {"name", "addr", "node_type", *CREDENTIAL_KEYS})
+    check_keys(item, key, {"name", "addr", "node_type", "replication_group", "shard", *CREDENTIAL_KEYS})
     node_type = as_string(item.get("node_type") or "", f"{key}.node_type")
     if node_type and not _NODE_TYPE.match(node_type):
         raise ConfigError(f"{key}.node_type", f"not a node type such as cache.r6g.large: {node_type!r}")
@@ -68,7 +68,15 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
     name = as_string(name, f"{key}.name")
     if not name or not name.isprintable():
         raise ConfigError(f"{key}.name", "must be a non-empty printable string")
-    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type)
+    membership = {}
+    for field in ("replication_group", "shard"):
+        value = as_string(item.get(field) or "", f"{key}.{field}")
+        if value and not value.isprintable():
+            raise ConfigError(f"{key}.{field}", "must be a printable string")
+        membership[field] = value
+    if membership["shard"] and not membership["replication_group"]:
+        raise ConfigError(f"{key}.shard", "needs replication_group beside it (a shard is named within its group)")
+    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type, **membership)
 
 
 def allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .addresses import Endpoint
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure, is_ssl_error
 from .settings import Credentials, TlsOptions
-from .slots import key_slot, owned_slots
+from .slots import key_slot, owned_slots, shard_primary
 
 if TYPE_CHECKING:
     import ssl
@@ -118,6 +118,7 @@ class RedisNode:
         self._cluster_enabled = False
         self._slots: frozenset[int] | None = None  # slots this node serves reads of (cluster mode); None: not known
         self._slots_read = 0.0
+        self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
         self._closed = False
         self.connects = 0
 
@@ -190,7 +191,9 @@ class RedisNode:
             return
         if not isinstance(reply, bytes):
             raise RespFailure("protocol", f"CLUSTER NODES answered {_kind_of(reply)}")
-        self._slots = owned_slots(reply.decode("utf-8", errors="replace"))
+        text = reply.decode("utf-8", errors="replace")
+        self._slots = owned_slots(text)
+        self.shard_primary = shard_primary(text)
         self._slots_read = time.monotonic()
 
     def owns(self, key: str) -> bool:

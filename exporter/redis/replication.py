@@ -79,6 +79,44 @@ def add_replication_metrics(info: InfoReply, target: str, names: AddressNames, o
         )
 
 
+@dataclass(frozen=True)
+class Membership:
+    """Where a node belongs, as configured or discovered; in cluster mode, the id of its shard's primary."""
+
+    replication_group: str = ""
+    shard: str = ""
+    cluster_shard: str | None = None
+
+
+def shard_of(info: InfoReply, membership: Membership) -> tuple[str, str, str] | None:
+    """(replication group, shard, where the shard name comes from): the configured or discovered name, else
+    the cluster-mode shard primary's node id, else the replication id (a primary and the replicas synced to
+    it share it, and a replica keeps it while its link is down)."""
+    if membership.shard:
+        return membership.replication_group, membership.shard, "config"
+    if membership.cluster_shard:
+        return membership.replication_group, membership.cluster_shard, "cluster"
+    replid = info.sections.get("replication", {}).get("master_replid", "")
+    if replid and replid.strip("0"):
+        return membership.replication_group, replid, "replication"
+    return None
+
+
+def add_shard_membership(info: InfoReply, target: str, membership: Membership, out: FamilySet) -> None:
+    shard = shard_of(info, membership)
+    role = info.get("role", "") or ""
+    if shard is None or not role:
+        return
+    group, name, source = shard
+    out.add(
+        "elasticache_shard_member_info",
+        GAUGE,
+        "The shard a node answering now belongs to, with its current role; count by (replication_group, shard).",
+        {"target": target, "replication_group": group, "shard": name, "shard_source": source, "role": role},
+        1.0,
+    )
+
+
 def add_heartbeat_metrics(
     readings: list[HeartbeatReading], role: str, read_time: float, target: str, out: FamilySet
 ) -> tuple[list[tuple[str, str]], dict[str, float]]:

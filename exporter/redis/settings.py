@@ -58,6 +58,8 @@ class TargetConfig:
     endpoint: Endpoint
     credentials: Credentials
     node_type: str = ""
+    replication_group: str = ""  # with shard: where the node belongs, for counting masters per shard
+    shard: str = ""
 
     @property
     def display(self) -> str:

@@ -36,16 +36,37 @@ def key_slot(key: bytes) -> int:
     return crc16(key) % SLOTS
 
 
+def _lines(cluster_nodes: str) -> tuple[list[list[str]], list[str] | None]:
+    lines = [line.split() for line in cluster_nodes.splitlines() if line.strip()]
+    myself = next((fields for fields in lines if len(fields) >= 8 and "myself" in fields[2].split(",")), None)
+    return lines, myself
+
+
+def _is_replica(fields: list[str]) -> bool:
+    flags = fields[2].split(",")
+    return "slave" in flags or "replica" in flags
+
+
+def shard_primary(cluster_nodes: str) -> str | None:
+    """The node id of the primary of this node's shard (its own id for a primary), from ``CLUSTER NODES``:
+    the same for every node of a shard, and unique across clusters."""
+    _, myself = _lines(cluster_nodes)
+    if myself is None:
+        return None
+    if _is_replica(myself):
+        return myself[3] if len(myself[3]) == 40 else None
+    return myself[0]
+
+
 def owned_slots(cluster_nodes: str) -> frozenset[int]:
     """The slots this node serves reads of, from its ``CLUSTER NODES`` reply: its own slots for a
     primary, its primary's for a replica (which answers them after READONLY). Slots being migrated
     (``[slot->-id]``) are left out: a read there may be redirected."""
-    lines = [line.split() for line in cluster_nodes.splitlines() if line.strip()]
-    myself = next((fields for fields in lines if len(fields) >= 8 and "myself" in fields[2].split(",")), None)
+    lines, myself = _lines(cluster_nodes)
     if myself is None:
         return frozenset()
     owner = myself
-    if "slave" in myself[2].split(",") or "replica" in myself[2].split(","):
+    if _is_replica(myself):
         owner = next((fields for fields in lines if fields[0] == myself[3]), None)
         if owner is None:
             return frozenset()

@@ -66,17 +66,17 @@ class BaselineCollector(FamilyCollector):
         now = time.monotonic()
         seen_types: set[str] = set()
         for target in self._targets:
-            if not target.node_type:
-                continue
-            baseline = self._table.get(target.node_type)
-            if baseline is None or baseline.levels(self._table.basis) is None:
+            baseline = self._table.get(target.node_type) if target.node_type else None
+            if baseline is not None and baseline.levels(self._table.basis) is None:
+                baseline = None
+            if target.node_type and baseline is None:
                 self._missing(target, out)
-                continue
-            if target.node_type not in seen_types:
+            if baseline is not None and target.node_type not in seen_types:
                 seen_types.add(target.node_type)
                 _add_baseline(target.node_type, baseline, self._table.basis, out)
             with target.lock:
-                rates = window_rates(list(target.state.counters), self._window, now)
+                # traffic of a node that stopped answering is not served: old rates would keep alerts firing
+                rates = window_rates(list(target.state.counters), self._window, now) if target.state.up else None
             if rates is not None:
                 _add_utilization(target, baseline, self._table.basis, "info", rates, out)
             cloudwatch = self._cloudwatch_rates(target)
@@ -103,9 +103,11 @@ class BaselineCollector(FamilyCollector):
         if self._aws is None:
             return None
         period = self._aws.config.period
-        out = self._aws.latest(target.name, "NetworkBytesOut", "Sum")
-        received = self._aws.latest(target.name, "NetworkBytesIn", "Sum")
-        cpu = self._aws.latest(target.name, "EngineCPUUtilization", "Average")
+        fresh_after = time.time() - self._aws.fresh_seconds()
+        out, received, cpu = (
+            _fresh(self._aws.latest(target.name, metric, statistic), fresh_after)
+            for metric, statistic in (("NetworkBytesOut", "Sum"), ("NetworkBytesIn", "Sum"), ("EngineCPUUtilization", "Average"))
+        )
         if out is None and received is None and cpu is None:
             return None
         return (
@@ -113,6 +115,11 @@ class BaselineCollector(FamilyCollector):
             None if received is None else received.value / period,
             None if cpu is None else cpu.value,
         )
+
+
+def _fresh(datapoint: Any, after: float) -> Any:
+    """A CloudWatch datapoint newer than ``after``, else None (a node CloudWatch stopped reporting)."""
+    return datapoint if datapoint is not None and datapoint.timestamp >= after else None
 
 
 def _add_baseline(node_type: str, baseline: NodeBaseline, basis: str, out: FamilySet) -> None:
@@ -140,19 +147,22 @@ def _add_baseline(node_type: str, baseline: NodeBaseline, basis: str, out: Famil
 
 def _add_utilization(
     target: Target,
-    baseline: NodeBaseline,
+    baseline: NodeBaseline | None,
     basis: str,
     source: str,
     rates: tuple[float | None, float | None, float | None],
     out: FamilySet,
 ) -> None:
-    full = (baseline.levels(basis) or {}).get(100)
+    """Traffic and engine CPU of every target; the ratios and headroom where its node type has a baseline."""
+    full = (baseline.levels(basis) or {}).get(100) if baseline is not None else None
     out_rate, in_rate, cpu = rates
     for direction, rate in (("out", out_rate), ("in", in_rate)):
-        if rate is None or not full:
+        if rate is None:
             continue
         labels = {"target": target.name, "direction": direction, "source": source, "node_type": target.node_type}
         out.add("elasticache_network_bytes_per_second", GAUGE, "Network traffic of the node.", labels, rate)
+        if not full:
+            continue
         out.add(
             "elasticache_network_utilization_ratio",
             GAUGE,
@@ -171,7 +181,7 @@ def _add_utilization(
         return
     labels = {"target": target.name, "source": source, "node_type": target.node_type}
     out.add("elasticache_engine_cpu_utilization_percent", GAUGE, "CPU of Redis' main thread, in percent of one core.", labels, cpu)
-    engine = baseline.measured.engine_cpu_utilization_p90 if baseline.measured else None
+    engine = baseline.measured.engine_cpu_utilization_p90 if baseline is not None and baseline.measured else None
     if engine:
         out.add(
             "elasticache_engine_cpu_utilization_ratio",

@@ -18,7 +18,14 @@ from exporter.common.families import Family, FamilySet
 from exporter.redis.info import InfoReply, parse_number
 from exporter.redis.node import ScrapeResult, classify
 from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
-from exporter.redis.replication import AddressNames, HeartbeatReading, add_heartbeat_metrics, add_replication_metrics
+from exporter.redis.replication import (
+    AddressNames,
+    HeartbeatReading,
+    Membership,
+    add_heartbeat_metrics,
+    add_replication_metrics,
+    add_shard_membership,
+)
 
 from .pool import ScrapePool
 from .targets import Target
@@ -86,6 +93,8 @@ class RedisCollector:
                 info = parse_result(outcome)
                 add_node_metrics(info, outcome, target.name, out)
                 add_replication_metrics(info, target.name, self._address_names, out)
+                membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
+                add_shard_membership(info, target.name, membership, out)
                 heartbeat_errors, lags = add_heartbeat_metrics(
                     self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
                 )

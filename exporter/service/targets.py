@@ -50,6 +50,8 @@ class Target:
     name: str
     node: RedisNode
     node_type: str = ""
+    replication_group: str = ""  # configured or discovered; empty: unknown
+    shard: str = ""
     state: TargetState = field(default_factory=TargetState)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,7 +70,8 @@ class TargetSet:
         keys = tuple(key for _, key in self.heartbeat_sources)
         self.max_reply_bytes = config.scrape_max_reply_bytes
         for item in config.targets:
-            target = Target(item.name, RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes), item.node_type)
+            node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
+            target = Target(item.name, node, item.node_type, item.replication_group, item.shard)
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
         self.address_names: dict[tuple[str, int], str] = {
@@ -95,11 +98,13 @@ class TargetSet:
             for name in list(self._discovered):
                 current = self._discovered_nodes[name]
                 node = wanted.get(name)
-                if node is None or (node.address, node.port, node.tls, node.node_type) != (
+                if node is None or (node.address, node.port, node.tls, node.node_type, node.replication_group, node.shard) != (
                     current.address,
                     current.port,
                     current.tls,
                     current.node_type,
+                    current.replication_group,
+                    current.shard,
                 ):
                     self._discovered.pop(name).node.close()
                     del self._discovered_nodes[name]
@@ -107,7 +112,8 @@ class TargetSet:
                 if name in self._discovered:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
-                self._discovered[name] = Target(name, RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes), node.node_type)
+                redis_node = RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes)
+                self._discovered[name] = Target(name, redis_node, node.node_type, node.replication_group, node.shard)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 
