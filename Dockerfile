@@ -3,6 +3,8 @@ FROM python:3.12.8-slim-bookworm AS build
 WORKDIR /src
 COPY setup.cfg pyproject.toml README.md ./
 COPY exporter ./exporter
+COPY rules ./rules
+COPY templates ./templates
 RUN python -m venv /opt/elasticache-exporter \
  && /opt/elasticache-exporter/bin/pip install --no-cache-dir --disable-pip-version-check .
 

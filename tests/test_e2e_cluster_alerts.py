@@ -1,0 +1,114 @@
+"""End to end on a real cluster-mode set (3 shards x 1 replica) with a real Prometheus and the rendered rules:
+nothing fires while it is healthy; stopping one master fires exactly the alerts of that node and its shard."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from servers import free_port, start_exporter, start_redis, wait_until
+from test_e2e_prometheus import PROMETHEUS, api, shorten
+
+pytestmark = pytest.mark.skipif(not shutil.which("redis-cli"), reason="redis-cli creates the cluster")
+
+
+def firing_alerts(port: int) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """(alertname, the labels that name the node or shard) of every firing alert."""
+    keep = ("target", "replication_group", "shard")
+    result = set()
+    for alert in api(port, "/api/v1/alerts")["data"]["alerts"]:
+        if alert["state"] == "firing":
+            labels = alert["labels"]
+            result.add((labels["alertname"], tuple((k, labels[k]) for k in keep if k in labels)))
+    return result
+
+
+@pytest.fixture
+def cluster_stack(tmp_path):
+    # a long node timeout: no failover and no pfail while the test looks, so the expected alerts are exact
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "120000") for _ in range(6)]
+    prometheus = exporter = None
+    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
+    try:
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        for node in nodes:
+            wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30,
+                       what="cluster state ok")  # fmt: skip
+            if node.info().get("role") == "slave":
+                wait_until(lambda node=node: node.info().get("master_link_status") == "up", timeout=30, what="replica link")
+        config = tmp_path / "exporter.yml"
+        config.write_text("targets:\n" + "".join(f"  - name: n{i}\n    addr: {n.addr}\n" for i, n in enumerate(nodes)))
+        exporter = start_exporter("--config.file", str(config))
+        rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True, check=True,
+                                  timeout=60).stdout  # fmt: skip
+        rules = tmp_path / "rules.yml"
+        rules.write_text(shorten(rendered))
+        port = free_port()
+        prometheus_config = tmp_path / "prometheus.yml"
+        prometheus_config.write_text(
+            yaml.safe_dump(
+                {
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+                    "rule_files": [str(rules)],
+                    "scrape_configs": [{"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}],
+                }
+            )
+        )
+        prometheus = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={prometheus_config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def scraped() -> bool:
+            try:
+                result = api(port, "/api/v1/query?query=" + urllib.request.quote("count(elasticache_shard_member_info)"))["data"]["result"]
+            except OSError:
+                return False
+            return bool(result) and result[0]["value"][1] == "6"
+
+        wait_until(scraped, timeout=60, interval=0.5, what="Prometheus seeing the six shard members")
+        yield {"nodes": nodes, "prometheus": port}
+    finally:
+        if prometheus is not None:
+            prometheus.terminate()
+            prometheus.wait(timeout=20)
+        shutil.rmtree(data, ignore_errors=True)
+        if exporter is not None:
+            exporter.stop()
+        for node in nodes:
+            node.stop()
+
+
+def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_alerts(cluster_stack):
+    port, nodes = cluster_stack["prometheus"], cluster_stack["nodes"]
+    members = 'count by (shard, role) (elasticache_shard_member_info{shard_source="cluster"})'
+    shards = api(port, "/api/v1/query?query=" + urllib.request.quote(members))
+    counts = sorted((sample["metric"]["role"], sample["value"][1]) for sample in shards["data"]["result"])
+    assert counts == [("master", "1")] * 3 + [("slave", "1")] * 3  # three shards, one master and one replica each
+
+    time.sleep(8)  # every shortened `for` (5 s) has passed: anything wrong would fire now
+    assert firing_alerts(port) == set()
+
+    master_index = next(i for i, node in enumerate(nodes) if node.info()["role"] == "master")
+    master = nodes[master_index]
+    shard = master.client().execute_command("CLUSTER", "MYID").decode()
+    replica_index = next(i for i, node in enumerate(nodes) if node.info().get("master_port") == master.port)
+    master.stop()
+    expected = {
+        ("RedisDown", (("target", f"n{master_index}"),)),
+        ("RedisMissingMaster", (("shard", shard),)),  # an empty replication_group is no label
+        ("RedisMasterLinkDown", (("target", f"n{replica_index}"),)),
+    }
+    wait_until(lambda: expected <= firing_alerts(port), timeout=60, interval=0.5, what=f"{expected} firing")
+    time.sleep(6)  # room for anything else to fire
+    assert firing_alerts(port) == expected
