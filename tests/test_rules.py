@@ -490,3 +490,18 @@ def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_
             assert found[node_id] == (fixed if node_type == "none" else every), (path.name, node_id)
     assert len(found) == 100
     assert sum(len(names) for names in found.values()) == 85 * len(every) + 15 * len(fixed)
+
+
+def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):
+    table = tmp_path / "baselines.yml"
+    table.write_text(
+        "format: elasticache-exporter-baselines\nversion: 1\nbasis: lower\nnode_types:\n"
+        "  cache.r6g.large:\n    vcpus: 2\n    memory_gib: 13\n    published: {baseline_gbps: 0.75, burst_gbps: 10}\n"
+        "  cache.y9.large:\n    memory_gib: 13\n    published: {baseline_gbps: 1, burst_gbps: 10}\n"
+    )
+    for what, said in (("prometheus", ""), ("cloudformation", "render: fixed-threshold alerts only for 1 node type(s) with no "
+                                                               "bandwidth figure or vCPU count: cache.y9.large")):
+        result = subprocess.run([sys.executable, "-m", "exporter", "render", what, "--baselines", str(table)],
+                                capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.strip() == said

@@ -84,6 +84,7 @@ def run_render(args: argparse.Namespace) -> int:
         return _render_fleet(args, alerts, table)
     renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
     text = renderer(alerts, table, args.runbook_base_url)
+    _say_skipped_types(args.what, table)
     if args.out:
         directory = Path(args.out)
         directory.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,17 @@ def run_render(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _say_skipped_types(what: str, table: object) -> None:
+    """Name the table's node types that only the fixed-threshold alerts cover, and why."""
+    from exporter.alerts.render import mapping_rows, node_type_rows
+
+    covered = {row["key"] for row in (node_type_rows(table) if what == "prometheus" else mapping_rows(table))}  # type: ignore[arg-type]
+    missing = sorted(set(table.node_types) - covered)  # type: ignore[attr-defined]
+    if missing:
+        why = "no bandwidth figure" if what == "prometheus" else "no bandwidth figure or vCPU count"
+        print(f"render: fixed-threshold alerts only for {len(missing)} node type(s) with {why}: {', '.join(missing)}", file=sys.stderr)
 
 
 def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
