@@ -71,3 +71,15 @@ def fresh_redis():
     server: RedisProcess = start_redis()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def moto_server():
+    """moto as a separate HTTP server on loopback, for code that runs in another process or makes raw requests."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

@@ -19,16 +19,18 @@ def error(text: str) -> bytes:
     return b"-" + text.encode() + b"\r\n"
 
 
-class FakeRespServer:
-    def __init__(self, replies: dict[tuple[str, ...], Reply], default: bytes = b"-ERR unknown command\r\n") -> None:
-        self.replies = replies
-        self.default = default
-        self.received: list[tuple[str, ...]] = []
+class LoopbackServer:
+    """A listener on a free loopback port that serves each connection on its own thread until closed."""
+
+    backlog = 8
+
+    def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
+        self.sock.listen(self.backlog)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
+        self.connections = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -37,13 +39,33 @@ class FakeRespServer:
     def addr(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
+    def _running(self) -> bool:
+        return not self._stop.is_set()
+
     def _accept(self) -> None:
-        while not self._stop.is_set():
+        while self._running():
             try:
                 conn, _ = self.sock.accept()
             except OSError:
                 continue
+            self.connections += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+class FakeRespServer(LoopbackServer):
+    def __init__(self, replies: dict[tuple[str, ...], Reply], default: bytes = b"-ERR unknown command\r\n") -> None:
+        self.replies = replies
+        self.default = default
+        self.received: list[tuple[str, ...]] = []
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         reader = conn.makefile("rb")
@@ -70,8 +92,3 @@ class FakeRespServer:
             length = int(reader.readline()[1:])
             parts.append(reader.read(length + 2)[:-2].decode())
         return tuple(parts)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()

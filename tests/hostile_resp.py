@@ -12,45 +12,27 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import threading
 import time
+
+from fake_resp import LoopbackServer, bulk
 
 INFO_TEXT = b"# Server\r\nredis_version:7.0.0\r\nuptime_in_seconds:5\r\n" + b"".join(b"field_%d:%d\r\n" % (i, i) for i in range(200))
 
 BEHAVIOURS = ("trickle", "silent", "huge_bulk", "endless_line", "ok", "error", "garbage", "reset", "deep")
 
 
-class HostileServer:
+class HostileServer(LoopbackServer):
+    backlog = 64
+
     def __init__(self, behaviour: str, lifetime: float = 120.0, max_bytes: int = 256 * 1024 * 1024) -> None:
         assert behaviour in BEHAVIOURS
         self.behaviour = behaviour
         self.max_bytes = max_bytes
         self.deadline = time.monotonic() + lifetime
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    @property
-    def addr(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        super().__init__()
 
     def _running(self) -> bool:
-        return not self._stop.is_set() and time.monotonic() < self.deadline
-
-    def _accept(self) -> None:
-        while self._running():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        return super()._running() and time.monotonic() < self.deadline
 
     def _serve(self, conn: socket.socket) -> None:
         sent = 0
@@ -76,7 +58,7 @@ class HostileServer:
                     conn.sendall(b"\x00" + os.urandom(511))  # never a RESP type byte first
                     sent += 512
                 elif self.behaviour == "trickle":
-                    reply = b"$%d\r\n%s\r\n" % (len(INFO_TEXT), INFO_TEXT)
+                    reply = bulk(INFO_TEXT)
                     for i in range(0, len(reply), 4):
                         if not self._running():
                             return
@@ -93,8 +75,3 @@ class HostileServer:
             return
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()

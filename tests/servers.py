@@ -249,3 +249,41 @@ def start_exporter(*args: str, env: dict[str, str] | None = None) -> ExporterPro
 
     wait_until(healthy, what="exporter health")
     return exporter
+
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+@dataclass
+class PrometheusProcess:
+    port: int
+    process: subprocess.Popen
+    data: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict]) -> PrometheusProcess:
+    """A real Prometheus on loopback scraping every second and evaluating ``rules`` every second."""
+    import yaml
+
+    config = directory / "prometheus.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+                "rule_files": [str(rules)],
+                "scrape_configs": scrape_configs,
+            }
+        )
+    )
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
+    process = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return PrometheusProcess(port, process, data)

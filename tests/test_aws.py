@@ -338,17 +338,6 @@ def test_discovered_nodes_become_targets(plain_redis):
         app.close()
 
 
-@pytest.fixture
-def moto_server():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     cluster_ids = seed_moto(groups=1, replicas=2)

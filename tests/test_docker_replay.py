@@ -20,7 +20,6 @@ import pytest
 from servers import free_port, start_redis, wait_until
 
 ROOT = Path(__file__).parent.parent
-pytestmark = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the git checkout for the build context")
 
 
 def build_context() -> list[str]:
@@ -109,14 +108,28 @@ def image(tmp_path_factory):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run_as_image_user(image: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    user = image_value("USER")
-    uid, _, gid = user.partition(":")
-    prefix = ["setpriv", f"--reuid={uid}", f"--regid={gid or uid}", "--clear-groups"] if os.geteuid() == 0 and shutil.which("setpriv") else []
+def as_image_user(argv: list[str]) -> list[str]:
+    """``argv`` run as the image's USER (the tests run as root in CI)."""
+    if os.geteuid() != 0:
+        return argv
+    assert shutil.which("setpriv"), "setpriv (util-linux) runs the image's commands as its non-root user"
+    uid, _, gid = image_value("USER").partition(":")
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid or uid}", "--clear-groups", *argv]
+
+
+def image_command(image: Path, *args: str) -> list[str]:
+    """The image's entry point with ``args``, as its user."""
     entrypoint = json.loads(image_value("ENTRYPOINT"))
-    binary = entrypoint[0].replace("/opt/elasticache-exporter", str(image))
-    environment = {"PATH": "/usr/bin:/bin", "HOME": str(cwd)}
-    return subprocess.run([*prefix, binary, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
+    return as_image_user([*(part.replace("/opt/elasticache-exporter", str(image)) for part in entrypoint), *args])
+
+
+def image_environment(home: Path) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+
+
+def run_as_image_user(image: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(image_command(image, *args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=image_environment(cwd),
+                          check=False)  # fmt: skip
 
 
 def test_the_built_image_renders_derives_and_serves_as_its_user(image):
@@ -141,14 +154,8 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
 
     redis = start_redis()
     port = free_port()
-    user = image_value("USER").partition(":")
-    prefix = ["setpriv", f"--reuid={user[0]}", f"--regid={user[2] or user[0]}", "--clear-groups"] if os.geteuid() == 0 else []
-    binary = json.loads(image_value("ENTRYPOINT"))[0].replace("/opt/elasticache-exporter", str(image))
-    command = json.loads(image_value("CMD"))
-    serve = subprocess.Popen(
-        [*prefix, binary, *command, "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}"],
-        cwd=outside, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin", "HOME": str(outside)},
-    )  # fmt: skip
+    command = image_command(image, *json.loads(image_value("CMD")), "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}")
+    serve = subprocess.Popen(command, cwd=outside, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=image_environment(outside))
     try:
 
         def answering() -> bool:
@@ -166,7 +173,7 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
         assert "} 1" in body.split("redis_up{", 1)[1].split("\n", 1)[0]
         healthcheck = image_value("HEALTHCHECK").split("CMD", 1)[1].strip()
         argv = [part.replace("/opt/elasticache-exporter", str(image)).replace(":9769/", f":{port}/") for part in json.loads(healthcheck)]
-        assert subprocess.run([*prefix, *argv], cwd=outside, timeout=30, check=False).returncode == 0
+        assert subprocess.run(as_image_user(argv), cwd=outside, timeout=30, check=False).returncode == 0
     finally:
         serve.terminate()
         serve.wait(timeout=10)

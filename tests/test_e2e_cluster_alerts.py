@@ -3,20 +3,14 @@ nothing fires while it is healthy; stopping one master fires exactly the alerts 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-import yaml
-from servers import free_port, start_exporter, start_redis, wait_until
-from test_e2e_prometheus import PROMETHEUS, api, shorten
-
-pytestmark = pytest.mark.skipif(not shutil.which("redis-cli"), reason="redis-cli creates the cluster")
+from servers import start_exporter, start_prometheus, start_redis, wait_until
+from test_e2e_prometheus import api, shorten
 
 
 def firing_alerts(port: int) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
@@ -35,7 +29,6 @@ def cluster_stack(tmp_path):
     # a long node timeout: no failover and no pfail while the test looks, so the expected alerts are exact
     nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "120000") for _ in range(6)]
     prometheus = exporter = None
-    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     try:
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
@@ -53,21 +46,10 @@ def cluster_stack(tmp_path):
                                   timeout=60).stdout  # fmt: skip
         rules = tmp_path / "rules.yml"
         rules.write_text(shorten(rendered))
-        port = free_port()
-        prometheus_config = tmp_path / "prometheus.yml"
-        prometheus_config.write_text(
-            yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-                    "rule_files": [str(rules)],
-                    "scrape_configs": [{"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}],
-                }
-            )
+        prometheus = start_prometheus(
+            tmp_path, rules, [{"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
         )
-        prometheus = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={prometheus_config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        port = prometheus.port
 
         def scraped() -> bool:
             try:
@@ -80,9 +62,7 @@ def cluster_stack(tmp_path):
         yield {"nodes": nodes, "prometheus": port}
     finally:
         if prometheus is not None:
-            prometheus.terminate()
-            prometheus.wait(timeout=20)
-        shutil.rmtree(data, ignore_errors=True)
+            prometheus.stop()
         if exporter is not None:
             exporter.stop()
         for node in nodes:

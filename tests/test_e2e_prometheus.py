@@ -7,18 +7,15 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml
 from proxy import StallableProxy
-from servers import free_port, start_exporter, start_redis, wait_until
+from servers import start_exporter, start_prometheus, start_redis, wait_until
 from test_replication import ElastiCacheHeartbeat
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 TEST_TABLE = """
 format: elasticache-exporter-baselines
 version: 1
@@ -77,34 +74,24 @@ def stack(tmp_path):
     ).stdout
     rules = tmp_path / "rules.yml"
     rules.write_text(shorten(rendered))
-    prometheus_port = free_port()
-    prometheus_config = tmp_path / "prometheus.yml"
-    prometheus_config.write_text(
-        yaml.safe_dump(
+    prometheus = start_prometheus(
+        tmp_path,
+        rules,
+        [
+            {"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
             {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-                "rule_files": [str(rules)],
-                "scrape_configs": [
-                    {"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
-                    {
-                        "job_name": "elasticache-nodes",
-                        "metrics_path": "/scrape",
-                        "static_configs": [{"targets": [replica.addr]}],
-                        "relabel_configs": [
-                            {"source_labels": ["__address__"], "target_label": "__param_target"},
-                            {"source_labels": ["__param_target"], "target_label": "instance"},
-                            {"target_label": "__address__", "replacement": f"127.0.0.1:{exporter.port}"},
-                        ],
-                    },
+                "job_name": "elasticache-nodes",
+                "metrics_path": "/scrape",
+                "static_configs": [{"targets": [replica.addr]}],
+                "relabel_configs": [
+                    {"source_labels": ["__address__"], "target_label": "__param_target"},
+                    {"source_labels": ["__param_target"], "target_label": "instance"},
+                    {"target_label": "__address__", "replacement": f"127.0.0.1:{exporter.port}"},
                 ],
-            }
-        )
+            },
+        ],
     )
-    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
-    prometheus = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={prometheus_config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{prometheus_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    prometheus_port = prometheus.port
 
     def targets_up() -> bool:
         try:
@@ -117,9 +104,7 @@ def stack(tmp_path):
         wait_until(targets_up, timeout=60, what="Prometheus scraping both jobs")
         yield {"primary": primary, "replica": replica, "proxy": proxy, "prometheus": prometheus_port}
     finally:
-        prometheus.terminate()
-        prometheus.wait(timeout=20)
-        shutil.rmtree(data, ignore_errors=True)
+        prometheus.stop()
         exporter.stop()
         proxy.resume()
         replica.stop()

@@ -226,22 +226,11 @@ def test_unreachable_aws_is_exit_1(command):
     assert time.monotonic() - started < 45
 
 
-@pytest.fixture
-def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-def test_unknown_node_names_the_nearest(moto_endpoint):
+def test_unknown_node_names_the_nearest(moto_server):
     import boto3
 
-    env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=moto_endpoint)
-    client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_endpoint,
+    env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=moto_server)
+    client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_server,
                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
     client.create_cache_cluster(CacheClusterId="sessions-001", Engine="redis", CacheNodeType="cache.r6g.large", NumCacheNodes=1)
     result = _run("capacity", "--aws.region", "eu-west-1", "--node", "sesions-001", env=env)
@@ -251,7 +240,7 @@ def test_unknown_node_names_the_nearest(moto_endpoint):
     )
 
 
-def test_persistent_throttling_is_exit_1_in_one_line(moto_endpoint, tmp_path):
+def test_persistent_throttling_is_exit_1_in_one_line(moto_server, tmp_path):
     # a CloudWatch that always throttles: moto answers discovery, a small proxy of ours answers 400 Throttling
     import http.server
     import threading
@@ -269,7 +258,7 @@ def test_persistent_throttling_is_exit_1_in_one_line(moto_endpoint, tmp_path):
                 self.end_headers()
                 self.wfile.write(payload)
                 return
-            request = urllib.request.Request(moto_endpoint + self.path, data=body, headers=dict(self.headers), method="POST")
+            request = urllib.request.Request(moto_server + self.path, data=body, headers=dict(self.headers), method="POST")
             with urllib.request.urlopen(request, timeout=10) as answer:
                 data = answer.read()
                 self.send_response(answer.status)
@@ -288,7 +277,7 @@ def test_persistent_throttling_is_exit_1_in_one_line(moto_endpoint, tmp_path):
     try:
         import boto3
 
-        client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_endpoint,
+        client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_server,
                               aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
         client.create_cache_cluster(CacheClusterId="orders-001", Engine="redis", CacheNodeType="cache.r6g.large", NumCacheNodes=1)
         env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",

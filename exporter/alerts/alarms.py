@@ -19,7 +19,7 @@ from exporter.aws.api import AwsApi
 from exporter.aws.discovery import Node
 from exporter.baselines.table import BaselineTable
 
-from .render import ENGINE_CPU_FLOOR_PERCENT, Alert, alarm_threshold_key, mapping_rows
+from .render import BASELINE_KEYS, Alert, alarm_threshold_key, mapping_rows, threshold_text
 
 MARKER = "(managed by elasticache-exporter)"
 MANAGED_TAG = {"Key": "elasticache-exporter:managed", "Value": "true"}
@@ -73,16 +73,12 @@ def desired_alarms(nodes: list[Node], alerts: list[Alert], table: BaselineTable,
 
 
 def _threshold_text(alert: Alert, node: Node, values: dict[str, Any]) -> str:
-    if alert.baseline_signal in ("network_out", "network_in"):
-        return f" Threshold: {alert.baseline_level} % of the {values['NetworkBaseline']} baseline bandwidth of {node.node_type}."
-    if alert.baseline_signal == "engine_cpu":
-        return (
-            f" Threshold: {alert.baseline_level} % of the {values['EngineCpuBaseline']} engine CPU of {node.node_type} at its"
-            f" baseline bandwidth, and at least {ENGINE_CPU_FLOOR_PERCENT:g} % of a core."
-        )
-    if alert.cloudwatch and alert.cloudwatch.get("per_node_type") == "host_cpu":
-        return f" Threshold: 90 % divided by the vCPUs of {node.node_type}."
-    return ""
+    """The template's threshold sentence with this node's type and baseline source written in."""
+    text = threshold_text(alert)
+    if text is None:
+        return ""
+    baseline = values.get(BASELINE_KEYS.get(alert.baseline_signal or "", ""), "")
+    return " " + text.replace("${Baseline}", str(baseline)).replace("${CacheNodeType}", node.node_type)
 
 
 def _alarm(node: Node, alert: Alert, values: dict[str, Any], topic_arn: str | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from exporter.aws.cloudwatch import FRESH_SECONDS
 from exporter.baselines.table import BaselineError, BaselineTable
 from exporter.common.errors import ExporterError
 from exporter.common.schema import check_known_keys
@@ -27,7 +28,6 @@ SIGNALS = {
 }
 DEFAULT_ENGINE_CPU_PERCENT = 90.0  # where no benchmark measured the engine CPU: AWS's 90 % of a core
 ENGINE_CPU_FLOOR_PERCENT = 65.0  # no engine-CPU warning below this: at 65 % of a core queueing stays under 2x service time
-CLOUDWATCH_FRESH_SECONDS = 600  # as exporter.aws.cloudwatch.FRESH_SECONDS
 GUARDS = ("none", "redis", "utilization", "cloudwatch")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
@@ -147,7 +147,7 @@ def guarded(expr: str, guard: str) -> str:
     if guard == "cloudwatch":
         metric = CLOUDWATCH_SERIES.search(expr)
         assert metric is not None
-        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {CLOUDWATCH_FRESH_SECONDS}'
+        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {FRESH_SECONDS}'
         return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({fresh})"
     return expr
 
