@@ -24,8 +24,6 @@ from exporter.common.yamlfile import decode_utf8
 
 from .table import LEVELS, BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
 
-INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
-OUTPUT_FORMATS = ("table", "mapping", "cloudformation")
 METHOD = "p90 of per-minute NetworkBytesOut / 60, maximum over data sizes"
 
 

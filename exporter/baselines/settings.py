@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# formats of `baseline derive` (read by the command line without loading the derivation)
+INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
+OUTPUT_FORMATS = ("table", "mapping", "cloudformation")
+
 
 @dataclass(frozen=True)
 class BaselineConfig:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from exporter import __version__
-from exporter.baselines.derive import INPUT_FORMATS, OUTPUT_FORMATS
+from exporter.baselines.settings import INPUT_FORMATS, OUTPUT_FORMATS
 from exporter.common.errors import ConfigError, ExporterError
 from exporter.config import Config, build_config, env_values, flag_to_env, load_yaml, overlay
 from exporter.redis.addresses import AddressError, parse_address
@@ -250,21 +250,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from . import aws, baseline, serve
+    # each command loads only its own part: `serve` never loads the AWS side or the template engine
+    if args.command in ("baseline", "benchmark", "render"):
+        from . import baseline
 
-    offline = {
-        "baseline": lambda: baseline.run_baseline_derive(args),
-        "benchmark": lambda: baseline.run_benchmark_command(args, os.environ),
-        "render": lambda: baseline.run_render(args),
-        "capacity": lambda: aws.run_capacity(args, os.environ),
-        "alarms": lambda: aws.run_alarms(args, os.environ),
-    }
-    if args.command in offline:
-        return offline[args.command]()
+        return {
+            "baseline": lambda: baseline.run_baseline_derive(args),
+            "benchmark": lambda: baseline.run_benchmark_command(args, os.environ),
+            "render": lambda: baseline.run_render(args),
+        }[args.command]()
+    if args.command in ("capacity", "alarms"):
+        from . import aws
+
+        return aws.run_capacity(args, os.environ) if args.command == "capacity" else aws.run_alarms(args, os.environ)
     config = load_config(args, os.environ)
     setup_logging(config.log_level, config.log_format)
     if args.command == "cost":
+        from . import aws
+
         return aws.print_cost(config)
+    from . import serve
+
     if args.command == "demo":
         from .demo import run_demo
 

@@ -20,13 +20,9 @@ def limit_malloc_arenas() -> None:
     arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway). Large
     allocations always get a mapping of their own, so a big reply's memory is given back when it is freed."""
     import ctypes
-    import ctypes.util
 
-    name = ctypes.util.find_library("c")
-    if not name:
-        return
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)  # the process's own symbols: libc's mallopt without ctypes.util's ldconfig run
         libc.mallopt(-8, 2)  # M_ARENA_MAX
         # a fixed mmap threshold: a large reply buffer is its own mapping, returned to the system when freed
         # (glibc's sliding threshold would move such buffers into the heap, where they stay resident)
@@ -40,10 +36,13 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
     configuration through ``reload``: a new file that does not validate is logged in one line and the running
     configuration stays."""
     from exporter.service.server import ExporterApp, make_http_server
-    from exporter.service.webconfig import load_web_config
 
     limit_malloc_arenas()
-    web_config = load_web_config(config.web_config_file) if config.web_config_file else None
+    web_config = None
+    if config.web_config_file:  # loads ssl, hashlib and bcrypt: about 6 MiB a plain exporter does without
+        from exporter.service.webconfig import load_web_config
+
+        web_config = load_web_config(config.web_config_file)
     app = ExporterApp(config)
     try:
         server = make_http_server(app, config.listen_address, web_config)

@@ -30,6 +30,8 @@ def _regions(value: Any, key: str) -> tuple[str, ...]:
 
 
 def aws_config(raw: dict[str, Any]) -> AwsConfig:
+    if not raw:
+        return AwsConfig()  # AWS off: nothing of the AWS side is loaded
     from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, valid_statistic
 
     check_keys(raw, "aws", {"region", "regions", "role_arn", "external_id", "accounts", "tag_filters", "discovery_interval",

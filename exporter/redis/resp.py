@@ -81,10 +81,15 @@ def _remaining(deadline: float, what: str) -> float:
 
 def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
     """getaddrinfo bounded by the deadline: IP literals need no lookup; a name is looked up in a helper
-    thread (the resolver's own timeout ends it), at most a fixed number at once."""
+    thread (the resolver's own timeout ends it), at most a fixed number at once. An ASCII name is passed as
+    bytes: for a str, getaddrinfo loads the IDNA codec and the Unicode database (about 1 MiB of RSS)."""
+    if host.isascii():
+        host_arg: str | bytes = host.encode("ascii")
+    else:
+        host_arg = host
     try:
         ipaddress.ip_address(host)
-        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+        return socket.getaddrinfo(host_arg, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
     except ValueError:
         pass
     if not _lookups.acquire(timeout=_remaining(deadline, "before the name lookup")):
@@ -93,7 +98,7 @@ def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
 
     def lookup() -> None:
         try:
-            outcome["value"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            outcome["value"] = socket.getaddrinfo(host_arg, port, type=socket.SOCK_STREAM)
         except OSError as err:
             outcome["error"] = err
         finally:

@@ -6,7 +6,7 @@ import contextlib
 import gzip
 import json
 import logging
-import platform
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -56,7 +56,7 @@ class _Families:
 class _BuildInfo(FamilyCollector):
     def build(self) -> FamilySet:
         out = FamilySet()
-        labels = {"version": __version__, "python_version": platform.python_version()}
+        labels = {"version": __version__, "python_version": "{}.{}.{}".format(*sys.version_info[:3])}
         out.add("elasticache_exporter_build_info", GAUGE, "The exporter's version and Python version.", labels, 1.0)
         return out
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from exporter.aws.discovery import Node
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
 from exporter.redis.node import RedisNode
 from exporter.redis.settings import Credentials
+
+if TYPE_CHECKING:
+    from exporter.aws.discovery import Node
 
 MAX_AD_HOC_NODES = 512
 
