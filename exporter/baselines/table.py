@@ -4,9 +4,8 @@ and AWS's published network figures. Loading, validation and the thresholds; pur
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ExporterError
@@ -93,13 +92,15 @@ class BaselineTable:
         return self.node_types.get(node_type) or self.node_types.get("cache." + node_type)
 
 
-def default_table_path() -> Path:
-    return Path(str(resources.files("exporter.baselines") / "data" / "baselines.yml"))
+def default_table_path() -> str:
+    # installed as a plain file beside this module (setup.cfg package_data); importlib.resources would
+    # load tempfile, zipfile and pathlib into every exporter process for one path
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "baselines.yml")
 
 
-def load_table(path: str | Path | None = None, basis: str | None = None) -> BaselineTable:
-    path = Path(path) if path else default_table_path()
-    return parse_table(read_yaml(path, BaselineError), str(path), basis)
+def load_table(path: str | os.PathLike[str] | None = None, basis: str | None = None) -> BaselineTable:
+    path = os.fspath(path) if path else default_table_path()
+    return parse_table(read_yaml(path, BaselineError), path, basis)
 
 
 def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTable:

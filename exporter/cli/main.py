@@ -75,8 +75,28 @@ def _add_aws_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter with the width found without shutil: argparse builds a formatter for every
+    add_argument, and shutil would load bz2 and lzma into every exporter process."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        if width is None:
+            try:
+                columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(sys.stdout.fileno()).columns
+            except (ValueError, OSError):
+                columns = 80
+            width = max(columns - 2, 40)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="elasticache-exporter",
         allow_abbrev=False,
         description="Prometheus exporter for Redis, Valkey and AWS ElastiCache.",

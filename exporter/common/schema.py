@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
 def unknown_key_problem(name: str, allowed: Iterable[str]) -> str:
     """"unknown key (did you mean 'addr'?)", or the keys there are when nothing is near."""
+    import difflib  # only on an error: a process that reads good files never loads it
+
     choices = sorted(allowed)
     near = difflib.get_close_matches(name, choices, n=3, cutoff=0.6)
     # a key of the right meaning under a wrong name (password_path): prefer the near keys of the same shape

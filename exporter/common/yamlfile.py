@@ -8,9 +8,11 @@ document is a few lines), recursive aliases, nesting deeper than ``MAX_DEPTH``, 
 from __future__ import annotations
 
 import codecs
+import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+
+PathLike = str | os.PathLike[str]
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -24,7 +26,7 @@ _BOMS = (
 )
 
 
-def decode_utf8(data: bytes, path: str | Path) -> str:
+def decode_utf8(data: bytes, path: PathLike) -> str:
     """The text of a UTF-8 file (a UTF-8 byte order mark is dropped); a one-line ``ValueError`` for anything else."""
     for bom, name in _BOMS:
         if data.startswith(bom):
@@ -95,7 +97,7 @@ def _check_shape(document: Any) -> str | None:
     return None
 
 
-def parse_yaml(text: str, path: str | Path) -> Any:
+def parse_yaml(text: str, path: PathLike) -> Any:
     """The document of ``text``; a one-line ``ValueError`` naming ``path`` and the line for anything wrong."""
     import yaml
 
@@ -113,10 +115,10 @@ def parse_yaml(text: str, path: str | Path) -> Any:
     return document
 
 
-def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
+def read_text(path: PathLike, error: Callable[[str], Exception]) -> str:
     """A UTF-8 text file of at most ``MAX_BYTES``; ``error(message)`` builds what is raised otherwise."""
     try:
-        with Path(path).open("rb") as handle:
+        with open(path, "rb") as handle:
             data = handle.read(MAX_BYTES + 1)
     except OSError as err:
         raise error(f"{path}: cannot read: {err.strerror or err}") from err
@@ -128,7 +130,7 @@ def read_text(path: str | Path, error: Callable[[str], Exception]) -> str:
         raise error(str(err)) from err
 
 
-def read_yaml(path: str | Path, error: Callable[[str], Exception]) -> Any:
+def read_yaml(path: PathLike, error: Callable[[str], Exception]) -> Any:
     """The parsed document; ``error(message)`` builds what is raised when the file cannot be read or parsed."""
     text = read_text(path, error)
     try:

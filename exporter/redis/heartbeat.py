@@ -9,7 +9,6 @@ For self-managed Redis the exporter can write a key of its own the same way.
 
 from __future__ import annotations
 
-import calendar
 import logging
 import re
 import threading
@@ -39,6 +38,18 @@ class HeartbeatParseError(ValueError):
     pass
 
 
+def utc_seconds(year: int, month: int, day: int, hour: int, minute: int, second: int) -> int:
+    """calendar.timegm of a proleptic Gregorian UTC time, without loading calendar and datetime (about 0.4 MiB
+    of RSS in every exporter process): days since 1970-01-01 by the civil-from-days algorithm."""
+    shifted = year - (month <= 2)
+    era = shifted // 400
+    year_of_era = shifted - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146097 + day_of_era - 719468
+    return ((days * 24 + hour) * 60 + minute) * 60 + second
+
+
 def parse_timestamp(raw: bytes | str) -> float:
     """Unix seconds from an ISO-8601 UTC time (with or without fraction or ``Z``) or epoch s/ms."""
     text = raw.decode("ascii", errors="replace") if isinstance(raw, bytes) else raw
@@ -46,12 +57,9 @@ def parse_timestamp(raw: bytes | str) -> float:
     match = _ISO.match(text)
     if match:
         year, month, day, hour, minute, second, fraction, zone = match.groups()
-        try:
-            seconds = calendar.timegm((int(year), int(month), int(day), int(hour), int(minute), int(second), 0, 0, 0))
-        except (ValueError, OverflowError) as err:
-            raise HeartbeatParseError(f"invalid date {text[:40]!r}") from err
         if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31 and int(hour) < 24 and int(minute) < 60 and int(second) < 61):
             raise HeartbeatParseError(f"invalid date {text[:40]!r}")
+        seconds = utc_seconds(int(year), int(month), int(day), int(hour), int(minute), int(second))
         value = seconds + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
         if zone and zone.upper() != "Z":
             sign = 1 if zone[0] == "+" else -1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .addresses import Endpoint, HostPattern
 
@@ -20,7 +19,8 @@ class Secret:
 
     def reveal(self) -> str:
         if self.file is not None:
-            return Path(self.file).read_text(encoding="utf-8").rstrip("\r\n")
+            with open(self.file, encoding="utf-8") as handle:
+                return handle.read().rstrip("\r\n")
         return self._value or ""
 
     def __repr__(self) -> str:

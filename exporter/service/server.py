@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import logging
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -238,7 +238,7 @@ class ExporterApp:
             body = encode_text(_Families(collectors).families())
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
-            body = gzip.compress(body, compresslevel=1)
+            body = gzip_compress(body)
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
         start_response("200 OK", headers)
@@ -288,3 +288,9 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
     server.app = app
     app.http = server
     return server
+
+
+def gzip_compress(body: bytes) -> bytes:
+    """A gzip member at level 1 (zlib's wbits=31 writes the gzip header and trailer itself)."""
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return compressor.compress(body) + compressor.flush()

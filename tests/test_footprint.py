@@ -1,0 +1,57 @@
+"""A Redis-only exporter loads only what it uses: nothing of the AWS side, the template engine, the web config's
+TLS and bcrypt, or the other commands, after serving a real scrape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from servers import free_port
+
+# runs `serve` in the main thread (it installs signal handlers) while a helper thread scrapes /metrics
+# over a plain socket (urllib or socket.create_connection would themselves load ssl or the IDNA codec)
+_PROBE = textwrap.dedent(
+    """
+    import json, os, socket, sys, threading, time
+
+    def probe():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                sock = socket.socket()
+                sock.connect(("127.0.0.1", {port}))
+                break
+            except OSError:
+                time.sleep(0.05)
+        sock.sendall(b"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        up = any(line.startswith(b"redis_up") and line.endswith(b" 1.0") for line in reply.splitlines())
+        status = reply.split(b" ", 2)[1].decode()
+        print(json.dumps({{"status": status, "up": up, "modules": sorted(sys.modules)}}), flush=True)
+        os._exit(0)
+
+    threading.Thread(target=probe, daemon=True).start()
+    from exporter.cli.main import main
+    main(["serve", "--redis.addr", "redis://127.0.0.1:{redis_port}", "--web.listen-address", "127.0.0.1:{port}"])
+    """
+)
+
+NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt", "yaml", "hashlib",
+              "exporter.aws.api", "exporter.aws.cloudwatch", "exporter.aws.discovery", "exporter.aws.monitor",
+              "exporter.alerts", "exporter.capacity", "exporter.baselines.derive", "exporter.cli.aws",
+              "exporter.cli.baseline", "exporter.service.webconfig", "exporter.service.status")  # fmt: skip
+
+
+def test_redis_only_serve_loads_neither_aws_nor_templates(plain_redis) -> None:
+    port = free_port()
+    script = _PROBE.format(port=port, redis_port=plain_redis.port)
+    result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["status"] == "200", result.stderr[-2000:]
+    assert report["up"]
+    loaded = [name for name in report["modules"] if any(name == bad or name.startswith(bad + ".") for bad in NOT_LOADED)]
+    assert loaded == []
