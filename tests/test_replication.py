@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import threading
 import time
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from proxy import StallableProxy
 from servers import start_redis, wait_until
 
-from exporter.redis.heartbeat import ELASTICACHE_KEY, HeartbeatParseError, format_timestamp, parse_timestamp
+from exporter.redis.heartbeat import ELASTICACHE_KEY, HeartbeatParseError, format_timestamp, parse_timestamp, utc_seconds
 
 
 @pytest.mark.parametrize(
@@ -235,3 +236,10 @@ def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
         assert "nowrite-pw" not in lines[0].getMessage()
     finally:
         app.close()
+
+
+@given(
+    st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59), st.integers(0, 60)
+)
+def test_utc_seconds_agrees_with_calendar_timegm(year: int, month: int, day: int, hour: int, minute: int, second: int) -> None:
+    assert utc_seconds(year, month, day, hour, minute, second) == calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
