@@ -62,6 +62,28 @@ def test_kubernetes_manifests():
     assert build_config(config, environ={}).aws.scrape_discovered
 
 
+def test_sharded_statefulset_gives_each_pod_its_own_shard():
+    documents = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "sharded-statefulset.yaml").read_text()))
+    statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
+    service = next(d for d in documents if d["kind"] == "Service")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == statefulset["spec"]["selector"]["matchLabels"]
+    replicas = statefulset["spec"]["replicas"]
+    container = statefulset["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item for item in container["env"]}
+    assert env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    from exporter.cli.main import build_parser
+    from exporter.common.sharding import parse_shard
+
+    shards = []
+    for ordinal in range(replicas):
+        argv = [arg.replace("$(POD_INDEX)", str(ordinal)) for arg in container["args"]]  # as the kubelet expands it
+        shards.append(parse_shard(getattr(build_parser().parse_args(argv), "scrape.shard")))
+    assert [(shard.index, shard.count) for shard in shards] == [(i, replicas) for i in range(replicas)]
+    names = [f"sessions-{i:03d}-001" for i in range(300)]
+    assert sorted(name for shard in shards for name in names if shard.owns(name)) == sorted(names)
+
+
 def test_sharded_scrape_config_is_valid_prometheus(tmp_path):
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     config = tmp_path / "prometheus.yml"

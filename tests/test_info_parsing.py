@@ -185,3 +185,36 @@ def test_generated_metrics_table_is_current():
     path = Path(__file__).parent.parent / "docs" / "metrics.md"
     document = path.read_text()
     assert replace_table(document) == document, "run: python -m exporter.metrics_doc docs/metrics.md"
+
+
+def _parsed(text: str) -> dict[tuple[str, tuple], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_the_text_encoder_agrees_with_prometheus_client():
+    from exporter.common.exposition import encode_text
+
+    out = FamilySet()
+    add_info_metrics(parse_info((DATA / "info_redis_7_0.txt").read_text()), 'we"ird\\tar\nget', out)
+    ours = _parsed(encode_text(out.families()).decode())
+    assert ours == _parsed(generate_latest(_Registry(out)).decode())
+    assert len(ours) > 150
+
+
+def test_the_text_encoder_never_reuses_labels_of_a_freed_dict():
+    """Collectors hand over transient family sets: a labels dict freed after its family is encoded may have its
+    id taken by a dict of the next family. Each sample must still carry its own labels."""
+    from exporter.common.exposition import encode_text
+
+    def families():
+        for i in range(200):
+            out = FamilySet()
+            out.add(f"m{i}", "gauge", "h", {"target": f"t{i}"}, float(i))
+            yield from out.families()  # the set, and its dict, are dropped before the next one is made
+
+    samples = _parsed(encode_text(families()).decode())
+    assert samples == {(f"m{i}", (("target", f"t{i}"),)): float(i) for i in range(200)}

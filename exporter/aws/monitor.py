@@ -40,8 +40,11 @@ class AwsMonitor:
         on_nodes: Callable[[list[Node]], None] | None = None,
         apis: dict[AwsAccount, AwsApi] | None = None,
         log_failures: bool = True,
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
+        # a sharded exporter polls and describes only its own share of the nodes (all are still discovered)
+        self.owns = owns or (lambda _cluster_id: True)
         self._log_failures = log_failures  # off for a command, which reports failures itself
         self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
         self._on_nodes = on_nodes
@@ -154,7 +157,7 @@ class AwsMonitor:
         queried: set[SeriesKey] = set()
         total_queries = 0
         with self._lock:
-            groups = {key: list(nodes) for key, nodes in self._nodes.items()}
+            groups = {key: [node for node in nodes if self.owns(node.cluster_id)] for key, nodes in self._nodes.items()}
         for (account, region), nodes in groups.items():
             queries = build_queries(nodes, self.config.metrics)
             total_queries += len(queries)
@@ -254,6 +257,8 @@ class AwsCollector(FamilyCollector):
                 value.datapoint.timestamp,
             )
         for node in monitor.nodes():
+            if not monitor.owns(node.cluster_id):
+                continue
             out.add(
                 "elasticache_node_info",
                 GAUGE,

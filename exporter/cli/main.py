@@ -35,6 +35,8 @@ SERVE_FLAGS: dict[str, str] = {
     "redis.tls-insecure-skip-verify": "do not verify the server certificate (explicit opt-in)",
     "scrape.concurrency": "scrape workers: targets scraped at once (default 16)",
     "scrape.max-reply-size": "largest reply read from a node, e.g. 4MiB; a larger one fails the scrape before it is read (default 4MiB)",
+    "scrape.shard": "INDEX/COUNT, e.g. 1/3: of the configured and discovered targets, serve on /metrics only those of "
+    "this shard (Prometheus' hashmod of the target name); run COUNT exporters with indexes 0 to COUNT-1",
     "scrape.timeout": "timeout of one target's scrape, e.g. 5s (Prometheus' own scrape timeout also applies)",
     "heartbeat.write": "write the exporter's own heartbeat key on targets that are primaries (opt-in)",
     "heartbeat.key": "name of the exporter's heartbeat key (default elasticache-exporter:heartbeat)",

@@ -31,6 +31,18 @@ def limit_malloc_arenas() -> None:
         pass  # not glibc
 
 
+def tune_garbage_collector() -> None:
+    """A scrape of many targets allocates hundreds of thousands of short-lived, acyclic objects (samples, label
+    dicts), which reference counting frees. At the default threshold of 700 allocations the cyclic collector
+    would run hundreds of times per scrape and walk the whole heap several times; measured, it cost a fifth
+    of the scrape's CPU. Objects of start-up are frozen out of its walks, and it runs every 50,000 allocations."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def run_server(config: Config, reload: Callable[[], Config] | None = None) -> int:
     """Serve until SIGTERM or SIGINT (exit 0 within a few seconds, whatever targets do); SIGHUP reloads the
     configuration through ``reload``: a new file that does not validate is logged in one line and the running
@@ -49,6 +61,7 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
     except OSError as err:
         app.close()
         raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
+    tune_garbage_collector()
     reloading = threading.Lock()
 
     def _stop(signum: int, _frame: Any) -> None:

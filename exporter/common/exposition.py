@@ -17,7 +17,12 @@ _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
 _LABEL_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", '"': '\\"'})
 
 
+_INF = math.inf
+
+
 def format_value(value: float) -> str:
+    if value.__class__ is float and -_INF < value < _INF:  # the common case: a finite float (NaN fails both)
+        return repr(value)
     if value == math.inf:
         return "+Inf"
     if value == -math.inf:
@@ -36,6 +41,9 @@ def encode_text(families: Iterable[Any]) -> bytes:
     lines: list[str] = []
     append = lines.append
     pairs: dict[tuple[str, str], str] = {}  # most label pairs (the target above all) repeat on every line
+    # most samples of a target share one labels dict: rendered once per dict. Keyed by id; the entry holds the
+    # dict itself, so no other dict can take its id while the encoding runs (collectors' families are transient)
+    rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
     for family in families:
         name = family.name
         if family.type == "counter":
@@ -47,13 +55,17 @@ def encode_text(families: Iterable[Any]) -> bytes:
         append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for sample_name, labels, value, *_ in family.samples:
             if labels:
-                rendered = []
-                for item in labels.items():
-                    pair = pairs.get(item)
-                    if pair is None:
-                        pair = pairs[item] = _label_pair(*item)
-                    rendered.append(pair)
-                append(f"{sample_name}{{{','.join(rendered)}}} {format_value(value)}\n")
+                cached = rendered_labels.get(id(labels))
+                if cached is None:
+                    rendered = []
+                    for item in labels.items():
+                        pair = pairs.get(item)
+                        if pair is None:
+                            pair = pairs[item] = _label_pair(*item)
+                        rendered.append(pair)
+                    cached = rendered_labels[id(labels)] = (labels, ",".join(rendered))
+                text = cached[1]
+                append(f"{sample_name}{{{text}}} {format_value(value)}\n")
             else:
                 append(f"{sample_name} {format_value(value)}\n")
     return "".join(lines).encode("utf-8")

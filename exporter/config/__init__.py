@@ -19,6 +19,7 @@ from typing import Any
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
+from exporter.common.sharding import Shard, parse_shard
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 
@@ -53,6 +54,7 @@ class Config:
     log_format: str = "text"
     scrape_timeout: float = DEFAULT_TIMEOUT
     scrape_concurrency: int = 16
+    shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
     scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
     allow: tuple[AllowRule, ...] = ()
@@ -71,7 +73,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     log = as_mapping(raw, "log")
     check_keys(log, "log", {"level", "format"})
     scrape = as_mapping(raw, "scrape")
-    check_keys(scrape, "scrape", {"timeout", "concurrency", "allow", "max_reply_size"})
+    check_keys(scrape, "scrape", {"timeout", "concurrency", "allow", "max_reply_size", "shard"})
 
     timeout = as_duration(scrape.get("timeout", DEFAULT_TIMEOUT), "scrape.timeout")
     listen = as_string(web.get("listen_address", DEFAULT_LISTEN_ADDRESS), "web.listen_address")
@@ -82,6 +84,12 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     level = as_choice(log.get("level", "info"), "log.level", ("debug", "info", "warn", "error"))
     fmt = as_choice(log.get("format", "text"), "log.format", ("text", "json"))
     concurrency = as_int(scrape.get("concurrency", 16), "scrape.concurrency", 1, 256)
+    shard = None
+    if scrape.get("shard") not in (None, ""):
+        try:
+            shard = parse_shard(as_string(scrape["shard"], "scrape.shard"))
+        except ValueError as err:
+            raise ConfigError("scrape.shard", str(err)) from None
     max_reply = as_size(scrape.get("max_reply_size", DEFAULT_MAX_REPLY_BYTES), "scrape.max_reply_size", 64 * 1024, 1024**3)
 
     targets: list[TargetConfig] = []
@@ -124,6 +132,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         log_format=fmt,
         scrape_timeout=timeout,
         scrape_concurrency=concurrency,
+        shard=shard,
         scrape_max_reply_bytes=max_reply,
         targets=tuple(targets),
         allow=allow,

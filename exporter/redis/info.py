@@ -39,6 +39,8 @@ IDENTIFIER_FIELDS = frozenset(
     }
 )
 
+_NUMBER_START = frozenset("0123456789-+.")
+_INF = math.inf
 STATUS_VALUES = {"ok": 1.0, "up": 1.0, "true": 1.0, "yes": 1.0, "err": 0.0, "fail": 0.0, "down": 0.0, "false": 0.0, "no": 0.0}
 
 
@@ -94,18 +96,15 @@ def _is_field_name(key: str) -> bool:
 
 def parse_number(value: str) -> float | None:
     """A finite float from an INFO value, or None when it is not a plain number."""
-    if not value or len(value) > 40:
-        return None
-    first = value[0]
-    if not (first.isdigit() or first in "-+."):
+    if not value or len(value) > 40 or value[0] not in _NUMBER_START:
         return None
     try:
         number = float(value)
     except ValueError:
         return None
-    if not math.isfinite(number):
-        return None
-    return number
+    if -_INF < number < _INF:
+        return number
+    return None
 
 
 def parse_value(value: str) -> float | None:

@@ -43,30 +43,51 @@ def _field_value(spec: FieldMetric, raw: str) -> float | None:
     return None if value is None else value * spec.scale
 
 
+# What to do with a field of a plain section, decided once per (section, field) name and kept: a scrape of many
+# targets meets the same few hundred names again and again. Bounded, as a hostile server can make up names.
+_KNOWN, _SKIP, _REPLICA, _UNKNOWN = 0, 1, 2, 3
+_PLANS: dict[tuple[str, str], tuple] = {}
+_MAX_PLANS = 8192
+
+
+def _plan(section: str, name: str) -> tuple:
+    spec = KNOWN_FIELDS.get(name)
+    if spec is not None:
+        plan: tuple = (_KNOWN, spec)
+    elif name in CONSUMED_FIELDS or name in IDENTIFIER_FIELDS or name in MASTER_LABELLED_FIELDS:
+        plan = (_SKIP,)
+    elif section == "replication" and _REPLICA_LINE.match(name):
+        plan = (_REPLICA,)
+    else:
+        metric = metric_name_for_unknown(name)
+        plan = (_SKIP,) if metric in KNOWN_METRIC_NAMES else (_UNKNOWN, metric, f"INFO field {name} ({section}), exported as found.")
+    if len(_PLANS) < _MAX_PLANS:
+        _PLANS[(section, name)] = plan
+    return plan
+
+
 def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> None:
     """Every field of every section of ``info`` as samples labelled with ``target``."""
     base = {"target": target}
+    add = out.add
+    plans = _PLANS
     for section, fields in info.sections.items():
         if section in STRUCTURED_SECTIONS:
             continue
         for name, raw in fields.items():
-            spec = KNOWN_FIELDS.get(name)
-            if spec is not None:
+            plan = plans.get((section, name)) or _plan(section, name)
+            action = plan[0]
+            if action == _KNOWN:
+                spec = plan[1]
                 value = _field_value(spec, raw)
                 if value is not None:
-                    out.add(spec.name, spec.kind, spec.help, base, value)
-                continue
-            if name in CONSUMED_FIELDS or name in IDENTIFIER_FIELDS or name in MASTER_LABELLED_FIELDS:
-                continue
-            if section == "replication" and _REPLICA_LINE.match(name):
+                    add(spec.name, spec.kind, spec.help, base, value)
+            elif action == _UNKNOWN:
+                value = parse_number(raw)
+                if value is not None:
+                    add(plan[1], GAUGE, plan[2], base, value)
+            elif action == _REPLICA:
                 _add_replica_line(raw, base, out)
-                continue
-            value = parse_number(raw)
-            if value is None:
-                continue
-            metric = metric_name_for_unknown(name)
-            if metric not in KNOWN_METRIC_NAMES:
-                out.add(metric, GAUGE, f"INFO field {name} ({section}), exported as found.", base, value)
     _add_instance_info(info, base, out)
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out)

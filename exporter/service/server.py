@@ -73,6 +73,10 @@ class _Limits(FamilyCollector):
         out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
         out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
         out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
+        shard = self._app.config.shard
+        if shard is not None:
+            out.add("elasticache_exporter_shard_info", GAUGE, "This exporter's shard (scrape.shard): it serves the targets whose name "
+                    "hashes to index, of count shards.", {"index": str(shard.index), "count": str(shard.count)}, 1.0)  # fmt: skip
         http = self._app.http
         if http is not None:
             out.add("elasticache_exporter_http_connections", GAUGE, "Open HTTP connections.", {}, http.open_connections)
@@ -111,7 +115,7 @@ class ExporterApp:
             from exporter.aws.monitor import AwsCollector, AwsMonitor
 
             on_nodes = self.targets.set_discovered if config.aws.scrape_discovered else None
-            self.aws_monitor = AwsMonitor(config.aws, on_nodes=on_nodes)
+            self.aws_monitor = AwsMonitor(config.aws, on_nodes=on_nodes, owns=self.targets.owns)
             self._extra_collectors.append(AwsCollector(self.aws_monitor))
             self.aws_monitor.start()
 

@@ -72,6 +72,7 @@ class TargetSet:
         )
         keys = tuple(key for _, key in self.heartbeat_sources)
         self.max_reply_bytes = config.scrape_max_reply_bytes
+        self.shard = config.shard
         for item in config.targets:
             node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
             target = Target(item.name, node, item.node_type, item.replication_group, item.shard)
@@ -89,9 +90,17 @@ class TargetSet:
 
     @property
     def configured(self) -> list[Target]:
-        """The targets of /metrics: those of the configuration, then the discovered ones."""
+        """The targets of /metrics: those of the configuration, then the discovered ones (of this shard only,
+        when the exporter is one of several shards)."""
         with self._lock:
-            return list(self._by_name.values()) + list(self._discovered.values())
+            targets = list(self._by_name.values()) + list(self._discovered.values())
+        if self.shard is None:
+            return targets
+        return [target for target in targets if self.owns(target.name)]
+
+    def owns(self, name: str) -> bool:
+        """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
+        return self.shard is None or self.shard.owns(name)
 
     def set_discovered(self, nodes: list[Node]) -> None:
         """Make discovered nodes targets (by endpoint, TLS when in-transit encryption is on), keeping live connections."""
