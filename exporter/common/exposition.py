@@ -64,8 +64,8 @@ def encode_text(families: Iterable[Any]) -> bytes:
                             pair = pairs[item] = _label_pair(*item)
                         rendered.append(pair)
                     cached = rendered_labels[id(labels)] = (labels, ",".join(rendered))
-                text = cached[1]
-                append(f"{sample_name}{{{text}}} {format_value(value)}\n")
+                number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+                append(f"{sample_name}{{{cached[1]}}} {number}\n")
             else:
                 append(f"{sample_name} {format_value(value)}\n")
     return "".join(lines).encode("utf-8")

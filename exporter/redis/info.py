@@ -81,7 +81,7 @@ def parse_info(text: str) -> InfoReply:
             current = reply.sections.setdefault(name, {})
             continue
         key, sep, value = line.partition(":")
-        if not sep or not key or not _is_field_name(key):
+        if not sep or not key or (key not in _GOOD_NAMES and not _is_field_name(key)):
             reply.malformed_lines += 1
             continue
         current[key] = value
@@ -90,8 +90,14 @@ def parse_info(text: str) -> InfoReply:
     return reply
 
 
+_GOOD_NAMES: set[str] = set()  # field names seen valid, kept (bounded) so each is checked once, not every scrape
+
+
 def _is_field_name(key: str) -> bool:
-    return key.isprintable() and " " not in key and len(key) <= 200
+    good = key.isprintable() and " " not in key and len(key) <= 200
+    if good and len(_GOOD_NAMES) < 8192:
+        _GOOD_NAMES.add(key)
+    return good
 
 
 def parse_number(value: str) -> float | None:
