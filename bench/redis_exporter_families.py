@@ -1,0 +1,126 @@
+"""Record the metric families redis_exporter serves by default, with their types and label names, as test data.
+
+    python bench/redis_exporter_families.py --redis-exporter /path/to/redis_exporter [--out tests/data/redis_exporter_families.tsv]
+
+Runs the real redis_exporter (multi-target mode, default flags) against real servers started here: a primary with
+keys in two databases, a slow command in its slowlog and a latency event, its replica, and a node of a 3-master
+cluster; writes one line per family: name, TYPE, label names (instance and job excluded: Prometheus adds them).
+With --values it also prints, for the families both exporters serve, the samples whose values differ by more than
+the drift between two scrapes allows, to compare values side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from servers import free_port, start_exporter, start_redis, wait_until  # noqa: E402
+
+
+def get(port: int, path: str) -> str:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", path)
+    return connection.getresponse().read().decode()
+
+
+def families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    out: dict[str, tuple[str, set[str]]] = {}
+    for family in text_string_to_metric_families(text):
+        # the parser drops a counter's _total from the family name; the exposition (and PromQL) name keeps it
+        total = family.type == "counter" and any(sample.name.endswith("_total") for sample in family.samples)
+        _, labels = out.setdefault(family.name + ("_total" if total else ""), (family.type, set()))
+        for sample in family.samples:
+            labels.update(sample.labels)
+    return {name: (kind, frozenset(labels - {"instance", "job", "quantile", "le"})) for name, (kind, labels) in out.items()}
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def start_cluster():
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000") for _ in range(3)]
+    subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    for node in nodes:
+        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+    return nodes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--redis-exporter", required=True)
+    parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "redis_exporter_families.tsv"))
+    parser.add_argument("--values", action="store_true", help="also compare values of shared families with this exporter")
+    args = parser.parse_args()
+    primary = start_redis()
+    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+    cluster = start_cluster()
+    servers = [primary, replica, *cluster]
+    client = primary.client()
+    client.set("a", "1")
+    client.execute_command("SELECT", "3")
+    client.set("b", "2", ex=1000)
+    client.execute_command("SELECT", "0")
+    client.execute_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
+    client.execute_command("DEBUG", "SLEEP", "0.01")
+    wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
+    port = free_port()
+    upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    allow = Path(tempfile.mkdtemp()) / "allow.yml"
+    allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
+    ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
+    try:
+        wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
+        found: dict[str, tuple[str, set[str]]] = {}
+        for server in servers:
+            for name, (kind, labels) in families(get(port, f"/scrape?target={server.addr}")).items():
+                found.setdefault(name, (kind, set()))[1].update(labels)
+            if args.values:
+                _compare(get(port, f"/scrape?target={server.addr}"), ours.get(f"/scrape?target={server.addr}")[1], server.addr)
+        lines = ["# name\ttype\tlabels (written by bench/redis_exporter_families.py from a real redis_exporter)"]
+        lines += [f"{name}\t{kind}\t{','.join(sorted(labels))}" for name, (kind, labels) in sorted(found.items())]
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"{len(found)} families written to {args.out}")
+    finally:
+        upstream.terminate()
+        upstream.wait(timeout=10)
+        ours.stop()
+        for server in servers:
+            server.stop()
+
+
+def _answers(port: int) -> bool:
+    try:
+        return "redis_exporter_build_info" in get(port, "/metrics")
+    except OSError:
+        return False
+
+
+def _compare(theirs_text: str, ours_text: str, where: str) -> None:
+    theirs = samples(theirs_text)
+    ours = {(name, tuple(item for item in labels if item[0] != "target")): value for (name, labels), value in samples(ours_text).items()}
+    for key, value in sorted(theirs.items()):
+        if key in ours and abs(ours[key] - value) > max(1.0, abs(value) * 0.05) and not key[0].startswith(("redis_exporter", "go_", "process_")):
+            print(f"{where}: {key[0]}{dict(key[1])}: redis_exporter {value}, ours {ours[key]}")
+    time.sleep(0)
+
+
+if __name__ == "__main__":
+    main()
