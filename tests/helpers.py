@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,13 +30,39 @@ class Response:
         return parse_samples(self.text)
 
 
-def parse_samples(text: str) -> dict[tuple[str, tuple], float]:
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
+
+
+def exposition_types(text: str) -> dict[str, str]:
+    """{family name: TYPE} exactly as the text format names them (no parser normalisation)."""
+    return {line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE ")}
+
+
+def exact_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Samples by their names exactly as served. prometheus_client's parser appends _total to a counter's samples
+    that lack it; Prometheus keeps names as served, and so must the compatibility checks."""
     samples: dict[tuple[str, tuple], float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = (sample.name, tuple(sorted(sample.labels.items())))
-            assert key not in samples, f"duplicate series {key}"
-            samples[key] = sample.value
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, _, rest = line.partition("{")
+            body, _, value = rest.rpartition("} ")
+            labels = tuple(sorted((key, raw.encode().decode("unicode_escape")) for key, raw in _LABEL.findall(body)))
+        else:
+            name, _, value = line.partition(" ")
+            labels = ()
+        key = (name, labels)
+        assert key not in samples, f"duplicate series {key}"
+        samples[key] = float(value.split()[0])
+    return samples
+
+
+def parse_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """The samples by their served names, after the real parser has accepted the whole text."""
+    parsed = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    samples = exact_samples(text)
+    assert len(parsed) == len(samples)
     return samples
 
 

@@ -57,8 +57,13 @@ def _instance_labels(info: dict) -> dict[str, str]:
         "os": info["os"],
         "maxmemory_policy": info["maxmemory_policy"],
         "tcp_port": str(info["tcp_port"]),
+        "role": info["role"],
+        "run_id": info["run_id"],
+        "process_id": str(info["process_id"]),
+        "master_replid": info["master_replid"],
         "server_name": "",
         "valkey_version": "",
+        "valkey_release_stage": "",
     }
 
 

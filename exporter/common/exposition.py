@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .families import Family
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
 _LABEL_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", '"': '\\"'})
@@ -46,8 +48,8 @@ def encode_text(families: Iterable[Any]) -> bytes:
     rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
     for family in families:
         name = family.name
-        if family.type == "counter":
-            name += "_total"
+        if family.type == "counter" and not isinstance(family, Family):
+            name += "_total"  # prometheus_client keeps a counter's name without _total
         kind = family.type if family.type in ("counter", "gauge", "summary", "histogram") else "untyped"
         help_text = family.documentation
         if "\\" in help_text or "\n" in help_text:

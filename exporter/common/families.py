@@ -23,7 +23,7 @@ class Family:
     __slots__ = ("documentation", "name", "samples", "type")
 
     def __init__(self, name: str, kind: str, documentation: str) -> None:
-        self.name = name[:-6] if kind == COUNTER and name.endswith("_total") else name
+        self.name = name  # as served: a counter keeps its name, with or without _total (redis_exporter has both)
         self.type = kind
         self.documentation = documentation
         self.samples: list[tuple[str, dict[str, str], float]] = []
@@ -31,7 +31,12 @@ class Family:
     def metric(self) -> Metric:
         from prometheus_client.metrics_core import Metric  # only for OpenMetrics: the text path never loads it
 
-        metric = Metric(self.name, self.documentation, self.type)
+        if self.type != COUNTER:
+            metric = Metric(self.name, self.documentation, self.type)
+        elif self.name.endswith("_total"):
+            metric = Metric(self.name[:-6], self.documentation, COUNTER)
+        else:  # OpenMetrics requires _total on a counter's samples: served untyped, under the same name as in text
+            metric = Metric(self.name, self.documentation, "unknown")
         for name, labels, value in self.samples:
             metric.add_sample(name, labels, value)
         return metric

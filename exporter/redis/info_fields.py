@@ -52,6 +52,7 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "watching_clients": _g("watching_clients", "Clients in watching mode (WATCH)."),
     "total_watched_keys": _g("total_watched_keys", "Number of watched keys."),
     "total_blocking_keys": _g("total_blocking_keys", "Number of blocking keys."),
+    "total_blocking_keys_on_nokey": _g("total_blocking_keys_on_nokey", "Blocking keys that unblock when the key is deleted."),
     "client_recent_max_input_buffer": _g("client_recent_max_input_buffer_bytes", "Biggest input buffer among current clients."),
     "client_recent_max_output_buffer": _g("client_recent_max_output_buffer_bytes", "Biggest output buffer among current clients."),
     "client_longest_output_list": _g("client_longest_output_list", "Longest output list among current clients (Redis < 5)."),
@@ -66,7 +67,7 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "used_memory_dataset": _g("memory_used_dataset_bytes", "Memory used by the data set."),
     "used_memory_dataset_perc": _g("memory_used_dataset_ratio", "Data set memory as a ratio of net memory.", PERCENT),
     "used_memory_lua": _g("memory_used_lua_bytes", "Memory used by the Lua engine."),
-    "used_memory_vm_total": _g("memory_used_vm_total_bytes", "Memory used by script VMs.", upstream="memory_used_vm_total"),
+    "used_memory_vm_total": _g("memory_used_vm_total", "Memory used by script VMs, in bytes."),
     "used_memory_scripts": _g("memory_used_scripts_bytes", "Memory used by cached scripts."),
     "number_of_cached_scripts": _g("number_of_cached_scripts", "Number of cached Lua scripts."),
     "maxmemory": _g("memory_max_bytes", "The maxmemory setting (0 = no limit)."),
@@ -81,13 +82,29 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "mem_fragmentation_ratio": _g("mem_fragmentation_ratio", "used_memory_rss divided by used_memory."),
     "mem_fragmentation_bytes": _g("mem_fragmentation_bytes", "used_memory_rss minus used_memory."),
     "mem_not_counted_for_evict": _g("mem_not_counted_for_eviction_bytes", "Memory not counted for eviction (AOF and replica buffers)."),
-    "mem_clients_slaves": _g("mem_clients_slaves_bytes", "Memory used by replica clients.", upstream="mem_clients_slaves"),
-    "mem_clients_normal": _g("mem_clients_normal_bytes", "Memory used by normal clients.", upstream="mem_clients_normal"),
+    "mem_clients_slaves": _g("mem_clients_slaves", "Memory used by replica clients, in bytes."),
+    "mem_clients_normal": _g("mem_clients_normal", "Memory used by normal clients, in bytes."),
     "mem_replication_backlog": _g("mem_replication_backlog_bytes", "Memory used by the replication backlog."),
     "lazyfree_pending_objects": _g("lazyfree_pending_objects", "Objects waiting to be freed."),
-    "lazyfreed_objects": _c("lazyfreed_objects_total", "Objects freed lazily."),
+    "lazyfreed_objects": _g("lazyfreed_objects", "Objects freed lazily since start (a counter, typed gauge as redis_exporter does)."),
     "active_defrag_running": _g("active_defrag_running", "Whether active defragmentation runs."),
     "maxmemory_reservation": _g("memory_max_reservation_bytes", "ElastiCache reserved memory."),
+    "used_memory_vm_eval": _g("memory_used_vm_eval_bytes", "Memory used by the Lua VM of EVAL scripts."),
+    "used_memory_scripts_eval": _g("memory_used_scripts_eval_bytes", "Memory overhead of EVAL scripts."),
+    "used_memory_vm_functions": _g("memory_used_vm_functions_bytes", "Memory used by the Lua VM of functions."),
+    "used_memory_functions": _g("memory_used_functions_bytes", "Memory overhead of functions."),
+    "number_of_functions": _g("number_of_functions", "Number of functions."),
+    "number_of_libraries": _g("number_of_libraries", "Number of function libraries."),
+    "mem_cluster_links": _g("mem_cluster_links_bytes", "Memory used by cluster bus links."),
+    "mem_aof_buffer": _g("mem_aof_buffer_bytes", "Memory used by the AOF buffer."),
+    "mem_total_replication_buffers": _g("mem_total_replication_buffers_bytes", "Memory used by replication buffers."),
+    "mem_overhead_db_hashtable_rehashing": _g("mem_overhead_db_hashtable_rehashing_bytes", "Memory used by rehashing dictionaries."),
+    "maxmemory_desired_reservation": _g("memory_max_reservation_desired_bytes", "ElastiCache desired reserved memory."),
+    "maxfragmentationmemory_reservation": _g("memory_max_fragmentation_reservation_bytes", "ElastiCache fragmentation reservation."),
+    "maxfragmentationmemory_desired_reservation": _g(
+        "memory_max_fragmentation_reservation_desired_bytes", "ElastiCache desired fragmentation reservation."
+    ),
+    "allocator_muzzy": _g("allocator_muzzy_bytes", "Allocator muzzy bytes."),
     # Persistence
     "loading": _g("loading_dump_file", "Whether a dump file is being loaded."),
     "async_loading": _g("async_loading", "Whether data is being loaded asynchronously."),
@@ -95,23 +112,17 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "rdb_bgsave_in_progress": _g("rdb_bgsave_in_progress", "Whether an RDB save runs."),
     "rdb_last_save_time": _g("rdb_last_save_timestamp_seconds", "Unix time of the last successful RDB save."),
     "rdb_last_bgsave_status": _g("rdb_last_bgsave_status", "Status of the last RDB save (1 ok, 0 error)."),
-    "rdb_last_bgsave_time_sec": _g(
-        "rdb_last_bgsave_duration_seconds", "Duration of the last RDB save (-1 if none).", upstream="rdb_last_bgsave_duration_sec"
-    ),
-    "rdb_current_bgsave_time_sec": _g(
-        "rdb_current_bgsave_duration_seconds", "Duration of the running RDB save (-1 if none).", upstream="rdb_current_bgsave_duration_sec"
-    ),
+    "rdb_last_bgsave_time_sec": _g("rdb_last_bgsave_duration_sec", "Duration of the last RDB save in seconds (-1 if none)."),
+    "rdb_current_bgsave_time_sec": _g("rdb_current_bgsave_duration_sec", "Duration of the running RDB save in seconds (-1 if none)."),
     "rdb_last_cow_size": _g("rdb_last_cow_size_bytes", "Copy-on-write memory of the last RDB save."),
-    "rdb_saves": _c("rdb_saves_total", "RDB saves since startup."),
+    "rdb_last_load_keys_expired": _g("rdb_last_load_expired_keys", "Keys found expired while loading the last dump."),
+    "rdb_last_load_keys_loaded": _g("rdb_last_load_loaded_keys", "Keys loaded from the last dump."),
+    "rdb_saves": _g("rdb_saves_total", "RDB saves since startup (a counter, typed gauge as redis_exporter does)."),
     "aof_enabled": _g("aof_enabled", "Whether AOF is enabled."),
     "aof_rewrite_in_progress": _g("aof_rewrite_in_progress", "Whether an AOF rewrite runs."),
     "aof_rewrite_scheduled": _g("aof_rewrite_scheduled", "Whether an AOF rewrite is scheduled."),
-    "aof_last_rewrite_time_sec": _g(
-        "aof_last_rewrite_duration_seconds", "Duration of the last AOF rewrite (-1 if none).", upstream="aof_last_rewrite_duration_sec"
-    ),
-    "aof_current_rewrite_time_sec": _g(
-        "aof_current_rewrite_duration_seconds", "Duration of the running AOF rewrite.", upstream="aof_current_rewrite_duration_sec"
-    ),
+    "aof_last_rewrite_time_sec": _g("aof_last_rewrite_duration_sec", "Duration of the last AOF rewrite in seconds (-1 if none)."),
+    "aof_current_rewrite_time_sec": _g("aof_current_rewrite_duration_sec", "Duration of the running AOF rewrite in seconds."),
     "aof_last_bgrewrite_status": _g("aof_last_bgrewrite_status", "Status of the last AOF rewrite (1 ok, 0 error)."),
     "aof_last_write_status": _g("aof_last_write_status", "Status of the last AOF write (1 ok, 0 error)."),
     "aof_last_cow_size": _g("aof_last_cow_size_bytes", "Copy-on-write memory of the last AOF rewrite."),
@@ -136,27 +147,17 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "instantaneous_input_kbps": _g("instantaneous_input_kbps", "Network read rate in KB/s (server's own sample)."),
     "instantaneous_output_kbps": _g("instantaneous_output_kbps", "Network write rate in KB/s (server's own sample)."),
     "rejected_connections": _c("rejected_connections_total", "Connections rejected because of maxclients."),
-    "sync_full": _c("replica_resyncs_full_total", "Full resyncs with replicas.", upstream="replica_resyncs_full"),
-    "sync_partial_ok": _c(
-        "replica_partial_resync_accepted_total", "Accepted partial resync requests.", upstream="replica_partial_resync_accepted"
-    ),
-    "sync_partial_err": _c(
-        "replica_partial_resync_denied_total", "Denied partial resync requests.", upstream="replica_partial_resync_denied"
-    ),
+    "sync_full": _g("replica_resyncs_full", "Full resyncs with replicas (a counter, typed gauge as redis_exporter does)."),
+    "sync_partial_ok": _g("replica_partial_resync_accepted", "Accepted partial resync requests (a counter, typed gauge as redis_exporter does)."),
+    "sync_partial_err": _g("replica_partial_resync_denied", "Denied partial resync requests (a counter, typed gauge as redis_exporter does)."),
     "expired_keys": _c("expired_keys_total", "Keys expired."),
     "expired_stale_perc": _g("expired_stale_percentage", "Estimated percentage of keys that are expired but not yet reclaimed."),
     "expired_time_cap_reached_count": _c("expired_time_cap_reached_total", "Active expire cycles stopped early."),
-    "expire_cycle_cpu_milliseconds": _c(
-        "expire_cycle_cpu_time_seconds_total", "CPU time spent in active expire cycles.", MS, upstream="expire_cycle_cpu_time_ms_total"
-    ),
+    "expire_cycle_cpu_milliseconds": _c("expire_cycle_cpu_time_ms_total", "CPU time spent in active expire cycles, in milliseconds."),
     "evicted_keys": _c("evicted_keys_total", "Keys evicted because of maxmemory."),
     "evicted_clients": _c("evicted_clients_total", "Clients evicted because of maxmemory-clients."),
-    "total_eviction_exceeded_time": _c(
-        "eviction_exceeded_time_seconds_total", "Time used_memory was above maxmemory.", MS, upstream="eviction_exceeded_time_ms_total"
-    ),
-    "current_eviction_exceeded_time": _g(
-        "current_eviction_exceeded_time_seconds", "Time since used_memory went above maxmemory.", MS, upstream="current_eviction_exceeded_time_ms"
-    ),
+    "total_eviction_exceeded_time": _c("eviction_exceeded_time_ms_total", "Time used_memory was above maxmemory, in milliseconds."),
+    "current_eviction_exceeded_time": _g("current_eviction_exceeded_time_ms", "Time since used_memory went above maxmemory, in milliseconds."),
     "keyspace_hits": _c("keyspace_hits_total", "Successful key lookups."),
     "keyspace_misses": _c("keyspace_misses_total", "Failed key lookups."),
     "pubsub_channels": _g("pubsub_channels", "Pub/sub channels with subscribers."),
@@ -164,31 +165,32 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "pubsubshard_channels": _g("pubsubshard_channels", "Shard channels with subscribers."),
     "latest_fork_usec": _g("latest_fork_seconds", "Duration of the latest fork.", US),
     "total_forks": _c("forks_total", "Forks since startup."),
-    "migrate_cached_sockets": _g("migrate_cached_sockets", "Sockets open for MIGRATE.", upstream="migrate_cached_sockets_total"),
+    "migrate_cached_sockets": _g("migrate_cached_sockets_total", "Sockets open for MIGRATE (a gauge despite the name, as redis_exporter serves it)."),
     "slave_expires_tracked_keys": _g("slave_expires_tracked_keys", "Keys tracked for expiry on a writable replica."),
-    "active_defrag_hits": _c("defrag_hits_total", "Value reallocations by active defrag.", upstream="defrag_hits"),
-    "active_defrag_misses": _c("defrag_misses_total", "Aborted value reallocations by active defrag.", upstream="defrag_misses"),
-    "active_defrag_key_hits": _c("defrag_key_hits_total", "Keys actively defragmented.", upstream="defrag_key_hits"),
-    "active_defrag_key_misses": _c("defrag_key_misses_total", "Keys skipped by active defrag.", upstream="defrag_key_misses"),
+    "active_defrag_hits": _g("defrag_hits", "Value reallocations by active defrag (a counter, typed gauge as redis_exporter does)."),
+    "active_defrag_misses": _g("defrag_misses", "Aborted value reallocations by active defrag (a counter, typed gauge as redis_exporter does)."),
+    "active_defrag_key_hits": _g("defrag_key_hits", "Keys actively defragmented (a counter, typed gauge as redis_exporter does)."),
+    "active_defrag_key_misses": _g("defrag_key_misses", "Keys skipped by active defrag (a counter, typed gauge as redis_exporter does)."),
     "total_active_defrag_time": _c("active_defrag_time_seconds_total", "Time memory fragmentation was over the limit.", MS),
     "tracking_total_keys": _g("tracking_total_keys", "Keys tracked by the server."),
     "tracking_total_items": _g("tracking_total_items", "Items tracked by the server."),
     "tracking_total_prefixes": _g("tracking_total_prefixes", "Tracked prefixes."),
-    "unexpected_error_replies": _c(
-        "unexpected_error_replies_total", "Unexpected error replies (AOF load, replication).", upstream="unexpected_error_replies"
-    ),
-    "total_error_replies": _c("error_replies_total", "Error replies sent to clients.", upstream="total_error_replies"),
-    "dump_payload_sanitizations": _c(
-        "dump_payload_sanitizations_total", "Deep dump payload integrity checks.", upstream="dump_payload_sanitizations"
-    ),
-    "total_reads_processed": _c("reads_processed_total", "Read events processed.", upstream="total_reads_processed"),
-    "total_writes_processed": _c("writes_processed_total", "Write events processed.", upstream="total_writes_processed"),
-    "io_threaded_reads_processed": _c(
-        "io_threaded_reads_processed_total", "Reads processed by I/O threads.", upstream="io_threaded_reads_processed"
-    ),
-    "io_threaded_writes_processed": _c(
-        "io_threaded_writes_processed_total", "Writes processed by I/O threads.", upstream="io_threaded_writes_processed"
-    ),
+    "reply_buffer_shrinks": _c("reply_buffer_shrinks_total", "Output buffer shrinks."),
+    "reply_buffer_expands": _c("reply_buffer_expands_total", "Output buffer expansions."),
+    "evicted_scripts": _c("evicted_scripts_total", "Scripts evicted from the script cache."),
+    "expired_subkeys": _c("expired_subkeys_total", "Hash fields expired."),
+    "instantaneous_eventloop_cycles_per_sec": _g("instantaneous_eventloop_cycles_per_sec", "Event loop cycles per second."),
+    "instantaneous_eventloop_duration_usec": _g("instantaneous_eventloop_duration_usec", "Average event loop cycle duration."),
+    "eventloop_cycles": _c("eventloop_cycles_total", "Event loop cycles."),
+    "eventloop_duration_sum": _c("eventloop_duration_sum_usec_total", "Time spent in the event loop, in microseconds."),
+    "eventloop_duration_cmd_sum": _c("eventloop_duration_cmd_sum_usec_total", "Time spent executing commands, in microseconds."),
+    "unexpected_error_replies": _c("unexpected_error_replies", "Unexpected error replies (AOF load, replication)."),
+    "total_error_replies": _c("total_error_replies", "Error replies sent to clients."),
+    "dump_payload_sanitizations": _c("dump_payload_sanitizations", "Deep dump payload integrity checks."),
+    "total_reads_processed": _c("total_reads_processed", "Read events processed."),
+    "total_writes_processed": _c("total_writes_processed", "Write events processed."),
+    "io_threaded_reads_processed": _c("io_threaded_reads_processed", "Reads processed by I/O threads."),
+    "io_threaded_writes_processed": _c("io_threaded_writes_processed", "Writes processed by I/O threads."),
     "client_query_buffer_limit_disconnections": _c(
         "client_query_buffer_limit_disconnections_total", "Clients disconnected for exceeding the query buffer limit."
     ),
@@ -221,6 +223,7 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "used_cpu_user_children": _c("cpu_user_children_seconds_total", "User CPU used by background processes."),
     "used_cpu_sys_main_thread": _c("cpu_sys_main_thread_seconds_total", "System CPU used by the main thread."),
     "used_cpu_user_main_thread": _c("cpu_user_main_thread_seconds_total", "User CPU used by the main thread."),
+    "used_active_time_main_thread": _c("active_time_main_thread_seconds_total", "Time the main thread was busy."),
     # Cluster
     "cluster_enabled": _g("cluster_enabled", "Whether cluster mode is enabled."),
 }
@@ -234,13 +237,20 @@ MASTER_LABELLED_FIELDS: dict[str, FieldMetric] = {
 }
 
 # Fields that become labels of redis_instance_info instead of numbers.
-INSTANCE_INFO_LABELS = ("redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "server_name", "valkey_version")
+# redis_exporter's labels, in its order (role, run_id, process_id and master_replid included: its users' rules join on
+# role), then the names of Valkey and of servers that say what they are
+INSTANCE_INFO_LABELS = (
+    "role", "redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "run_id", "process_id",
+    "master_replid", "valkey_version", "valkey_release_stage", "server_name",
+)  # fmt: skip
 
 # Fields handled elsewhere (labels, the role gauge) and so never exported generically.
 CONSUMED_FIELDS = frozenset(INSTANCE_INFO_LABELS) | {"role", "master_host", "master_port", "master_failover_state"}
 
 CLUSTER_INFO_FIELDS: dict[str, FieldMetric] = {
     "cluster_state": _g("cluster_state", "Whether the cluster state is ok (1) or fail (0)."),
-    "cluster_stats_messages_sent": _c("cluster_messages_sent_total", "Messages sent on the cluster bus."),
-    "cluster_stats_messages_received": _c("cluster_messages_received_total", "Messages received on the cluster bus."),
+    "cluster_stats_messages_sent": _g("cluster_messages_sent_total", "Messages sent on the cluster bus (typed gauge as redis_exporter does)."),
+    "cluster_stats_messages_received": _g(
+        "cluster_messages_received_total", "Messages received on the cluster bus (typed gauge as redis_exporter does)."
+    ),
 }

@@ -29,7 +29,6 @@ KNOWN_METRIC_NAMES = frozenset(
 STRUCTURED_SECTIONS = frozenset({"keyspace", "commandstats", "errorstats", "latencystats", "modules"})
 _REPLICA_LINE = re.compile(r"slave\d+$")
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
-_QUANTILE_LABELS = {"p50": "0.5", "p90": "0.9", "p99": "0.99", "p99.9": "0.999", "p100": "1"}
 
 
 def metric_name_for_unknown(field: str) -> str:
@@ -106,6 +105,15 @@ def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet) ->
     role = info.get("role")
     if role:
         out.add("redis_instance_role", GAUGE, "The server's replication role (master or slave) as a label.", {**base, "role": role}, 1.0)
+    if role == "slave":
+        replication = info.sections.get("replication", {})
+        slave_labels = {
+            **base,
+            "master_host": replication.get("master_host", ""),
+            "master_port": replication.get("master_port", ""),
+            "read_only": replication.get("slave_read_only", ""),
+        }
+        out.add("redis_slave_info", GAUGE, "A replica: the address of its primary, and whether it is read-only.", slave_labels, 1.0)
 
 
 def _add_replica_side(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
@@ -184,34 +192,39 @@ def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilyS
 def _add_latencystats(
     fields: dict[str, str], calls: dict[str, tuple[float, float]], base: dict[str, str], out: FamilySet
 ) -> None:
+    """redis_exporter's summary: quantile labels are the percentiles as INFO names them (50, 99, 99.9), values,
+    sum and count in microseconds and calls; a command without commandstats is left out, as upstream does."""
     for name, raw in fields.items():
         if not name.startswith("latency_percentiles_usec_"):
             continue
         cmd = name[25:]
+        count, total = calls.get(cmd, (None, None))
+        if count is None or total is None:
+            continue
         quantiles = []
         for key, value_raw in parse_subfields(raw).items():
             value = parse_number(value_raw)
-            quantile = _QUANTILE_LABELS.get(key) or _percentile_label(key)
-            if value is not None and quantile is not None:
-                quantiles.append((quantile, value / 1e6))
-        count, total = calls.get(cmd, (None, None))
+            percentile = _percentile_label(key)
+            if value is not None and percentile is not None:
+                quantiles.append((percentile, value))
         out.add_summary(
-            "redis_latency_percentiles_seconds",
-            "Latency percentiles per command (server-side, from INFO latencystats).",
+            "redis_latency_percentiles_usec",
+            "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
             {**base, "cmd": cmd},
             quantiles,
             count,
-            total,
+            total * 1e6,
         )
 
 
 def _percentile_label(key: str) -> str | None:
+    """``p99.9`` -> ``99.9``, ``p50`` -> ``50``: the percentile as Go's %g prints it, as redis_exporter labels it."""
     if not key.startswith("p"):
         return None
     number = parse_number(key[1:])
     if number is None or not 0 <= number <= 100:
         return None
-    return repr(round(number / 100.0, 6))
+    return repr(number).removesuffix(".0")
 
 
 def _add_errorstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:

@@ -42,19 +42,14 @@ def _add_config_compat(info: InfoReply, base: dict[str, str], out: FamilySet) ->
 
 
 def _add_slowlog_last(reply: Any, base: dict[str, str], out: FamilySet) -> None:
-    if not isinstance(reply, list) or not reply or not isinstance(reply[0], list) or len(reply[0]) < 3:
+    """As redis_exporter: both series whenever SLOWLOG GET answered, 0 while the slow log is empty."""
+    if not isinstance(reply, list):
         return
-    entry = reply[0]
-    if isinstance(entry[0], int):
-        out.add("redis_slowlog_last_id", GAUGE, "Id of the newest slow log entry.", base, float(entry[0]))
-    if isinstance(entry[2], int):
-        out.add(
-            "redis_last_slow_execution_duration_seconds",
-            GAUGE,
-            "Execution time of the newest slow log entry.",
-            base,
-            entry[2] / 1e6,
-        )
+    entry = reply[0] if reply and isinstance(reply[0], list) else []
+    last_id = entry[0] if entry and isinstance(entry[0], int) else 0
+    duration = entry[2] if len(entry) > 2 and isinstance(entry[2], int) else 0
+    out.add("redis_slowlog_last_id", GAUGE, "Id of the newest slow log entry (0 while the log is empty).", base, float(last_id))
+    out.add("redis_last_slow_execution_duration_seconds", GAUGE, "Execution time of the newest slow log entry.", base, duration / 1e6)
 
 
 def _add_latency_latest(reply: Any, base: dict[str, str], out: FamilySet) -> None:
