@@ -139,12 +139,12 @@ def test_sighup_reloads_and_keeps_the_old_configuration_when_the_new_one_is_bad(
         assert "target=\"first\"" in exporter.get("/metrics")[1]
         config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n  - {{name: second, addr: '{fresh_redis.addr}'}}\n")
         exporter.process.send_signal(signal.SIGHUP)
-        wait_until(lambda: 'redis_up{target="second"} 1' in exporter.get("/metrics")[1], what="reloaded target")
+        wait_until(lambda: 'redis_up{target="second",instance="second"} 1' in exporter.get("/metrics")[1], what="reloaded target")
         config.write_text("targets:\n  - {name: broken, adr: nowhere}\n")
         exporter.process.send_signal(signal.SIGHUP)
         wait_until(lambda: "reload: configuration not changed" in exporter.log(), what="refused reload")
         text = exporter.get("/metrics")[1]
-        assert 'redis_up{target="second"} 1' in text
+        assert 'redis_up{target="second",instance="second"} 1' in text
         assert "broken" not in text
         assert exporter.process.poll() is None
         line = next(line for line in exporter.log().splitlines() if "reload: configuration not changed" in line)

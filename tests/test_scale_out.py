@@ -64,7 +64,7 @@ def test_a_shard_of_one_serves_everything_and_bad_shards_are_refused(tmp_path):
     config.write_text(f"targets:\n  - name: only\n    addr: {server.addr}\n")
     exporter = start_exporter("--config.file", str(config), "--scrape.shard", "0/1")
     try:
-        assert 'redis_up{target="only"} 1' in exporter.get("/metrics")[1]
+        assert 'redis_up{target="only",instance="only"} 1' in exporter.get("/metrics")[1]
     finally:
         exporter.stop()
         server.stop()

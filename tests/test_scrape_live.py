@@ -257,3 +257,22 @@ def test_gzip_and_openmetrics_negotiation(plain_redis, app_for):
     response = call(app, "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert response.headers["Content-Type"].startswith("application/openmetrics-text")
     assert response.text.rstrip().endswith("# EOF")
+
+
+def test_a_nodes_series_carry_instance_on_metrics_and_not_on_scrape(plain_redis, app_for):
+    """Many nodes on one /metrics: each node's series carry instance=<target>, the label redis_exporter users join
+    on. /scrape leaves instance to Prometheus' relabelling, as redis_exporter does."""
+    from helpers import parse_samples
+
+    app = app_for({"targets": [{"name": "a", "addr": plain_redis.addr}, {"name": "b", "addr": plain_redis.addr}],
+                   "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})  # fmt: skip
+    on_metrics = parse_samples(call(app, "/metrics").text)
+    per_node = [dict(labels) for (name, labels) in on_metrics if "target" in dict(labels)]
+    assert per_node
+    assert all(labels["instance"] == labels["target"] for labels in per_node)
+    assert {labels["instance"] for labels in per_node} == {"a", "b"}
+    assert ("process_cpu_seconds_total", ()) in on_metrics  # the exporter's own series: Prometheus' instance
+    on_scrape = parse_samples(call(app, "/scrape", "target=a").text)
+    assert not any("instance" in dict(labels) for _, labels in on_scrape)
+    openmetrics = call(app, "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
+    assert 'redis_up{instance="a",target="a"} 1.0' in openmetrics or 'redis_up{target="a",instance="a"} 1.0' in openmetrics

@@ -38,8 +38,11 @@ def _label_pair(key: str, value: str) -> str:
     return f'{key}="{str(value).translate(_LABEL_ESCAPES)}"'
 
 
-def encode_text(families: Iterable[Any]) -> bytes:
-    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.families.Family` (same attributes)."""
+def encode_text(families: Iterable[Any], *, instance_from_target: bool = False) -> bytes:
+    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.families.Family` (same attributes).
+
+    With ``instance_from_target`` a sample labelled with a ``target`` also gets ``instance`` with the same value
+    (unless it has one), so that the series of one node share the label upstream rules join on."""
     lines: list[str] = []
     append = lines.append
     pairs: dict[tuple[str, str], str] = {}  # most label pairs (the target above all) repeat on every line
@@ -60,7 +63,10 @@ def encode_text(families: Iterable[Any]) -> bytes:
                 cached = rendered_labels.get(id(labels))
                 if cached is None:
                     rendered = []
-                    for item in labels.items():
+                    items = list(labels.items())
+                    if instance_from_target and "target" in labels and "instance" not in labels:
+                        items.append(("instance", labels["target"]))
+                    for item in items:
                         pair = pairs.get(item)
                         if pair is None:
                             pair = pairs[item] = _label_pair(*item)

@@ -40,12 +40,21 @@ DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the
 class _Families:
     """Adapts a list of collectors to what prometheus_client's encoders expect."""
 
-    def __init__(self, collectors: Iterable[Any]) -> None:
+    def __init__(self, collectors: Iterable[Any], instance_from_target: bool = False) -> None:
         self._collectors = list(collectors)
+        self._instance_from_target = instance_from_target
 
     def collect(self) -> Iterator[Any]:
         for collector in self._collectors:
-            yield from collector.collect()
+            for metric in collector.collect():
+                if self._instance_from_target:
+                    metric.samples = [
+                        sample._replace(labels={**sample.labels, "instance": sample.labels["target"]})
+                        if "target" in sample.labels and "instance" not in sample.labels
+                        else sample
+                        for sample in metric.samples
+                    ]
+                yield metric
 
     def families(self) -> Iterator[Any]:
         """For the text encoder: every collector gives plain families, no prometheus_client objects."""
@@ -152,7 +161,9 @@ class ExporterApp:
                 targets = self.targets.configured
                 collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
-                return self._metrics(environ, start_response, [c for c in collectors if c is not None])
+                # many nodes on one page: each node's series carry instance=<target>, as a scrape of that node
+                # alone would have it (the documented Prometheus job keeps it with honor_labels: true)
+                return self._metrics(environ, start_response, [c for c in collectors if c is not None], instance_from_target=True)
             if path == "/scrape":
                 return self._scrape(environ, start_response)
             if path == "/discovery":
@@ -230,16 +241,18 @@ class ExporterApp:
             address_names=self.targets.address_names,
         )
 
-    def _metrics(self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any]) -> list[bytes]:
+    def _metrics(
+        self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any], *, instance_from_target: bool = False
+    ) -> list[bytes]:
         accept = environ.get("HTTP_ACCEPT", "")
         if "application/openmetrics-text" in accept:
             from prometheus_client.exposition import choose_encoder
 
             encoder, content_type = choose_encoder(accept)
-            body = encoder(_Families(collectors))
+            body = encoder(_Families(collectors, instance_from_target))
         else:
             content_type = TEXT_CONTENT_TYPE
-            body = encode_text(_Families(collectors).families())
+            body = encode_text(_Families(collectors).families(), instance_from_target=instance_from_target)
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip_compress(body)
