@@ -61,7 +61,7 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
     ],
 )
 def test_malformed_replies_never_crash_the_exporter(reply):
-    server = FakeRespServer({("INFO", "ALL"): reply, ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER"): b"*-1\r\n"})
+    server = FakeRespServer({("INFO", "ALL"): reply, ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM"): b"*-1\r\n"})
     app = make_app({"targets": [{"name": "odd", "addr": server.addr, "timeout": "500ms"}]})
     try:
         response = call(app, "/metrics")
@@ -78,7 +78,7 @@ def test_malformed_info_lines_are_counted(fresh_redis):
     server = FakeRespServer(
         {
             ("INFO", "ALL"): bulk("# Server\r\nuptime_in_seconds:5\r\nthis line is broken\r\n:\r\n"),
-            ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER"): b"*4\r\n*-1\r\n*-1\r\n*-1\r\n*-1\r\n",
+            ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM"): b"*5\r\n*-1\r\n*-1\r\n*-1\r\n*-1\r\n*-1\r\n",
             ("INFO", "CLUSTER"): bulk(""),
         }
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import call, make_app, sample
+from helpers import call, exact_samples, make_app, sample
 
 
 @pytest.fixture
@@ -276,3 +276,62 @@ def test_a_nodes_series_carry_instance_on_metrics_and_not_on_scrape(plain_redis,
     assert not any("instance" in dict(labels) for _, labels in on_scrape)
     openmetrics = call(app, "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
     assert 'redis_up{instance="a",target="a"} 1.0' in openmetrics or 'redis_up{target="a",instance="a"} 1.0' in openmetrics
+
+
+def test_latency_histograms_as_redis_exporter_serves_them(fresh_redis, app_for):
+    """LATENCY HISTOGRAM per command (Redis 7+): cumulative buckets, +Inf and _count the calls, _sum the µs of
+    commandstats; asked for the most called commands only, and never an error reply."""
+    client = fresh_redis.client()
+    names = [f"k{i}" for i in range(5)]
+    for name in names:
+        client.set(name, "v")
+    for _ in range(20):
+        client.get("k0")
+    for command in ("STRLEN", "EXISTS", "TYPE", "TTL", "PTTL", "ECHO", "DBSIZE", "TIME", "LASTSAVE", "PING"):
+        for _ in range(2):
+            client.execute_command(command, *(["k0"] if command in ("STRLEN", "EXISTS", "TYPE", "TTL", "PTTL", "ECHO") else []))
+    app = app_for({"redis": {"addr": fresh_redis.addr}})
+    errors_before = client.info("stats")["total_error_replies"]
+    call(app, "/metrics")  # learns which commands are called most
+    text = call(app, "/metrics").text
+    assert client.info("stats")["total_error_replies"] == errors_before
+    samples = exact_samples(text)
+    target = f"127.0.0.1:{fresh_redis.port}"
+    stats = client.info("commandstats")
+
+    def series(suffix: str, **labels: str) -> float:
+        return samples[(f"redis_commands_latencies_usec{suffix}", tuple(sorted({"target": target, "instance": target, **labels}.items())))]
+
+    calls = series("_count", cmd="get")
+    assert calls == stats["cmdstat_get"]["calls"]
+    assert series("_bucket", cmd="get", le="+Inf") == calls
+    assert series("_sum", cmd="get") == stats["cmdstat_get"]["usec"]
+    buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value in samples.items()
+                     if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "get")  # fmt: skip
+    assert [value for _, value in buckets] == sorted(value for _, value in buckets)  # cumulative
+    assert all("." not in dict(labels)["le"] for (name, labels) in samples if name.endswith("latencies_usec_bucket"))  # le="8"
+    assert "# TYPE redis_commands_latencies_usec histogram" in text
+    commands = {dict(labels)["cmd"] for (name, labels) in samples if name == "redis_commands_latencies_usec_count"}
+    assert "get" in commands
+    assert "set" in commands
+
+
+def test_latency_histograms_ask_for_the_most_called_commands_only(fresh_redis, app_for, monkeypatch):
+    from exporter.redis import node as node_module
+    from exporter.service import redis_collector
+
+    monkeypatch.setattr(redis_collector, "MAX_HISTOGRAM_COMMANDS", 3)
+    client = fresh_redis.client()
+    for count, key in ((30, "a"), (20, "b"), (10, "c")):
+        for _ in range(count):
+            client.execute_command("INCR", key)  # incr: the most called
+    for _ in range(15):
+        client.get("a")
+    client.set("z", "1")
+    app = app_for({"redis": {"addr": fresh_redis.addr}})
+    call(app, "/metrics")
+    samples = exact_samples(call(app, "/metrics").text)
+    commands = {dict(labels)["cmd"] for (name, labels) in samples if name == "redis_commands_latencies_usec_count"}
+    assert len(commands) == 3
+    assert {"incr", "get"} <= commands
+    assert node_module.MAX_HISTOGRAM_COMMANDS == 32

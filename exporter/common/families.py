@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 GAUGE = "gauge"
 COUNTER = "counter"
 SUMMARY = "summary"
+HISTOGRAM = "histogram"
 
 
 class Family:
@@ -75,6 +76,23 @@ class FamilySet:
         if count is not None and total is not None:
             samples.append((name + "_sum", labels, total))
             samples.append((name + "_count", labels, count))
+
+    def add_histogram(
+        self,
+        name: str,
+        help_: str,
+        labels: dict[str, str],
+        buckets: list[tuple[str, float]],
+        count: float,
+        total: float,
+    ) -> None:
+        """``buckets`` are (upper bound as the ``le`` label, cumulative count), in increasing order; +Inf is ``count``."""
+        samples = self._family(name, HISTOGRAM, help_).samples
+        for bound, value in buckets:
+            samples.append((name + "_bucket", {**labels, "le": bound}, value))
+        samples.append((name + "_bucket", {**labels, "le": "+Inf"}, count))
+        samples.append((name + "_sum", labels, total))
+        samples.append((name + "_count", labels, count))
 
     def names(self) -> set[str]:
         return set(self._families)

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     import ssl
 
 CLIENT_NAME = "elasticache-exporter"
-OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster")
+# COMMAND INFO answers nil for a command (or subcommand, Redis 7 and later) the node lacks or renamed away
+OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster", "latency|histogram")
+MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
 CLUSTER_NODES_REFRESH = 30.0  # seconds between reads of CLUSTER NODES on a cluster-mode node
 ScrapeFailure = RespFailure  # raised by a scrape that produced no usable INFO; ``kind`` is a label value
 
@@ -43,6 +45,7 @@ class ScrapeResult:
     slowlog_len: int | None = None
     slowlog_last: Any = None
     latency_latest: Any = None
+    latency_histogram: Any = None
     cluster_info: str | None = None
     heartbeat_values: list[bytes | None] | None = None
     heartbeat_types: dict[str, str] = field(default_factory=dict)
@@ -119,6 +122,8 @@ class RedisNode:
         self._slots: frozenset[int] | None = None  # slots this node serves reads of (cluster mode); None: not known
         self._slots_read = 0.0
         self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
+        # the commands LATENCY HISTOGRAM asks for: the most called ones of the last INFO commandstats
+        self.histogram_commands: tuple[str, ...] = ()
         self._closed = False
         self.connects = 0
 
@@ -260,6 +265,9 @@ class RedisNode:
             commands.append(("slowlog", ("SLOWLOG", "GET", "1")))
         if self._allowed.get("latency", True):
             commands.append(("latency", ("LATENCY", "LATEST")))
+            # only where COMMAND INFO said the subcommand exists (Redis 7+): older servers would answer an error
+            if self._allowed.get("latency|histogram", False) and self.histogram_commands:
+                commands.append(("latency_histogram", ("LATENCY", "HISTOGRAM", *self.histogram_commands)))
         if self._cluster_enabled and self._allowed.get("cluster", True):
             commands.append(("cluster", ("CLUSTER", "INFO")))
             if time.monotonic() - self._slots_read > CLUSTER_NODES_REFRESH:
@@ -337,6 +345,8 @@ class RedisNode:
             raise reply_failure(reply, "INFO")
         if purpose in ("slowlog_len", "slowlog"):
             purpose = "slowlog"
+        if purpose == "latency_histogram":
+            purpose = "latency|histogram"
         if purpose == "cluster_nodes":
             purpose = "cluster"
         self._allowed[purpose] = False
@@ -349,6 +359,7 @@ _EXPECTED: dict[str, tuple[type, ...]] = {
     "slowlog_len": (int,),
     "slowlog": (list,),
     "latency": (list,),
+    "latency_histogram": (list,),
     "cluster": (bytes,),
     "cluster_nodes": (bytes,),
     "heartbeat": (list,),
@@ -383,6 +394,8 @@ def _store_checked(result: ScrapeResult, purpose: str, args: tuple[str, ...], re
         result.slowlog_last = reply
     elif purpose == "latency":
         result.latency_latest = reply
+    elif purpose == "latency_histogram":
+        result.latency_histogram = reply
     elif purpose == "cluster":
         result.cluster_info = reply.decode("utf-8", errors="replace")
     elif purpose == "heartbeat":

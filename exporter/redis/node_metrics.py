@@ -6,7 +6,7 @@ from typing import Any
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 
-from .info import InfoReply, parse_info, parse_number
+from .info import InfoReply, parse_info, parse_number, parse_subfields
 from .info_metrics import add_cluster_info, add_info_metrics
 from .node import ScrapeResult
 
@@ -26,6 +26,8 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
         out.add("redis_slowlog_length", GAUGE, "Entries in the slow log.", base, float(result.slowlog_len))
     _add_slowlog_last(result.slowlog_last, base, out)
     _add_latency_latest(result.latency_latest, base, out)
+    if result.latency_histogram is not None:
+        add_latency_histograms(result.latency_histogram, info.sections.get("commandstats", {}), base, out)
     if result.cluster_info:
         add_cluster_info(result.cluster_info, target, out)
 
@@ -63,6 +65,50 @@ def _add_latency_latest(reply: Any, base: dict[str, str], out: FamilySet) -> Non
             out.add("redis_latency_spike_last", GAUGE, "Unix time of the latest latency spike per event.", labels, float(event[1]))
         if isinstance(event[2], int):
             out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels, event[2] / 1000.0)
+
+
+def most_called_commands(info: InfoReply, limit: int) -> tuple[str, ...]:
+    """The ``limit`` commands with the most calls in INFO commandstats (subcommands as ``config|get``)."""
+    calls = []
+    for name, raw in info.sections.get("commandstats", {}).items():
+        if name.startswith("cmdstat_"):
+            count = parse_number(parse_subfields(raw).get("calls", ""))
+            if count:
+                calls.append((-count, name[8:]))
+    return tuple(name for _, name in sorted(calls)[:limit])
+
+
+def add_latency_histograms(reply: Any, commandstats: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    """LATENCY HISTOGRAM as redis_exporter serves it: ``redis_commands_latencies_usec{cmd}``, the server's cumulative
+    counts per bucket upper bound (µs), +Inf and _count the command's calls, _sum its µs from commandstats (a
+    container command's subcommands included)."""
+    if not isinstance(reply, list):
+        return
+    usec: dict[str, float] = {}
+    for name, raw in commandstats.items():
+        if name.startswith("cmdstat_"):
+            value = parse_number(parse_subfields(raw).get("usec", ""))
+            if value is not None:
+                usec[name[8:]] = value
+    seen: set[bytes] = set()
+    for i in range(0, len(reply) - 1, 2):
+        name, details = reply[i], reply[i + 1]
+        if not isinstance(name, bytes) or not isinstance(details, list) or name in seen:
+            continue
+        seen.add(name)
+        fields = {details[j]: details[j + 1] for j in range(0, len(details) - 1, 2) if isinstance(details[j], bytes)}
+        calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
+        if not isinstance(calls, int) or not isinstance(buckets, list):
+            continue
+        cmd = name.decode("utf-8", errors="replace")
+        total = sum(value for command, value in usec.items() if command == cmd or command.startswith(cmd + "|"))
+        bounds = [
+            (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
+            for j in range(0, len(buckets) - 1, 2)
+            if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
+        ]
+        out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
+                          {**base, "cmd": cmd}, bounds, float(calls), total)  # fmt: skip
 
 
 def add_target_health(

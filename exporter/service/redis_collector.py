@@ -16,8 +16,8 @@ from typing import Any
 
 from exporter.common.families import Family, FamilySet
 from exporter.redis.info import InfoReply, parse_number
-from exporter.redis.node import ScrapeResult, classify
-from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
+from exporter.redis.node import MAX_HISTOGRAM_COMMANDS, ScrapeResult, classify
+from exporter.redis.node_metrics import add_node_metrics, add_target_health, most_called_commands, parse_result
 from exporter.redis.replication import (
     AddressNames,
     HeartbeatReading,
@@ -92,6 +92,7 @@ class RedisCollector:
             try:
                 info = parse_result(outcome)
                 add_node_metrics(info, outcome, target.name, out)
+                target.node.histogram_commands = most_called_commands(info, MAX_HISTOGRAM_COMMANDS)
                 add_replication_metrics(info, target.name, self._address_names, out)
                 membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
                 add_shard_membership(info, target.name, membership, out)
