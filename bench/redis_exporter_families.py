@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from helpers import exact_samples, exposition_types  # noqa: E402
 from servers import free_port, start_exporter, start_redis, wait_until  # noqa: E402
 
 
@@ -34,22 +34,18 @@ def get(port: int, path: str) -> str:
 
 
 def families(text: str) -> dict[str, tuple[str, frozenset[str]]]:
-    out: dict[str, tuple[str, set[str]]] = {}
-    for family in text_string_to_metric_families(text):
-        # the parser drops a counter's _total from the family name; the exposition (and PromQL) name keeps it
-        total = family.type == "counter" and any(sample.name.endswith("_total") for sample in family.samples)
-        _, labels = out.setdefault(family.name + ("_total" if total else ""), (family.type, set()))
-        for sample in family.samples:
-            labels.update(sample.labels)
-    return {name: (kind, frozenset(labels - {"instance", "job", "quantile", "le"})) for name, (kind, labels) in out.items()}
+    """{family: (TYPE, label names)} exactly as served (prometheus_client's parser would append _total to the samples
+    of a counter named without it, such as redis_total_error_replies)."""
+    types = exposition_types(text)
+    labels: dict[str, set[str]] = {name: set() for name in types}
+    for (name, pairs), _ in exact_samples(text).items():
+        family = name if name in types else next((f for f in types if name in (f + "_bucket", f + "_sum", f + "_count")), name)
+        labels.setdefault(family, set()).update(key for key, _ in pairs)
+    return {name: (types.get(name, "untyped"), frozenset(found - {"instance", "job", "quantile", "le"})) for name, found in labels.items()}
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+    return exact_samples(text)
 
 
 def start_cluster():

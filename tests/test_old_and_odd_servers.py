@@ -61,7 +61,8 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
     ],
 )
 def test_malformed_replies_never_crash_the_exporter(reply):
-    server = FakeRespServer({("INFO", "ALL"): reply, ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM"): b"*-1\r\n"})
+    probe = ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM", "CONFIG")
+    server = FakeRespServer({("INFO", "ALL"): reply, probe: b"*-1\r\n"})
     app = make_app({"targets": [{"name": "odd", "addr": server.addr, "timeout": "500ms"}]})
     try:
         response = call(app, "/metrics")
@@ -78,7 +79,7 @@ def test_malformed_info_lines_are_counted(fresh_redis):
     server = FakeRespServer(
         {
             ("INFO", "ALL"): bulk("# Server\r\nuptime_in_seconds:5\r\nthis line is broken\r\n:\r\n"),
-            ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM"): b"*5\r\n*-1\r\n*-1\r\n*-1\r\n*-1\r\n*-1\r\n",
+            ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM", "CONFIG"): b"*6\r\n" + b"*-1\r\n" * 6,
             ("INFO", "CLUSTER"): bulk(""),
         }
     )

@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 
 CLIENT_NAME = "elasticache-exporter"
 # COMMAND INFO answers nil for a command (or subcommand, Redis 7 and later) the node lacks or renamed away
-OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster", "latency|histogram")
+OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster", "latency|histogram", "config")
+# CONFIG GET of the settings redis_exporter serves as redis_config_* (maxclients and maxmemory come from INFO, which
+# ElastiCache allows), one parameter per command as every Redis version accepts; re-read once a minute
+CONFIG_PARAMETERS = ("io-threads", "repl-backlog-size", "client-output-buffer-limit")
+CONFIG_REFRESH = 60.0
 MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
 CLUSTER_NODES_REFRESH = 30.0  # seconds between reads of CLUSTER NODES on a cluster-mode node
 ScrapeFailure = RespFailure  # raised by a scrape that produced no usable INFO; ``kind`` is a label value
@@ -46,6 +50,7 @@ class ScrapeResult:
     slowlog_last: Any = None
     latency_latest: Any = None
     latency_histogram: Any = None
+    config: dict[str, str] = field(default_factory=dict)
     cluster_info: str | None = None
     heartbeat_values: list[bytes | None] | None = None
     heartbeat_types: dict[str, str] = field(default_factory=dict)
@@ -124,6 +129,8 @@ class RedisNode:
         self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
         # the commands LATENCY HISTOGRAM asks for: the most called ones of the last INFO commandstats
         self.histogram_commands: tuple[str, ...] = ()
+        self._config: dict[str, str] = {}
+        self._config_read = 0.0
         self._closed = False
         self.connects = 0
 
@@ -268,6 +275,9 @@ class RedisNode:
             # only where COMMAND INFO said the subcommand exists (Redis 7+): older servers would answer an error
             if self._allowed.get("latency|histogram", False) and self.histogram_commands:
                 commands.append(("latency_histogram", ("LATENCY", "HISTOGRAM", *self.histogram_commands)))
+        # only where COMMAND INFO said CONFIG exists (renamed away on ElastiCache)
+        if self._allowed.get("config", False) and time.monotonic() - self._config_read > CONFIG_REFRESH:
+            commands.extend(("config", ("CONFIG", "GET", parameter)) for parameter in CONFIG_PARAMETERS)
         if self._cluster_enabled and self._allowed.get("cluster", True):
             commands.append(("cluster", ("CLUSTER", "INFO")))
             if time.monotonic() - self._slots_read > CLUSTER_NODES_REFRESH:
@@ -333,6 +343,10 @@ class RedisNode:
         if self._cluster_enabled and self.heartbeat_keys and self._allowed.get("heartbeat", True):
             by_key = dict(zip(keys, values, strict=False))
             result.heartbeat_values = [by_key.get(key) for key in self.heartbeat_keys]
+        if any(purpose == "config" for purpose, _ in commands):
+            self._config = result.config
+            self._config_read = time.monotonic()
+        result.config = dict(self._config)
         return result
 
     def _on_command_error(self, purpose: str, args: tuple[str, ...], reply: ErrorReply) -> None:
@@ -347,6 +361,8 @@ class RedisNode:
             purpose = "slowlog"
         if purpose == "latency_histogram":
             purpose = "latency|histogram"
+        if purpose == "config":
+            self._config = {}
         if purpose == "cluster_nodes":
             purpose = "cluster"
         self._allowed[purpose] = False
@@ -360,6 +376,7 @@ _EXPECTED: dict[str, tuple[type, ...]] = {
     "slowlog": (list,),
     "latency": (list,),
     "latency_histogram": (list,),
+    "config": (list,),
     "cluster": (bytes,),
     "cluster_nodes": (bytes,),
     "heartbeat": (list,),
@@ -396,6 +413,10 @@ def _store_checked(result: ScrapeResult, purpose: str, args: tuple[str, ...], re
         result.latency_latest = reply
     elif purpose == "latency_histogram":
         result.latency_histogram = reply
+    elif purpose == "config":
+        for i in range(0, len(reply) - 1, 2):
+            if isinstance(reply[i], bytes) and isinstance(reply[i + 1], bytes):
+                result.config[reply[i].decode("utf-8", errors="replace")] = reply[i + 1].decode("utf-8", errors="replace")
     elif purpose == "cluster":
         result.cluster_info = reply.decode("utf-8", errors="replace")
     elif purpose == "heartbeat":

@@ -22,6 +22,7 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
     add_info_metrics(info, target, out)
     base = {"target": target}
     _add_config_compat(info, base, out)
+    _add_config_settings(result.config, base, out)
     if result.slowlog_len is not None:
         out.add("redis_slowlog_length", GAUGE, "Entries in the slow log.", base, float(result.slowlog_len))
     _add_slowlog_last(result.slowlog_last, base, out)
@@ -41,6 +42,26 @@ def _add_config_compat(info: InfoReply, base: dict[str, str], out: FamilySet) ->
         value = parse_number(info.get(field, "") or "")
         if value is not None:
             out.add(name, GAUGE, help_, base, value)
+
+
+def _add_config_settings(config: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    """redis_exporter's redis_config_* families from CONFIG GET, where the node allows CONFIG."""
+    for parameter in ("io-threads", "repl-backlog-size"):
+        value = parse_number(config.get(parameter, ""))
+        if value is not None:
+            out.add("redis_config_" + parameter.replace("-", "_"), GAUGE, f"The {parameter} setting (CONFIG GET).", base, value)
+    # "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60": class, hard, soft bytes, soft seconds
+    words = config.get("client-output-buffer-limit", "").split()
+    for i in range(0, len(words) - 3, 4):
+        hard, soft, seconds = (parse_number(word) for word in words[i + 1 : i + 4])
+        labels = {**base, "class": words[i]}
+        for limit, value in (("hard", hard), ("soft", soft)):
+            if value is not None:
+                out.add("redis_config_client_output_buffer_limit_bytes", GAUGE, "client-output-buffer-limit per client class (CONFIG GET).",
+                        {**labels, "limit": limit}, value)  # fmt: skip
+        if seconds is not None:
+            out.add("redis_config_client_output_buffer_limit_overcome_seconds", GAUGE,
+                    "How long a client may stay over the soft limit (CONFIG GET).", {**labels, "limit": "soft"}, seconds)  # fmt: skip
 
 
 def _add_slowlog_last(reply: Any, base: dict[str, str], out: FamilySet) -> None:
