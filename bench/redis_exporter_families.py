@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--redis-exporter", required=True)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "redis_exporter_families.tsv"))
     parser.add_argument("--values", action="store_true", help="also compare values of shared families with this exporter")
+    parser.add_argument("--source", help="redis_exporter's source tree: also list the INFO fields its maps name (metricMapGauges,"
+                        " metricMapCounters) that the servers here did not show (AOF rewrites, syncs in progress, ...)")
     args = parser.parse_args()
     primary = start_redis()
     replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
@@ -90,6 +93,9 @@ def main() -> None:
                 found.setdefault(name, (kind, set()))[1].update(labels)
             if args.values:
                 _compare(get(port, f"/scrape?target={server.addr}"), ours.get(f"/scrape?target={server.addr}")[1], server.addr)
+        if args.source:
+            for name, kind in mapped_families(Path(args.source)).items():
+                found.setdefault(name, (kind, set()))
         lines = ["# name\ttype\tlabels (written by bench/redis_exporter_families.py from a real redis_exporter)"]
         lines += [f"{name}\t{kind}\t{','.join(sorted(labels))}" for name, (kind, labels) in sorted(found.items())]
         Path(args.out).write_text("\n".join(lines) + "\n")
@@ -100,6 +106,17 @@ def main() -> None:
         ours.stop()
         for server in servers:
             server.stop()
+
+
+def mapped_families(source: Path) -> dict[str, str]:
+    """redis_<name> for every "field": "name" entry of the gauge and counter maps in exporter/exporter.go."""
+    text = (source / "exporter" / "exporter.go").read_text()
+    families: dict[str, str] = {}
+    for block, kind in (("metricMapGauges: map[string]string{", "gauge"), ("metricMapCounters: map[string]string{", "counter")):
+        body = text.split(block, 1)[1].split("\n\t\t},", 1)[0]
+        for match in re.finditer(r'^\s*"[^"]+":\s*"([a-z0-9_]+)"', body, re.M):
+            families["redis_" + match.group(1)] = kind
+    return families
 
 
 def _answers(port: int) -> bool:

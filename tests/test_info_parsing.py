@@ -182,12 +182,12 @@ def test_garbage_never_raises_and_always_encodes(lines):
     list(text_string_to_metric_families(encoded))
 
 
-def test_generated_metrics_table_is_current():
-    from exporter.redis.metrics_doc import replace_table
+def test_generated_metrics_tables_are_current():
+    from exporter.service.metrics_doc import replace_tables
 
     path = Path(__file__).parent.parent / "docs" / "metrics.md"
     document = path.read_text()
-    assert replace_table(document) == document, "run: python -m exporter.metrics_doc docs/metrics.md"
+    assert replace_tables(document) == document, "run: python -m exporter.service.metrics_doc docs/metrics.md"
 
 
 def _parsed(text: str) -> dict[tuple[str, tuple], float]:

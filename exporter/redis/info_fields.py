@@ -40,6 +40,8 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "uptime_in_seconds": _g("uptime_in_seconds", "Seconds since the server started."),
     "process_id": _g("process_id", "Process id of the server."),
     "io_threads_active": _g("io_threads_active", "Whether I/O threads are active (1) or not (0)."),
+    "hz": _g("hz", "The server's current frequency of background tasks."),
+    "configured_hz": _g("configured_hz", "The configured frequency of background tasks."),
     "server_time_usec": _g("server_time_seconds", "The server's wall clock at the time of INFO, as a Unix time.", US),
     # Clients
     "connected_clients": _g("connected_clients", "Client connections, replicas excluded."),

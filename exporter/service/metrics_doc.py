@@ -1,0 +1,218 @@
+"""docs/metrics.md's tables, generated from the code: every family with its type, labels, source and relation to
+redis_exporter. ``python -m exporter.service.metrics_doc [docs/metrics.md]`` rewrites the generated blocks;
+tests/test_compat.py checks the result against what the exporter serves from real servers."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
+from exporter.redis.info_fields import CLUSTER_INFO_FIELDS, KNOWN_FIELDS, MASTER_LABELLED_FIELDS, FieldMetric
+
+T = "`target`"
+
+
+class Doc(NamedTuple):
+    name: str
+    type: str
+    labels: str  # as written in the table; the label names are the words in backquotes before any parenthesis
+    source: str
+    meaning: str = ""
+
+
+STRUCTURED = [
+    Doc("redis_up", "gauge", T, "the scrape", "1 when the last scrape of the target succeeded, else 0 (the HTTP reply is still 200)"),
+    Doc("redis_instance_info", "gauge", f"{T}, `role`, `redis_version`, `redis_build_id`, `redis_mode`, `os`, `maxmemory_policy`, "
+        "`tcp_port`, `run_id`, `process_id`, `master_replid`, `valkey_version`, `valkey_release_stage`, `server_name`",
+        "INFO server, memory, replication", "always 1; redis_exporter's labels, and Valkey's and the server's names"),
+    Doc("redis_slave_info", "gauge", f"{T}, `master_host`, `master_port`, `read_only`", "INFO replication, on replicas", "always 1"),
+    Doc("redis_instance_role", "gauge", f"{T}, `role`", "INFO `role`", "always 1; the role alone (`master` or `slave`)"),
+    Doc("redis_start_time_seconds", "gauge", T, "INFO `server_time_usec` − `uptime_in_seconds`", "Unix time the server started"),
+    Doc("redis_config_maxclients", "gauge", T, "INFO `maxclients` (no CONFIG needed)"),
+    Doc("redis_config_maxmemory", "gauge", T, "INFO `maxmemory` (no CONFIG needed)", "bytes"),
+    Doc("redis_config_io_threads", "gauge", T, "`CONFIG GET io-threads`, where `COMMAND INFO` shows CONFIG", "re-read once a minute"),
+    Doc("redis_config_repl_backlog_size", "gauge", T, "`CONFIG GET repl-backlog-size`, where allowed", "bytes"),
+    Doc("redis_config_client_output_buffer_limit_bytes", "gauge", f"{T}, `class`, `limit` (`hard`, `soft`)",
+        "`CONFIG GET client-output-buffer-limit`, where allowed"),
+    Doc("redis_config_client_output_buffer_limit_overcome_seconds", "gauge", f"{T}, `class`, `limit` (`soft`)",
+        "`CONFIG GET client-output-buffer-limit`, where allowed"),
+    Doc("redis_connected_slave_offset_bytes", "gauge", f"{T}, `slave_ip`, `slave_port`, `slave_state`", "INFO `slaveN:…offset=`"),
+    Doc("redis_connected_slave_lag_seconds", "gauge", f"{T}, `slave_ip`, `slave_port`, `slave_state`", "INFO `slaveN:…lag=`"),
+    Doc("redis_db_keys", "gauge", f"{T}, `db`", "INFO keyspace `keys=`", "only databases that have keys"),
+    Doc("redis_db_keys_expiring", "gauge", f"{T}, `db`", "INFO keyspace `expires=`"),
+    Doc("redis_db_avg_ttl_seconds", "gauge", f"{T}, `db`", "INFO keyspace `avg_ttl=` (ms)"),
+    Doc("redis_db_<field>", "gauge", f"{T}, `db`", "any other keyspace sub-field (e.g. `subexpiry`)"),
+    Doc("redis_commands_total", "counter", f"{T}, `cmd` (subcommands as `config|get`)", "INFO commandstats `calls=`"),
+    Doc("redis_commands_duration_seconds_total", "counter", f"{T}, `cmd`", "INFO commandstats `usec=`"),
+    Doc("redis_commands_rejected_calls_total", "counter", f"{T}, `cmd`", "INFO commandstats `rejected_calls=`"),
+    Doc("redis_commands_failed_calls_total", "counter", f"{T}, `cmd`", "INFO commandstats `failed_calls=`"),
+    Doc("redis_latency_percentiles_usec", "summary", f"{T}, `cmd`, `quantile` (`50`, `99`, `99.9`)",
+        "INFO latencystats `pNN=`; `_sum` (µs) and `_count` from commandstats", "microseconds"),
+    Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
+        "`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the 32 most called commands; `_sum` from commandstats",
+        "microseconds; cumulative counts"),
+    Doc("redis_errors_total", "counter", f"{T}, `err`", "INFO errorstats `count=`"),
+    Doc("redis_module_info", "gauge", f"{T}, `name`, `ver`", "INFO modules", "always 1"),
+    Doc("redis_slowlog_length", "gauge", T, "`SLOWLOG LEN`"),
+    Doc("redis_slowlog_last_id", "gauge", T, "`SLOWLOG GET 1`", "0 while the log is empty"),
+    Doc("redis_last_slow_execution_duration_seconds", "gauge", T, "`SLOWLOG GET 1`", "0 while the log is empty"),
+    Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
+    Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"),
+    Doc("redis_cluster_<field>", "gauge", T, "`CLUSTER INFO` (only when `cluster_enabled:1`)", "every numeric field the table above lacks"),
+]  # fmt: skip
+
+REPLICATION = [
+    Doc("elasticache_replication_heartbeat_lag_seconds", "gauge", f"{T}, `source` (`elasticache`, `exporter`)", "heartbeat key",
+        "on a replica: read time minus the replicated heartbeat time"),
+    Doc("elasticache_replication_heartbeat_age_seconds", "gauge", f"{T}, `source`", "heartbeat key",
+        "on a primary: how old its own heartbeat is; growing means the writer stopped, not that replication lags"),
+    Doc("elasticache_replication_heartbeat_timestamp_seconds", "gauge", f"{T}, `source`", "heartbeat key", "the heartbeat time as read"),
+    Doc("elasticache_exporter_heartbeat_read_time_seconds", "gauge", T, "the exporter's clock", "when it read the heartbeats"),
+    Doc("elasticache_exporter_heartbeat_errors_total", "counter", f"{T}, `source`, `reason` (`wrong_type`, `unparsable`)", "heartbeat key",
+        "heartbeat keys that could not be read"),
+    Doc("elasticache_exporter_heartbeat_writes_total", "counter", T, "the writer", "heartbeats the exporter wrote (writer on)"),
+    Doc("elasticache_exporter_heartbeat_skipped_total", "counter", T, "the writer", "writes skipped because the node was not a master"),
+    Doc("elasticache_exporter_heartbeat_write_errors_total", "counter", f"{T}, `kind` (`permission`, `timeout`, …)", "the writer",
+        "failed writes; each kind is also logged once"),
+    Doc("elasticache_exporter_heartbeat_last_write_timestamp_seconds", "gauge", T, "the writer", "the last successful write"),
+    Doc("elasticache_replication_lag_bytes", "gauge", f"{T}, `slave_ip`, `slave_port`", "INFO replication of a primary",
+        "`master_repl_offset` minus the offset the replica acknowledged"),
+    Doc("elasticache_replication_primary_info", "gauge", f"{T}, `primary`, `master_host`, `master_port`", "INFO replication of a replica",
+        "always 1; `primary` is the configured target at that address, else `host:port`"),
+    Doc("elasticache_replication_replica_info", "gauge", f"{T}, `replica`, `slave_ip`, `slave_port`, `slave_state`",
+        "INFO replication of a primary", "always 1; `replica` is the configured target at that address, else `host:port`"),
+    Doc("elasticache_shard_member_info", "gauge", f"{T}, `replication_group`, `shard`, `shard_source`, `role`",
+        "configuration, discovery, `CLUSTER NODES` or `master_replid`", "always 1, for every node that answers now"),
+]  # fmt: skip
+
+BASELINES = [
+    Doc("elasticache_baseline_network_bytes_per_second", "gauge", "`node_type`, `level` (`100`, `90`, `80`), `source` (`measured`, `published`)",
+        "the baseline table", "the node type's bandwidth at that level"),
+    Doc("elasticache_baseline_engine_cpu_percent", "gauge", "`node_type`", "the baseline table",
+        "engine CPU p90 at the benchmarked bandwidth (measured types)"),
+    Doc("elasticache_network_bytes_per_second", "gauge", f"{T}, `direction`, `source` (`info`, `cloudwatch`), `node_type`",
+        "INFO counters or CloudWatch", "traffic"),
+    Doc("elasticache_network_utilization_ratio", "gauge", f"{T}, `direction`, `source`, `node_type`", "traffic / baseline", "1 = at the baseline"),
+    Doc("elasticache_network_headroom_bytes_per_second", "gauge", f"{T}, `direction`, `source`, `node_type`", "baseline − traffic"),
+    Doc("elasticache_engine_cpu_utilization_percent", "gauge", f"{T}, `source`, `node_type`", "INFO main-thread CPU or CloudWatch",
+        "percent of one core"),
+    Doc("elasticache_engine_cpu_utilization_ratio", "gauge", f"{T}, `source`, `node_type`", "engine CPU / the type's benchmarked engine CPU"),
+    Doc("elasticache_exporter_baseline_missing_total", "counter", f"{T}, `node_type`", "the baseline table",
+        "scrapes of a target whose node type has no baseline"),
+]  # fmt: skip
+
+AWS = [
+    Doc("aws_elasticache_<metric>_<statistic>", "gauge", "`dimension_CacheClusterId`, `dimension_CacheNodeId`, `region`", "CloudWatch",
+        "the newest complete datapoint, named as YACE names it"),
+    Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge", "`dimension_CacheClusterId`, `dimension_CacheNodeId`, `region`, `metric`",
+        "CloudWatch", "time of that datapoint"),
+    Doc("elasticache_node_info", "gauge", f"{T}, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, `engine_version`, `az`, "
+        "`region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`", "discovery", "always 1, one per discovered node, for joins"),
+    Doc("elasticache_serverless_cache_info", "gauge", "`cache`, `engine`, `engine_version`, `region`", "discovery", "always 1; listed only"),
+    Doc("elasticache_exporter_aws_api_calls_total", "counter", "`api`", "the AWS client", "calls made"),
+    Doc("elasticache_exporter_aws_api_errors_total", "counter", "`api`, `kind` (`throttling`, `server`, `timeout`, `connection`, "
+        "`credentials`, `access_denied`, `client`, `unsupported`)", "the AWS client", "failed calls, each retry counted"),
+    Doc("elasticache_exporter_cloudwatch_metrics_requested_total", "counter", "", "GetMetricData",
+        "metric-statistics requested: the bill, USD 0.01 per 1,000"),
+    Doc("elasticache_exporter_cloudwatch_queries", "gauge", "", "the poller", "queries in the last cycle"),
+    Doc("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", "gauge", "", "the poller", "when a poll last brought data (0: never)"),
+    Doc("elasticache_exporter_cloudwatch_poll_duration_seconds", "gauge", "", "the poller", "duration of the last poll"),
+    Doc("elasticache_exporter_discovery_last_success_timestamp_seconds", "gauge", "", "discovery", "when discovery last succeeded (0: never)"),
+    Doc("elasticache_exporter_discovered_nodes", "gauge", "`region`", "discovery", "nodes found"),
+]  # fmt: skip
+
+EXPORTER = [
+    Doc("elasticache_exporter_target_scrape_duration_seconds", "gauge", T, "the scrape", "duration of the last scrape of the target"),
+    Doc("elasticache_exporter_target_scrape_errors_total", "counter", f"{T}, `kind`", "the scrape",
+        "failed scrapes by kind: `refused`, `timeout`, `auth`, `tls`, `dns`, `connection`, `loading`, `error_reply`, `protocol`, "
+        "`reply_too_large`, `internal`"),
+    Doc("elasticache_exporter_target_last_error", "gauge", f"{T}, `kind`", "the scrape",
+        "always 1: the last scrape's error kind, `none` after a success"),
+    Doc("elasticache_exporter_info_malformed_lines_total", "counter", T, "INFO", "lines that could not be parsed and were skipped"),
+    Doc("elasticache_exporter_target_connects_total", "counter", T, "the scrape", "connections opened; a rising rate means reconnects"),
+    Doc("elasticache_exporter_scrape_workers", "gauge", "", "the scrape pool", "scrape workers (`scrape.concurrency`)"),
+    Doc("elasticache_exporter_scrape_workers_busy", "gauge", "", "the scrape pool", "workers running a scrape now"),
+    Doc("elasticache_exporter_scrape_queue_length", "gauge", "", "the scrape pool", "target scrapes waiting for a worker"),
+    Doc("elasticache_exporter_http_connections", "gauge", "", "the HTTP front end", "open connections"),
+    Doc("elasticache_exporter_http_connections_max", "gauge", "", "the HTTP front end", "the bound on open connections"),
+    Doc("elasticache_exporter_http_workers_busy", "gauge", "", "the HTTP front end", "HTTP workers answering now"),
+    Doc("elasticache_exporter_http_connections_evicted_total", "counter", "", "the HTTP front end",
+        "connections closed to make room at the bound (the longest idle first)"),
+    Doc("elasticache_exporter_http_request_head_timeouts_total", "counter", "", "the HTTP front end",
+        "connections closed because their request head did not arrive within 10 s"),
+    Doc("elasticache_exporter_shard_info", "gauge", "`index`, `count`", "`scrape.shard`", "always 1, only on a shard"),
+    Doc("elasticache_exporter_build_info", "gauge", "`version`, `python_version`", "the build", "always 1"),
+    Doc("process_cpu_seconds_total", "counter", "", "the exporter process", "on the telemetry path only"),
+    Doc("process_resident_memory_bytes", "gauge", "", "the exporter process"),
+    Doc("process_virtual_memory_bytes", "gauge", "", "the exporter process"),
+    Doc("process_start_time_seconds", "gauge", "", "the exporter process"),
+    Doc("process_open_fds", "gauge", "", "the exporter process"),
+    Doc("process_max_fds", "gauge", "", "the exporter process"),
+]  # fmt: skip
+
+SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "baselines": BASELINES, "aws": AWS,
+                                  "exporter": EXPORTER}  # fmt: skip
+
+
+def relation(name: str) -> str:
+    if not name.startswith("redis_"):
+        return "ours only"
+    return "ours only" if name in OURS_ONLY else "same"
+
+
+def field_docs() -> list[Doc]:
+    """The INFO fields of the field table, as rows."""
+
+    def row(field: str, spec: FieldMetric, labels: str, source: str) -> Doc:
+        return Doc(spec.name, spec.kind, labels, f"{source} `{field}`", spec.help)
+
+    rows = [row(field, spec, T, "INFO") for field, spec in KNOWN_FIELDS.items()]
+    rows += [row(field, spec, f"{T}, `master_host`, `master_port`", "INFO") for field, spec in MASTER_LABELLED_FIELDS.items()]
+    rows += [row(field, spec, T, "CLUSTER INFO") for field, spec in CLUSTER_INFO_FIELDS.items()]
+    return rows
+
+
+def all_docs() -> list[Doc]:
+    return field_docs() + [doc for docs in SECTIONS.values() for doc in docs]
+
+
+def label_names(doc: Doc) -> set[str]:
+    return set(re.findall(r"`([a-z_A-Z]+)`", re.sub(r"\([^)]*\)", "", doc.labels)))
+
+
+def _table(docs: list[Doc]) -> list[str]:
+    lines = ["| metric | type | labels | source | meaning | redis_exporter |", "|---|---|---|---|---|---|"]
+    for doc in docs:
+        source = doc.source.replace("|", "\\|")
+        lines.append(f"| `{doc.name}` | {doc.type} | {doc.labels.replace('|', chr(92) + '|')} | {source} | {doc.meaning} | {relation(doc.name)} |")
+    return lines
+
+
+def render(section: str) -> str:
+    if section == "info":
+        lines = _table(field_docs())
+    elif section == "differences":
+        lines = ["| redis_exporter | this exporter | instead write |", "|---|---|---|"]
+        lines += [f"| `{name}` | {ours} | {rewrite} |" for name, (ours, rewrite) in sorted(UPSTREAM_DIFFERENCES.items())]
+        others = ", ".join(f"`{prefix}*`" for prefix in OTHER_SERVERS) + ", " + ", ".join(f"`{n}`" for n in sorted(OTHER_SERVER_FAMILIES))
+        lines.append(f"| fields of modules and other servers: {others} | each as found, `redis_<field>` (a gauge) | the field's own name |")
+    else:
+        lines = _table(SECTIONS[section])
+    return "\n".join(lines)
+
+
+_BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (\w+) -->\n)(.*?)(<!-- END GENERATED -->)", re.S)
+
+
+def replace_tables(document: str) -> str:
+    """The document with every generated block rendered anew."""
+    return _BLOCK.sub(lambda match: match.group(1) + render(match.group(2)) + "\n" + match.group(4), document)
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/metrics.md")
+    path.write_text(replace_tables(path.read_text()))
