@@ -335,3 +335,15 @@ def test_latency_histograms_ask_for_the_most_called_commands_only(fresh_redis, a
     assert len(commands) == 3
     assert {"incr", "get"} <= commands
     assert node_module.MAX_HISTOGRAM_COMMANDS == 32
+
+
+def test_empty_databases_are_padded_where_config_tells_how_many(fresh_redis, elasticache_like_redis, app_for):
+    fresh_redis.client().set("only", "1")
+    samples = call(app_for({"redis": {"addr": fresh_redis.addr}}), "/metrics").samples()
+    target = f"127.0.0.1:{fresh_redis.port}"
+    keys = {dict(labels)["db"]: value for (name, labels), value in samples.items() if name == "redis_db_keys"}
+    assert keys == {"db0": 1.0, **{f"db{i}": 0.0 for i in range(1, 16)}}  # databases 16, as redis_exporter pads them
+    assert sample(samples, "redis_db_keys_expiring", target=target, db="db7") == 0
+    elasticache_like_redis.client().set("only", "1")
+    renamed = call(app_for({"redis": {"addr": elasticache_like_redis.addr}}), "/metrics").samples()
+    assert {dict(labels)["db"] for (name, labels) in renamed if name == "redis_db_keys"} == {"db0"}  # no CONFIG: no padding

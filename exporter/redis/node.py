@@ -31,7 +31,7 @@ CLIENT_NAME = "elasticache-exporter"
 OPTIONAL_COMMANDS = ("client", "slowlog", "latency", "cluster", "latency|histogram", "config")
 # CONFIG GET of the settings redis_exporter serves as redis_config_* (maxclients and maxmemory come from INFO, which
 # ElastiCache allows), one parameter per command as every Redis version accepts; re-read once a minute
-CONFIG_PARAMETERS = ("io-threads", "repl-backlog-size", "client-output-buffer-limit")
+CONFIG_PARAMETERS = ("io-threads", "repl-backlog-size", "client-output-buffer-limit", "databases")
 CONFIG_REFRESH = 60.0
 MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
 CLUSTER_NODES_REFRESH = 30.0  # seconds between reads of CLUSTER NODES on a cluster-mode node

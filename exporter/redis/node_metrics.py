@@ -23,6 +23,7 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
     base = {"target": target}
     _add_config_compat(info, base, out)
     _add_config_settings(result.config, base, out)
+    _add_empty_databases(result.config, info, base, out)
     if result.slowlog_len is not None:
         out.add("redis_slowlog_length", GAUGE, "Entries in the slow log.", base, float(result.slowlog_len))
     _add_slowlog_last(result.slowlog_last, base, out)
@@ -62,6 +63,24 @@ def _add_config_settings(config: dict[str, str], base: dict[str, str], out: Fami
         if seconds is not None:
             out.add("redis_config_client_output_buffer_limit_overcome_seconds", GAUGE,
                     "How long a client may stay over the soft limit (CONFIG GET).", {**labels, "limit": "soft"}, seconds)  # fmt: skip
+
+
+MAX_PADDED_DATABASES = 1024
+
+
+def _add_empty_databases(config: dict[str, str], info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
+    """redis_db_keys and redis_db_keys_expiring 0 for every empty database, as redis_exporter serves them, where
+    CONFIG GET databases tells how many there are (INFO lists only databases with keys)."""
+    count = parse_number(config.get("databases", ""))
+    if count is None:
+        return
+    keyspace = info.sections.get("keyspace", {})
+    for index in range(min(int(count), MAX_PADDED_DATABASES)):
+        db = f"db{index}"
+        if db not in keyspace:
+            labels = {**base, "db": db}
+            out.add("redis_db_keys", GAUGE, "Keys in the database.", labels, 0.0)
+            out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, 0.0)
 
 
 def _add_slowlog_last(reply: Any, base: dict[str, str], out: FamilySet) -> None:
