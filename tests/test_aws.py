@@ -239,6 +239,31 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
     assert info == 1
 
 
+def test_a_shard_polls_and_describes_only_its_own_nodes(aws_credentials):
+    from exporter.common.sharding import Shard
+
+    with mock_aws():
+        cluster_ids = seed_moto()
+        put_metrics(cluster_ids)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        owned = {}
+        for index in range(2):
+            shard = Shard(index, 2)
+            monitor = AwsMonitor(config.aws, owns=shard.owns)
+            monitor.discover_once()
+            assert sorted(n.cluster_id for n in monitor.nodes()) == sorted(cluster_ids)  # every shard discovers every node
+            monitor.poll_once()
+            samples = collect(monitor)
+            owned[index] = {dict(labels)["dimension_CacheClusterId"] for (name, labels) in samples if name == "elasticache_node_info"}
+            polled = {dict(labels)["dimension_CacheClusterId"] for (name, labels) in samples if name.startswith("aws_elasticache_")}
+            assert polled == owned[index]
+            assert owned[index] == {c for c in cluster_ids if shard.owns(c)}
+            per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+            assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == len(owned[index]) * per_node
+    assert owned[0] | owned[1] == set(cluster_ids)
+    assert not owned[0] & owned[1]
+
+
 def test_tag_filters(aws_credentials):
     with mock_aws():
         seed_moto()
