@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import socket
 import threading
 import time
@@ -31,29 +32,26 @@ def _connect(http: HttpServer) -> socket.socket:
     return socket.create_connection(http.server_address[:2], timeout=5)
 
 
-def _read_reply(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
+def _read_reply(reader: io.BufferedReader) -> tuple[int, dict[str, str], bytes]:
+    """One reply from ``sock.makefile("rb")``: a buffered reader keeps the bytes of a pipelined next reply that arrive
+    with this one (reading the socket directly would drop them and wait for a reply already received)."""
+    lines = []
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        lines.append(line.decode().rstrip("\r\n"))
+    if not lines:
+        raise ConnectionError("closed")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    length = int(headers["content-length"])
-    while len(rest) < length:
-        rest += sock.recv(4096)
-    return int(lines[0].split()[1]), headers, rest[:length]
+    return int(lines[0].split()[1]), headers, reader.read(int(headers["content-length"]))
 
 
 def test_keep_alive_and_pipelined_requests(server):
     sock = _connect(server)
+    reader = sock.makefile("rb")
     sock.sendall(b"GET /a?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
-    assert _read_reply(sock)[2] == b"GET /a x=1 0"
-    assert _read_reply(sock)[2] == b"GET /b  0"
+    assert _read_reply(reader)[2] == b"GET /a x=1 0"
+    assert _read_reply(reader)[2] == b"GET /b  0"
     sock.sendall(b"POST /c HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
-    status, headers, body = _read_reply(sock)
+    status, headers, body = _read_reply(reader)
     assert (status, headers["connection"], body) == (200, "keep-alive", b"POST /c  5")
     sock.close()
 
@@ -81,7 +79,7 @@ def test_http_1_0_closes_and_head_has_no_body(server):
 def test_bad_requests_get_a_status_and_a_close(server, request_bytes, status):
     sock = _connect(server)
     sock.sendall(request_bytes)
-    assert _read_reply(sock)[0] == status
+    assert _read_reply(sock.makefile("rb"))[0] == status
     assert sock.recv(10) == b""
 
 
@@ -120,7 +118,7 @@ def test_idle_connections_are_closed_and_the_oldest_makes_room(server):
     wait_until(lambda: server.open_connections == 20, what="20 connections")
     fresh = _connect(server)  # the 21st: the longest-idle one is closed for it
     fresh.sendall(b"GET /ok HTTP/1.1\r\n\r\n")
-    assert _read_reply(fresh)[2] == b"GET /ok  0"
+    assert _read_reply(fresh.makefile("rb"))[2] == b"GET /ok  0"
     assert server.evicted >= 1
     assert idle[0].recv(10) == b""
     wait_until(lambda: server.open_connections <= 1, timeout=5, what="idle connections closed")
