@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scrape_bench import cpu_seconds, free_port, get, rss_mib, start_redis
+from scrape_bench import cpu_seconds, free_port, get, load_data_set, print_medians, record_run, rss_mib, start_redis
 
 
 def first_answer(port: int, timeout: float = 30.0) -> None:
@@ -84,22 +84,15 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="ecx-footprint-"))
     server, redis_port = start_redis(workdir)
     try:
-        subprocess.run(
-            ["redis-benchmark", "-p", str(redis_port), "-t", "set", "-n", "100000", "-r", "100000", "-d", "100", "-q"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        results: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
+        load_data_set(redis_port)
+        results: dict[str, list[float]] = {}
         for run in range(args.runs):
+            figures = {}
             for kind in kinds:
-                figures = measure(kind, args.redis_exporter, redis_port, args.scrapes, args.python)
-                for key, value in figures.items():
-                    results[kind].setdefault(key, []).append(value)
-                print(f"run {run + 1} {kind}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
+                figures.update({f"{kind}.{k}": v for k, v in measure(kind, args.redis_exporter, redis_port, args.scrapes, args.python).items()})
+            record_run(results, run, figures)
         print(f"\n{args.runs} runs, {args.scrapes} scrapes each; median (min-max) over runs")
-        for kind in kinds:
-            for key, values in results[kind].items():
-                print(f"{kind:22s} {key:20s} {statistics.median(values):9.2f}  ({min(values):.2f}-{max(values):.2f})")
+        print_medians(results)
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from scrape_bench import cpu_seconds, free_port, rss_mib, start_exporter, wait_for
+from scrape_bench import cpu_seconds, free_port, print_medians, record_run, rss_mib, start_exporter, wait_for
 
 
 def start_servers(count: int, workdir: Path, processes: list[subprocess.Popen]) -> list[int]:
@@ -113,12 +113,9 @@ def main() -> None:
             figures = {f"one.{k}": v for k, v in measure(config, args.targets, args.rounds, 1).items()}
             if args.shards > 1:
                 figures.update({f"shards{args.shards}.{k}": v for k, v in measure(config, args.targets, args.rounds, args.shards).items()})
-            for key, value in figures.items():
-                results.setdefault(key, []).append(value)
-            print(f"run {run + 1}: " + ", ".join(f"{k}={v:.3f}" for k, v in figures.items()), flush=True)
+            record_run(results, run, figures, digits=3)
         print(f"\n{args.targets} targets, {args.rounds} rounds of /metrics per run; median (min-max) over {args.runs} runs")
-        for key, values in results.items():
-            print(f"{key:36s} {statistics.median(values):9.3f}  ({min(values):.3f}-{max(values):.3f})")
+        print_medians(results, width=36, digits=3)
     finally:
         for process in processes:
             process.terminate()

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import exact_samples, exposition_types  # noqa: E402
-from servers import free_port, start_exporter, start_redis, wait_until  # noqa: E402
+from servers import free_port, seed_reference_primary, start_exporter, start_redis, wait_until  # noqa: E402
 
 
 def get(port: int, path: str) -> str:
@@ -70,14 +70,7 @@ def main() -> None:
     replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
     cluster = start_cluster()
     servers = [primary, replica, *cluster]
-    client = primary.client()
-    client.set("a", "1")
-    client.execute_command("SELECT", "3")
-    client.set("b", "2", ex=1000)
-    client.execute_command("SELECT", "0")
-    client.execute_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
-    client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
-    client.execute_command("DEBUG", "SLEEP", "0.01")
+    seed_reference_primary(primary.client())
     wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
     port = free_port()
     upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],

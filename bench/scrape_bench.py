@@ -104,6 +104,28 @@ def get(port: int, path: str, headers: dict[str, str] | None = None, connection:
     return elapsed, response.status, len(body)
 
 
+def load_data_set(port: int) -> None:
+    """The data set of the reference measurement: redis-benchmark -t set -n 100000 -r 100000 -d 100."""
+    subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-t", "set", "-n", "100000", "-r", "100000", "-d", "100", "-q"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def record_run(results: dict[str, list[float]], run: int, figures: dict[str, float], digits: int = 2) -> None:
+    """Adds one run's figures to ``results`` and prints them on one line."""
+    for key, value in figures.items():
+        results.setdefault(key, []).append(value)
+    print(f"run {run + 1}: " + ", ".join(f"{k}={v:.{digits}f}" for k, v in figures.items()), flush=True)
+
+
+def print_medians(results: dict[str, list[float]], width: int = 40, digits: int = 2) -> None:
+    """One line per figure: the median over runs and the range."""
+    for key, values in results.items():
+        print(f"{key:{width}s} {statistics.median(values):9.{digits}f}  ({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -197,11 +219,7 @@ def main() -> None:
     try:
         main_server, main_port = start_redis(workdir)
         servers.append(main_server)
-        subprocess.run(
-            ["redis-benchmark", "-p", str(main_port), "-t", "set", "-n", "100000", "-r", "100000", "-d", "100", "-q"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        load_data_set(main_port)
         keys = redis.Redis(port=main_port).dbsize()
         empty = [start_redis(workdir) for _ in range(args.targets)]
         servers += [process for process, _ in empty]
@@ -211,12 +229,9 @@ def main() -> None:
             figures.update({f"single_gzip.{k}": v for k, v in single_target(main_port, args.scrapes, gzip=True).items()})
             figures["floor.info_all_ms"] = info_floor(main_port, args.scrapes)
             figures.update({f"multi.{k}": v for k, v in multi_target([p for _, p in empty], args.rounds, workdir).items()})
-            for key, value in figures.items():
-                results.setdefault(key, []).append(value)
-            print(f"run {run + 1}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
+            record_run(results, run, figures)
         print(f"\ndata set: {keys} keys; {args.runs} runs, {args.scrapes} scrapes each; median (min-max) over runs")
-        for key, values in results.items():
-            print(f"{key:40s} {statistics.median(values):9.2f}  ({min(values):.2f}-{max(values):.2f})")
+        print_medians(results)
     finally:
         for process in servers:
             process.terminate()

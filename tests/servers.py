@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import os
@@ -13,6 +14,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -287,3 +289,38 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict]) -
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     return PrometheusProcess(port, process, data)
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], port: int, *, what: str, **popen: object) -> Iterator[str]:
+    """Runs ``argv``, a `serve` listening on 127.0.0.1:``port``, until /-/ready answers; yields its /metrics text
+    and stops it afterwards (a process that exits early fails the wait with its stderr)."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+    try:
+
+        def answering() -> bool:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
+                    return response.status == 200
+            except OSError:
+                return False
+
+        wait_until(answering, timeout=30, what=what)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            yield response.read().decode()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def seed_reference_primary(client: redis.Redis) -> None:
+    """What the compatibility checks need a primary to show: keys in two databases (one with a TTL), a slow log
+    entry and a latency event."""
+    client.set("a", "1")
+    client.execute_command("SELECT", "3")
+    client.set("b", "2", ex=1000)
+    client.execute_command("SELECT", "0")
+    client.execute_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
+    client.execute_command("DEBUG", "SLEEP", "0.01")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import call, exact_samples, exposition_types, make_app
-from servers import start_redis, wait_until
+from servers import seed_reference_primary, start_redis, wait_until
 
 from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
 from exporter.service.metrics_doc import all_docs, label_names, relation
@@ -50,14 +50,7 @@ def served():
     try:
         subprocess.run(["redis-cli", "-p", str(cluster_node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
                        capture_output=True, timeout=30)  # fmt: skip
-        client = primary.client()
-        client.set("a", "1")
-        client.execute_command("SELECT", "3")
-        client.set("b", "2", ex=1000)
-        client.execute_command("SELECT", "0")
-        client.execute_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
-        client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
-        client.execute_command("DEBUG", "SLEEP", "0.01")
+        seed_reference_primary(primary.client())
         wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
         targets = [{"name": f"n{i}", "addr": server.addr, "node_type": "cache.r6g.large"} for i, server in enumerate(servers)]
         app = make_app({"targets": targets, "heartbeat": {"read": True}})

@@ -13,11 +13,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 
 import pytest
-from servers import free_port, start_redis, wait_until
+from servers import free_port, serving, start_redis
 
 ROOT = Path(__file__).parent.parent
 
@@ -155,27 +154,13 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
     redis = start_redis()
     port = free_port()
     command = image_command(image, *json.loads(image_value("CMD")), "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}")
-    serve = subprocess.Popen(command, cwd=outside, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=image_environment(outside))
     try:
-
-        def answering() -> bool:
-            assert serve.poll() is None, serve.stderr.read().decode() if serve.stderr else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
-                    return response.status == 200
-            except OSError:
-                return False
-
-        wait_until(answering, timeout=30, what="the image's serve answering")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            body = response.read().decode()
-        assert 'redis_up{target="' in body
-        assert "} 1" in body.split("redis_up{", 1)[1].split("\n", 1)[0]
-        healthcheck = image_value("HEALTHCHECK").split("CMD", 1)[1].strip()
-        argv = [part.replace("/opt/elasticache-exporter", str(image)).replace(":9769/", f":{port}/") for part in json.loads(healthcheck)]
-        assert subprocess.run(as_image_user(argv), cwd=outside, timeout=30, check=False).returncode == 0
+        with serving(command, port, what="the image's serve answering", cwd=outside, env=image_environment(outside)) as body:
+            assert 'redis_up{target="' in body
+            assert "} 1" in body.split("redis_up{", 1)[1].split("\n", 1)[0]
+            healthcheck = image_value("HEALTHCHECK").split("CMD", 1)[1].strip()
+            argv = [part.replace("/opt/elasticache-exporter", str(image)).replace(":9769/", f":{port}/") for part in json.loads(healthcheck)]
+            assert subprocess.run(as_image_user(argv), cwd=outside, timeout=30, check=False).returncode == 0
     finally:
-        serve.terminate()
-        serve.wait(timeout=10)
         redis.stop()
         shutil.rmtree(outside, ignore_errors=True)

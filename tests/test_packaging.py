@@ -10,12 +10,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
-from servers import free_port, start_redis, wait_until
+from servers import free_port, serving, start_redis
 
 ROOT = Path(__file__).parent.parent
 
@@ -108,25 +107,11 @@ def test_the_installed_wheel_runs_from_outside_the_source_tree(artifacts, tmp_pa
 
     redis = start_redis()
     port = free_port()
-    serve = subprocess.Popen([cli, "serve", "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}"],
-                             cwd=outside, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    argv = [cli, "serve", "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}"]
     try:
-
-        def answering() -> bool:
-            assert serve.poll() is None, serve.stderr.read().decode() if serve.stderr else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
-                    return response.status == 200
-            except OSError:
-                return False
-
-        wait_until(answering, timeout=30, what="the installed wheel's serve answering")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            body = response.read().decode()
-        up = [line for line in body.splitlines() if line.startswith("redis_up{")]
-        assert up
-        assert up[0].endswith(" 1.0")
+        with serving(argv, port, what="the installed wheel's serve answering", cwd=outside, env=environment) as body:
+            up = [line for line in body.splitlines() if line.startswith("redis_up{")]
+            assert up
+            assert up[0].endswith(" 1.0")
     finally:
-        serve.terminate()
-        serve.wait(timeout=10)
         redis.stop()

@@ -56,10 +56,7 @@ class FamilySet:
         return family
 
     def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
-        family = self._families.get(name)
-        if family is None:
-            family = self._families[name] = Family(name, kind, help_)
-        family.samples.append((name, labels, value))
+        self._family(name, kind, help_).samples.append((name, labels, value))
 
     def add_summary(
         self,

@@ -5,6 +5,7 @@ the same names and count pick the same targets."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -19,6 +20,7 @@ class Shard(NamedTuple):
         return f"{self.index}/{self.count}"
 
 
+@lru_cache(maxsize=65536)  # asked on every /metrics for every target: a name's shard never changes
 def hashmod(value: str, modulus: int) -> int:
     import hashlib  # only a sharded exporter loads it
 

@@ -65,8 +65,12 @@ def _plan(section: str, name: str) -> tuple:
     return plan
 
 
-def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> None:
-    """Every field of every section of ``info`` as samples labelled with ``target``."""
+CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from INFO commandstats
+
+
+def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandStats:
+    """Every field of every section of ``info`` as samples labelled with ``target``; returns the command stats
+    it parsed, for what else reads them in the same scrape (latency histograms, the most called commands)."""
     base = {"target": target}
     add = out.add
     plans = _PLANS
@@ -90,11 +94,12 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> None:
     _add_instance_info(info, base, out)
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out)
-    calls = _add_commandstats(info.sections.get("commandstats", {}), base, out)
-    _add_latencystats(info.sections.get("latencystats", {}), calls, base, out)
+    command_stats = _add_commandstats(info.sections.get("commandstats", {}), base, out)
+    _add_latencystats(info.sections.get("latencystats", {}), command_stats, base, out)
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
     _add_start_time(info, base, out)
+    return command_stats
 
 
 def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
@@ -162,9 +167,9 @@ def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) 
                 out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
 
 
-def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> dict[str, tuple[float, float]]:
-    """Per-command counters; returns {cmd: (calls, seconds)} for the latency summaries."""
-    totals: dict[str, tuple[float, float]] = {}
+def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> CommandStats:
+    """Per-command counters; returns {cmd: (calls, µs)}."""
+    totals: CommandStats = {}
     for name, raw in fields.items():
         if not name.startswith("cmdstat_"):
             continue
@@ -185,13 +190,11 @@ def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilyS
             if value is not None:
                 out.add(metric, COUNTER, help_, labels, value)
         if calls is not None and usec is not None:
-            totals[cmd] = (calls, usec / 1e6)
+            totals[cmd] = (calls, usec)
     return totals
 
 
-def _add_latencystats(
-    fields: dict[str, str], calls: dict[str, tuple[float, float]], base: dict[str, str], out: FamilySet
-) -> None:
+def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet) -> None:
     """redis_exporter's summary: quantile labels are the percentiles as INFO names them (50, 99, 99.9), values,
     sum and count in microseconds and calls; a command without commandstats is left out, as upstream does."""
     for name, raw in fields.items():
@@ -213,7 +216,7 @@ def _add_latencystats(
             {**base, "cmd": cmd},
             quantiles,
             count,
-            total * 1e6,
+            total,
         )
 
 

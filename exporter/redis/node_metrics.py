@@ -6,8 +6,8 @@ from typing import Any
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 
-from .info import InfoReply, parse_info, parse_number, parse_subfields
-from .info_metrics import add_cluster_info, add_info_metrics
+from .info import InfoReply, parse_info, parse_number
+from .info_metrics import CommandStats, add_cluster_info, add_info_metrics
 from .node import ScrapeResult
 
 
@@ -18,8 +18,9 @@ def parse_result(result: ScrapeResult) -> InfoReply:
     return info
 
 
-def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> None:
-    add_info_metrics(info, target, out)
+def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> CommandStats:
+    """The samples of one node's scrape; returns INFO's command stats (parsed once per scrape)."""
+    command_stats = add_info_metrics(info, target, out)
     base = {"target": target}
     _add_config_compat(info, base, out)
     _add_config_settings(result.config, base, out)
@@ -29,9 +30,10 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
     _add_slowlog_last(result.slowlog_last, base, out)
     _add_latency_latest(result.latency_latest, base, out)
     if result.latency_histogram is not None:
-        add_latency_histograms(result.latency_histogram, info.sections.get("commandstats", {}), base, out)
+        add_latency_histograms(result.latency_histogram, command_stats, base, out)
     if result.cluster_info:
         add_cluster_info(result.cluster_info, target, out)
+    return command_stats
 
 
 def _add_config_compat(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
@@ -107,29 +109,18 @@ def _add_latency_latest(reply: Any, base: dict[str, str], out: FamilySet) -> Non
             out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels, event[2] / 1000.0)
 
 
-def most_called_commands(info: InfoReply, limit: int) -> tuple[str, ...]:
-    """The ``limit`` commands with the most calls in INFO commandstats (subcommands as ``config|get``)."""
-    calls = []
-    for name, raw in info.sections.get("commandstats", {}).items():
-        if name.startswith("cmdstat_"):
-            count = parse_number(parse_subfields(raw).get("calls", ""))
-            if count:
-                calls.append((-count, name[8:]))
-    return tuple(name for _, name in sorted(calls)[:limit])
+def most_called_commands(command_stats: CommandStats, limit: int) -> tuple[str, ...]:
+    """The ``limit`` commands with the most calls (subcommands as ``config|get``)."""
+    ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls)
+    return tuple(cmd for _, cmd in ranked[:limit])
 
 
-def add_latency_histograms(reply: Any, commandstats: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+def add_latency_histograms(reply: Any, command_stats: CommandStats, base: dict[str, str], out: FamilySet) -> None:
     """LATENCY HISTOGRAM as redis_exporter serves it: ``redis_commands_latencies_usec{cmd}``, the server's cumulative
     counts per bucket upper bound (µs), +Inf and _count the command's calls, _sum its µs from commandstats (a
     container command's subcommands included)."""
     if not isinstance(reply, list):
         return
-    usec: dict[str, float] = {}
-    for name, raw in commandstats.items():
-        if name.startswith("cmdstat_"):
-            value = parse_number(parse_subfields(raw).get("usec", ""))
-            if value is not None:
-                usec[name[8:]] = value
     seen: set[bytes] = set()
     for i in range(0, len(reply) - 1, 2):
         name, details = reply[i], reply[i + 1]
@@ -141,7 +132,7 @@ def add_latency_histograms(reply: Any, commandstats: dict[str, str], base: dict[
         if not isinstance(calls, int) or not isinstance(buckets, list):
             continue
         cmd = name.decode("utf-8", errors="replace")
-        total = sum(value for command, value in usec.items() if command == cmd or command.startswith(cmd + "|"))
+        total = sum(usec for command, (_, usec) in command_stats.items() if command == cmd or command.startswith(cmd + "|"))
         bounds = [
             (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
             for j in range(0, len(buckets) - 1, 2)

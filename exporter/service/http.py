@@ -24,6 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from exporter.common.workers import Workers
+
 if TYPE_CHECKING:
     import ssl
 
@@ -138,11 +140,8 @@ class HttpServer:
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
         self._busy: set[int] = set()  # those a worker holds
-        self._requests: queue.SimpleQueue[tuple[_Connection, Request] | None] = queue.SimpleQueue()
+        self._workers: Workers[tuple[_Connection, Request]] = Workers("http", workers, self._work)
         self._returned: queue.SimpleQueue[tuple[_Connection, bool]] = queue.SimpleQueue()
-        self._workers: list[threading.Thread] = []
-        self._idle_workers = 0
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -159,8 +158,7 @@ class HttpServer:
 
     @property
     def busy_workers(self) -> int:
-        with self._lock:
-            return len(self._workers) - self._idle_workers
+        return self._workers.busy
 
     # --- the selector loop ----------------------------------------------------------
 
@@ -180,8 +178,7 @@ class HttpServer:
                 self._take_back()
                 self._sweep()
         finally:
-            for _ in self._workers:
-                self._requests.put(None)
+            self._workers.close()
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -292,8 +289,7 @@ class HttpServer:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn.sock)
         self._busy.add(conn.sock.fileno())
-        self._requests.put((conn, request))
-        self._ensure_worker()
+        self._workers.put((conn, request))
 
     def _reject(self, conn: _Connection, status: int, text: str) -> None:
         with contextlib.suppress(OSError):
@@ -334,31 +330,15 @@ class HttpServer:
 
     # --- workers --------------------------------------------------------------------
 
-    def _ensure_worker(self) -> None:
-        with self._lock:
-            if self._requests.qsize() <= self._idle_workers or len(self._workers) >= self.max_workers:
-                return
-            thread = threading.Thread(target=self._work, name=f"http-{len(self._workers)}", daemon=True)
-            self._workers.append(thread)
-        thread.start()
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle_workers += 1
-            item = self._requests.get()
-            with self._lock:
-                self._idle_workers -= 1
-            if item is None:
-                return
-            conn, request = item
-            keep = False
-            try:
-                keep = self._respond(conn, request)
-            except Exception:  # a broken client must not end the worker
-                log.debug("request from %s failed", conn.address, exc_info=True)
-            self._returned.put((conn, keep))
-            self._wake()
+    def _work(self, item: tuple[_Connection, Request]) -> None:
+        conn, request = item
+        keep = False
+        try:
+            keep = self._respond(conn, request)
+        except Exception:  # a broken client must not end the worker
+            log.debug("request from %s failed", conn.address, exc_info=True)
+        self._returned.put((conn, keep))
+        self._wake()
 
     def _respond(self, conn: _Connection, request: Request) -> bool:
         status, headers, body = self._handler(request, conn.address)

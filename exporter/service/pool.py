@@ -10,42 +10,38 @@ Work whose deadline passed while it waited for a worker is not started.
 from __future__ import annotations
 
 import functools
-import queue
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from exporter.common.workers import Workers
 from exporter.redis.resp import RespFailure
+
+_Work = tuple[Future[Any], Callable[[float], Any], float]
 
 
 class ScrapePool:
     def __init__(self, workers: int) -> None:
         self.size = workers
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[float], Any], float] | None] = queue.SimpleQueue()
+        self._workers: Workers[_Work] = Workers("scrape", workers, self._work)
         self._inflight: dict[int, Future[Any]] = {}
         self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._busy = 0
-        self._idle = 0
-        self._closed = False
 
     @property
     def busy(self) -> int:
-        with self._lock:
-            return self._busy
+        return self._workers.busy
 
     @property
     def queued(self) -> int:
-        return self._queue.qsize()
+        return self._workers.queued
 
     def submit(self, key: Any, work: Callable[[float], Any], deadline: float) -> Future[Any]:
         """Run ``work(deadline)`` on a worker, or join the run of the same ``key`` under way."""
         future, new = self._claim(key)
         if new:
-            self._queue.put((future, work, deadline))
-            self._grow()
+            self._workers.put((future, work, deadline))
         return future
 
     def run_here(self, key: Any, work: Callable[[float], Any], deadline: float) -> Future[Any]:
@@ -71,42 +67,17 @@ class ScrapePool:
             if self._inflight.get(key) is done:
                 del self._inflight[key]
 
-    def _grow(self) -> None:
-        with self._lock:
-            if self._closed or len(self._threads) >= self.size or self._queue.qsize() <= self._idle:
-                return
-            thread = threading.Thread(target=self._work, name=f"scrape-{len(self._threads)}", daemon=True)
-            self._threads.append(thread)
-        thread.start()
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            item = self._queue.get()
-            with self._lock:
-                self._idle -= 1
-            if item is None:
-                return
-            future, work, deadline = item
-            with self._lock:
-                self._busy += 1
-            try:
-                if time.monotonic() >= deadline:
-                    future.set_exception(RespFailure("timeout", "no scrape worker was free before the deadline"))
-                else:
-                    _run(future, work, deadline)
-            finally:
-                with self._lock:
-                    self._busy -= 1
+    @staticmethod
+    def _work(item: _Work) -> None:
+        future, work, deadline = item
+        if time.monotonic() >= deadline:
+            future.set_exception(RespFailure("timeout", "no scrape worker was free before the deadline"))
+        else:
+            _run(future, work, deadline)
 
     def close(self) -> None:
         """Stop taking work; workers end when they are free (a stuck one is a daemon and never holds up exit)."""
-        with self._lock:
-            self._closed = True
-            count = len(self._threads)
-        for _ in range(count):
-            self._queue.put(None)
+        self._workers.close()
 
 
 def _run(future: Future[Any], work: Callable[[float], Any], deadline: float) -> None:

@@ -91,8 +91,8 @@ class RedisCollector:
         if isinstance(outcome, ScrapeResult):
             try:
                 info = parse_result(outcome)
-                add_node_metrics(info, outcome, target.name, out)
-                target.node.histogram_commands = most_called_commands(info, MAX_HISTOGRAM_COMMANDS)
+                command_stats = add_node_metrics(info, outcome, target.name, out)
+                target.node.histogram_commands = most_called_commands(command_stats, MAX_HISTOGRAM_COMMANDS)
                 add_replication_metrics(info, target.name, self._address_names, out)
                 membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
                 add_shard_membership(info, target.name, membership, out)

@@ -1,0 +1,64 @@
+"""Daemon threads that take work items from one queue, started only as the work needs them."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+
+
+class Workers(Generic[Item]):
+    """At most ``size`` daemon threads hand each item ``put`` to ``handle``. A thread is started only when an item
+    waits and no thread is idle, so an idle process holds no more threads than its busiest moment needed. Daemon
+    threads: a handler stuck past any deadline never keeps the process from exiting."""
+
+    def __init__(self, name: str, size: int, handle: Callable[[Item], None]) -> None:
+        self.size = size
+        self._name = name
+        self._handle = handle
+        self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+
+    @property
+    def queued(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def busy(self) -> int:
+        """Threads handling an item now."""
+        with self._lock:
+            return len(self._threads) - self._idle
+
+    def put(self, item: Item) -> None:
+        self._queue.put(item)
+        with self._lock:
+            if self._closed or len(self._threads) >= self.size or self._queue.qsize() <= self._idle:
+                return
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            self._handle(item)
+
+    def close(self) -> None:
+        """Take no more threads; each ends when it is free."""
+        with self._lock:
+            self._closed = True
+            count = len(self._threads)
+        for _ in range(count):
+            self._queue.put(None)
