@@ -35,7 +35,7 @@ def threads(pid: int) -> int:
 
 
 def healthy_durations(text: str, names: list[str]) -> list[float]:
-    wanted = {f'elasticache_exporter_target_scrape_duration_seconds{{target="{name}"}}' for name in names}
+    wanted = {f'elasticache_exporter_target_scrape_duration_seconds{{instance="{name}"}}' for name in names}
     values = []
     for line in text.splitlines():
         series, _, value = line.rpartition(" ")

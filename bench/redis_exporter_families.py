@@ -121,7 +121,7 @@ def _answers(port: int) -> bool:
 
 def _compare(theirs_text: str, ours_text: str, where: str) -> None:
     theirs = samples(theirs_text)
-    ours = {(name, tuple(item for item in labels if item[0] != "target")): value for (name, labels), value in samples(ours_text).items()}
+    ours = {(name, tuple(item for item in labels if item[0] != "instance")): value for (name, labels), value in samples(ours_text).items()}
     for key, value in sorted(theirs.items()):
         if key in ours and abs(ours[key] - value) > max(1.0, abs(value) * 0.05) and not key[0].startswith(("redis_exporter", "go_", "process_")):
             print(f"{where}: {key[0]}{dict(key[1])}: redis_exporter {value}, ours {ours[key]}")

@@ -27,16 +27,9 @@ class Response:
         return self.body.decode()
 
     def samples(self) -> dict[tuple[str, tuple], float]:
-        """Samples keyed by name and labels; the instance label /metrics adds to a node's series (always equal to
-        its target, as test_scrape_live checks) is left out, so tests name a node by its target alone."""
-        samples = {}
-        for (name, labels), value in parse_samples(self.text).items():
-            mapping = dict(labels)
-            kept = labels
-            if "target" in mapping and mapping.get("instance") == mapping["target"]:
-                kept = tuple(item for item in labels if item[0] != "instance")
-            samples[(name, kept)] = value
-        return samples
+        """Samples keyed by their exact names and labels (on /metrics a node's series carry instance=<target>;
+        /scrape serves one node's without it)."""
+        return parse_samples(self.text)
 
 
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
@@ -76,11 +69,8 @@ def parse_samples(text: str) -> dict[tuple[str, tuple], float]:
 
 
 def sample(samples: dict, name: str, **labels: str) -> float:
-    """The sample with exactly these labels; on /metrics a node's series also carry instance=<target>, which a
-    test naming only the target need not repeat."""
+    """The sample with exactly these labels."""
     key = (name, tuple(sorted(labels.items())))
-    if key not in samples and "target" in labels and "instance" not in labels:  # raw parse_samples of /metrics
-        key = (name, tuple(sorted({**labels, "instance": labels["target"]}.items())))
     if key not in samples:
         candidates = [k for k in samples if k[0] == name]
         raise AssertionError(f"no sample {key}; samples of that name: {candidates}")

@@ -232,7 +232,7 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == math.ceil(queries / 500)
     assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == queries
     info = sample(
-        samples, "elasticache_node_info", target="rg0-001", node="rg0-001", replication_group="rg0", shard="0001", role="primary",
+        samples, "elasticache_node_info", instance="rg0-001", node="rg0-001", replication_group="rg0", shard="0001", role="primary",
         node_type="cache.r6g.large", engine="redis", engine_version="", az=f"{REGION}a", region=REGION,
         dimension_CacheClusterId="rg0-001", dimension_CacheNodeId="0001",
     )  # fmt: skip
@@ -331,7 +331,7 @@ def test_no_credentials_idles_with_one_log_line(monkeypatch, tmp_path, caplog, p
         caplog.set_level(logging.WARNING)
         wait_until(lambda: any("no AWS credentials" in r.getMessage() for r in caplog.records), what="the credentials log line")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target=f"127.0.0.1:{plain_redis.port}") == 1
+        assert sample(samples, "redis_up", instance=f"127.0.0.1:{plain_redis.port}") == 1
         assert sample(samples, "elasticache_exporter_discovery_last_success_timestamp_seconds") == 0
         time.sleep(1.5)
         assert sum("no AWS credentials" in r.getMessage() for r in caplog.records) == 1
@@ -347,8 +347,8 @@ def test_discovered_nodes_become_targets(plain_redis):
             engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
         )  # fmt: skip
         app.targets.set_discovered([discovered])
-        assert sample(call(app, "/metrics").samples(), "redis_up", target="orders-0001-001") == 1
-        assert sample(call(app, "/scrape", "target=orders-0001-001").samples(), "redis_up", target="orders-0001-001") == 1
+        assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders-0001-001") == 1
+        assert sample(call(app, "/scrape", "target=orders-0001-001").samples(), "redis_up") == 1
         assert call(app, "/scrape", f"target=127.0.0.1:{plain_redis.port}").code == 200
         import json
 

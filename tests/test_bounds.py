@@ -64,11 +64,11 @@ def test_hostile_targets_end_within_their_deadline_and_spare_the_others(tmp_path
             durations.append(time.monotonic() - started)
             assert status == 200
             samples = parse_samples(text)
-            assert sample(samples, "redis_up", target="healthy") == 1
-            assert sample(samples, "redis_db_keys", target="healthy", db="db0") >= 1
+            assert sample(samples, "redis_up", instance="healthy") == 1
+            assert sample(samples, "redis_db_keys", instance="healthy", db="db0") >= 1
             for name, kind in EXPECTED_KIND.items():
-                assert sample(samples, "redis_up", target=name) == 0, name
-                assert sample(samples, "elasticache_exporter_target_last_error", target=name, kind=kind) == 1, name
+                assert sample(samples, "redis_up", instance=name) == 0, name
+                assert sample(samples, "elasticache_exporter_target_last_error", instance=name, kind=kind) == 1, name
         # the whole reply is bounded by the 1 s scrape timeout, not by how long hostile nodes keep talking
         assert max(durations) < 1.8, durations
         pid = exporter.process.pid
@@ -90,7 +90,7 @@ def test_prometheus_timeout_header_bounds_a_single_target(hostile_servers):
         started = time.monotonic()
         response = call(app, "/scrape", "target=slow", headers={"X-Prometheus-Scrape-Timeout-Seconds": "0.6"})
         assert time.monotonic() - started < 1.0
-        assert sample(response.samples(), "elasticache_exporter_target_last_error", target="slow", kind="timeout") == 1
+        assert sample(response.samples(), "elasticache_exporter_target_last_error", kind="timeout") == 1
     finally:
         app.close()
 
@@ -121,7 +121,7 @@ def test_slow_and_idle_http_clients_cannot_exhaust_the_exporter(plain_redis):
         for _ in range(10):
             status, text = exporter.get("/metrics", timeout=5)
             assert status == 200
-            assert sample(parse_samples(text), "redis_up", target=f"127.0.0.1:{plain_redis.port}") == 1
+            assert sample(parse_samples(text), "redis_up", instance=f"127.0.0.1:{plain_redis.port}") == 1
         assert _status(pid, "Threads") < 60
         assert _status(pid, "VmRSS") < 120 * 1024
         assert exporter.get("/-/ready", timeout=5)[0] == 200
@@ -136,15 +136,15 @@ def test_sighup_reloads_and_keeps_the_old_configuration_when_the_new_one_is_bad(
     config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n")
     exporter = start_exporter("--config.file", str(config))
     try:
-        assert "target=\"first\"" in exporter.get("/metrics")[1]
+        assert 'instance="first"' in exporter.get("/metrics")[1]
         config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n  - {{name: second, addr: '{fresh_redis.addr}'}}\n")
         exporter.process.send_signal(signal.SIGHUP)
-        wait_until(lambda: 'redis_up{target="second",instance="second"} 1' in exporter.get("/metrics")[1], what="reloaded target")
+        wait_until(lambda: 'redis_up{instance="second"} 1' in exporter.get("/metrics")[1], what="reloaded target")
         config.write_text("targets:\n  - {name: broken, adr: nowhere}\n")
         exporter.process.send_signal(signal.SIGHUP)
         wait_until(lambda: "reload: configuration not changed" in exporter.log(), what="refused reload")
         text = exporter.get("/metrics")[1]
-        assert 'redis_up{target="second",instance="second"} 1' in text
+        assert 'redis_up{instance="second"} 1' in text
         assert "broken" not in text
         assert exporter.process.poll() is None
         line = next(line for line in exporter.log().splitlines() if "reload: configuration not changed" in line)

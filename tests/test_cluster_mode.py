@@ -79,7 +79,7 @@ def test_scrapes_and_heartbeats_add_no_error_replies(cluster):
             samples = call(app, "/metrics").samples()
             time.sleep(0.05)
         for i in range(len(cluster)):
-            assert sample(samples, "redis_up", target=f"n{i}") == 1
+            assert sample(samples, "redis_up", instance=f"n{i}") == 1
         wait_until(lambda: clients[cluster[master].port].get(EXPORTER_KEY) is not None, what="the exporter's heartbeat written")
         samples = call(app, "/metrics").samples()
     finally:
@@ -91,8 +91,8 @@ def test_scrapes_and_heartbeats_add_no_error_replies(cluster):
     slot = key_slot(ELASTICACHE_KEY.encode())
     owners = [i for i, node in enumerate(cluster) if slot in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())]
     replica = next(i for i in owners if cluster[i].info()["role"] == "slave")
-    assert sample(samples, "elasticache_replication_heartbeat_lag_seconds", target=f"n{replica}", source="elasticache") >= 0
+    assert sample(samples, "elasticache_replication_heartbeat_lag_seconds", instance=f"n{replica}", source="elasticache") >= 0
     lag_targets = {labels for (name, labels) in samples if name == "elasticache_replication_heartbeat_lag_seconds"}
-    assert all(dict(labels)["target"] in {f"n{i}" for i in range(6)} for labels in lag_targets)
-    assert sample(samples, "elasticache_exporter_heartbeat_writes_total", target=f"n{master}") > 0
+    assert all(dict(labels)["instance"] in {f"n{i}" for i in range(6)} for labels in lag_targets)
+    assert sample(samples, "elasticache_exporter_heartbeat_writes_total", instance=f"n{master}") > 0
     assert not [key for key in samples if key[0] == "elasticache_exporter_heartbeat_write_errors_total"]

@@ -156,7 +156,7 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
     command = image_command(image, *json.loads(image_value("CMD")), "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}")
     try:
         with serving(command, port, what="the image's serve answering", cwd=outside, env=image_environment(outside)) as body:
-            assert 'redis_up{target="' in body
+            assert 'redis_up{instance="' in body
             assert "} 1" in body.split("redis_up{", 1)[1].split("\n", 1)[0]
             healthcheck = image_value("HEALTHCHECK").split("CMD", 1)[1].strip()
             argv = [part.replace("/opt/elasticache-exporter", str(image)).replace(":9769/", f":{port}/") for part in json.loads(healthcheck)]

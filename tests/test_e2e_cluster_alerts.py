@@ -15,7 +15,7 @@ from test_e2e_prometheus import api, shorten
 
 def firing_alerts(port: int) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
     """(alertname, the labels that name the node or shard) of every firing alert."""
-    keep = ("target", "replication_group", "shard")
+    keep = ("instance", "replication_group", "shard")
     result = set()
     for alert in api(port, "/api/v1/alerts")["data"]["alerts"]:
         if alert["state"] == "firing":
@@ -47,7 +47,7 @@ def cluster_stack(tmp_path):
         rules = tmp_path / "rules.yml"
         rules.write_text(shorten(rendered))
         prometheus = start_prometheus(
-            tmp_path, rules, [{"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
+            tmp_path, rules, [{"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
         )
         port = prometheus.port
 
@@ -85,9 +85,9 @@ def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_ale
     replica_index = next(i for i, node in enumerate(nodes) if node.info().get("master_port") == master.port)
     master.stop()
     expected = {
-        ("RedisDown", (("target", f"n{master_index}"),)),
+        ("RedisDown", (("instance", f"n{master_index}"),)),
         ("RedisMissingMaster", (("shard", shard),)),  # an empty replication_group is no label
-        ("RedisMasterLinkDown", (("target", f"n{replica_index}"),)),
+        ("RedisMasterLinkDown", (("instance", f"n{replica_index}"),)),
     }
     wait_until(lambda: expected <= firing_alerts(port), timeout=60, interval=0.5, what=f"{expected} firing")
     time.sleep(6)  # room for anything else to fire

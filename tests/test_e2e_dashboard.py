@@ -30,7 +30,7 @@ def panels_by_row() -> list[tuple[str, dict]]:
 
 def as_prometheus_query(expr: str) -> str:
     """Grafana's variables as Grafana would fill them for all targets and a 1 s scrape interval."""
-    return expr.replace("$target", ".*").replace("$__rate_interval", "15s")
+    return expr.replace("$instance", ".*").replace("$__rate_interval", "15s")
 
 
 def test_every_panel_has_data_without_aws(tmp_path):

@@ -78,7 +78,7 @@ def stack(tmp_path):
         tmp_path,
         rules,
         [
-            {"job_name": "elasticache", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
+            {"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
             {
                 "job_name": "elasticache-nodes",
                 "metrics_path": "/scrape",
@@ -126,13 +126,13 @@ def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        wait_until(lambda: firing(port, "ElastiCacheNetworkOutAtBaseline", target="primary"), timeout=60, interval=0.5,
+        wait_until(lambda: firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"), timeout=60, interval=0.5,
                    what="the bandwidth alert firing")  # fmt: skip
-        assert firing(port, "ElastiCacheNetworkOutNearBaseline", target="primary", severity="warning")
+        assert firing(port, "ElastiCacheNetworkOutNearBaseline", instance="primary", severity="warning")
     finally:
         load.terminate()
         load.wait(timeout=10)
-    wait_until(lambda: not firing(port, "ElastiCacheNetworkOutAtBaseline", target="primary"), timeout=60, interval=0.5,
+    wait_until(lambda: not firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"), timeout=60, interval=0.5,
                what="the bandwidth alert resolving")  # fmt: skip
 
     with ElastiCacheHeartbeat(stack["primary"].client()):
@@ -140,9 +140,9 @@ def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
         assert not firing(port, "RedisReplicationHeartbeatLag")
         stack["proxy"].stall()
         try:
-            wait_until(lambda: firing(port, "RedisReplicationHeartbeatLag", target="replica"), timeout=60, interval=0.5,
+            wait_until(lambda: firing(port, "RedisReplicationHeartbeatLag", instance="replica"), timeout=60, interval=0.5,
                        what="the heartbeat lag alert firing")  # fmt: skip
         finally:
             stack["proxy"].resume()
-        wait_until(lambda: not firing(port, "RedisReplicationHeartbeatLag", target="replica"), timeout=60, interval=0.5,
+        wait_until(lambda: not firing(port, "RedisReplicationHeartbeatLag", instance="replica"), timeout=60, interval=0.5,
                    what="the heartbeat lag alert resolving")  # fmt: skip

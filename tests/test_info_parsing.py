@@ -39,7 +39,7 @@ def exposition(info_text: str, target: str = "t") -> dict[tuple[str, tuple], flo
 
 
 def value(samples, name, **labels):
-    labels.setdefault("target", "t")
+    labels.setdefault("instance", "t")
     return samples[(name, tuple(sorted(labels.items())))]
 
 
@@ -142,7 +142,7 @@ def test_redis_2_6_replica_and_primary_from_elasticache():
     primary = exposition((DATA / "info_redis_2_6_primary.txt").read_text())
     assert value(primary, "redis_connected_slaves") == 5
     replicas = [dict(labels) for name, labels in primary if name == "redis_instance_role"]
-    assert replicas == [{"role": "master", "target": "t"}]
+    assert replicas == [{"role": "master", "instance": "t"}]
     # the old comma-separated replica lines carry no offset, so no offset series, but no error either
     assert not any(name == "redis_connected_slave_offset_bytes" for name, _ in primary)
 
@@ -205,7 +205,7 @@ def test_the_text_encoder_agrees_with_prometheus_client():
     add_info_metrics(parse_info((DATA / "info_redis_7_0.txt").read_text()), 'we"ird\\tar\nget', out)
     ours = exact_samples(encode_text(out.families()).decode())
     assert ours == exact_samples(generate_latest(_Registry(out)).decode())
-    assert ("redis_total_error_replies", (("target", 'we"ird\\tar\nget'),)) in ours  # a counter named as redis_exporter names it
+    assert ("redis_total_error_replies", (("instance", 'we"ird\\tar\nget'),)) in ours  # a counter named as redis_exporter names it
     assert len(ours) > 150
 
 

@@ -31,11 +31,11 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
     app = make_app({"targets": [{"name": "old", "addr": redis_2_6.addr}]})
     try:
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target="old") == 1
-        assert sample(samples, "redis_uptime_in_seconds", target="old") == 3118
-        assert sample(samples, "redis_commands_total", target="old", cmd="get") == 7
+        assert sample(samples, "redis_up", instance="old") == 1
+        assert sample(samples, "redis_uptime_in_seconds", instance="old") == 3118
+        assert sample(samples, "redis_commands_total", instance="old", cmd="get") == 7
         master = "xxxxx.xxx.0001.internal.apne1.cache.amazonaws.com"
-        assert sample(samples, "redis_master_link_up", target="old", master_host=master, master_port="6379") == 1
+        assert sample(samples, "redis_master_link_up", instance="old", master_host=master, master_port="6379") == 1
         sent_before = len(redis_2_6.received)
         for _ in range(3):
             samples = call(app, "/metrics").samples()
@@ -43,7 +43,7 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
         # learnt once: no more INFO ALL, and the optional commands that failed are not sent again
         assert ("INFO", "ALL") not in later
         assert not any(command[0] in ("SLOWLOG", "LATENCY") for command in later)
-        assert sample(samples, "redis_up", target="old") == 1
+        assert sample(samples, "redis_up", instance="old") == 1
     finally:
         app.close()
 
@@ -68,7 +68,7 @@ def test_malformed_replies_never_crash_the_exporter(reply):
         response = call(app, "/metrics")
         assert response.code == 200
         samples = response.samples()
-        assert sample(samples, "redis_up", target="odd") in (0, 1)
+        assert sample(samples, "redis_up", instance="odd") in (0, 1)
         assert call(app, "/metrics").code == 200
     finally:
         app.close()
@@ -87,8 +87,8 @@ def test_malformed_info_lines_are_counted(fresh_redis):
     try:
         call(app, "/metrics")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target="odd") == 1
-        assert sample(samples, "elasticache_exporter_info_malformed_lines_total", target="odd") == 4
+        assert sample(samples, "redis_up", instance="odd") == 1
+        assert sample(samples, "elasticache_exporter_info_malformed_lines_total", instance="odd") == 4
         sent = {command[0] for command in server.received}
         assert sent <= {"COMMAND", "INFO"}  # every optional command was reported missing, so none was sent
     finally:
@@ -101,8 +101,8 @@ def test_loading_and_error_replies_count_as_failures():
     app = make_app({"targets": [{"name": "loading", "addr": server.addr}]})
     try:
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target="loading") == 0
-        assert sample(samples, "elasticache_exporter_target_last_error", target="loading", kind="loading") == 1
+        assert sample(samples, "redis_up", instance="loading") == 0
+        assert sample(samples, "elasticache_exporter_target_last_error", instance="loading", kind="loading") == 1
     finally:
         app.close()
         server.close()
@@ -113,9 +113,9 @@ def test_cluster_mode_exports_cluster_info():
     app = make_app({"targets": [{"name": "cluster", "addr": server.addr}]})
     try:
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_cluster_enabled", target="cluster") == 1
-        assert sample(samples, "redis_cluster_known_nodes", target="cluster") == 1
-        assert sample(samples, "redis_cluster_state", target="cluster") == 0  # no slots assigned
+        assert sample(samples, "redis_cluster_enabled", instance="cluster") == 1
+        assert sample(samples, "redis_cluster_known_nodes", instance="cluster") == 1
+        assert sample(samples, "redis_cluster_state", instance="cluster") == 0  # no slots assigned
     finally:
         app.close()
         server.stop()

@@ -82,9 +82,9 @@ def test_1000_scrapes_while_a_target_is_killed_restarted_hung_and_recovered(plai
             status, text, elapsed = client.get("/metrics")
             assert status == 200
             samples = parse_samples(text)
-            assert sample(samples, "redis_up", target="stable") == 1
-            assert sample(samples, "redis_up", target="down") == 0
-            victim_states[sample(samples, "redis_up", target="victim")] += 1
+            assert sample(samples, "redis_up", instance="stable") == 1
+            assert sample(samples, "redis_up", instance="down") == 0
+            victim_states[sample(samples, "redis_up", instance="victim")] += 1
             durations.append(elapsed)
     finally:
         stop.set()
@@ -96,7 +96,7 @@ def test_1000_scrapes_while_a_target_is_killed_restarted_hung_and_recovered(plai
     try:
         recovered = False
         for _ in range(50):
-            if sample(parse_samples(client.get("/metrics")[1]), "redis_up", target="victim") == 1:
+            if sample(parse_samples(client.get("/metrics")[1]), "redis_up", instance="victim") == 1:
                 recovered = True
                 break
             time.sleep(0.1)
@@ -128,7 +128,7 @@ def test_50_concurrent_metrics_clients(plain_redis):
             try:
                 status, text, elapsed = client.get("/metrics")
                 assert status == 200
-                assert sample(parse_samples(text), "redis_up", target=f"127.0.0.1:{plain_redis.port}") == 1
+                assert sample(parse_samples(text), "redis_up", instance=f"127.0.0.1:{plain_redis.port}") == 1
                 with lock:
                     durations.append(elapsed)
             except Exception as err:
@@ -198,7 +198,7 @@ def test_random_resp_garbage_never_breaks_the_exporter():
         for _ in range(len(replies)):
             response = call(app, "/metrics")
             assert response.code == 200
-            ups += sample(response.samples(), "redis_up", target="garbage") == 1
+            ups += sample(response.samples(), "redis_up", instance="garbage") == 1
         print(f"\nmalformed RESP: {len(replies)} random replies, all answered 200; {ups} parsed as INFO")
     finally:
         app.close()

@@ -101,14 +101,14 @@ def test_heartbeat_and_byte_lag_rise_during_a_stall_and_fall_after(proxied_pair)
 
             def lag() -> float:
                 samples = call(app, "/metrics").samples()
-                key = ("elasticache_replication_heartbeat_lag_seconds", (("source", "elasticache"), ("target", "replica")))
+                key = ("elasticache_replication_heartbeat_lag_seconds", (("instance", "replica"), ("source", "elasticache")))
                 return samples.get(key, float("inf"))
 
             wait_until(lambda: lag() < 1.0, what="a fresh heartbeat on the replica")
             samples = call(app, "/metrics").samples()
-            age = sample(samples, "elasticache_replication_heartbeat_age_seconds", target="primary", source="elasticache")
+            age = sample(samples, "elasticache_replication_heartbeat_age_seconds", instance="primary", source="elasticache")
             assert 0 <= age < 1.0
-            assert sample(samples, "elasticache_replication_primary_info", target="replica", primary=f"127.0.0.1:{proxy.port}",
+            assert sample(samples, "elasticache_replication_primary_info", instance="replica", primary=f"127.0.0.1:{proxy.port}",
                           master_host="127.0.0.1", master_port=str(proxy.port)) == 1  # fmt: skip
 
             proxy.stall()
@@ -117,8 +117,8 @@ def test_heartbeat_and_byte_lag_rise_during_a_stall_and_fall_after(proxied_pair)
             while time.monotonic() - started < stall:
                 writer.set("payload", "x" * 1000)
                 samples = call(app, "/metrics").samples()
-                assert sample(samples, "redis_up", target="replica") == 1  # the replica keeps answering
-                peak_lag = max(peak_lag, sample(samples, "elasticache_replication_heartbeat_lag_seconds", target="replica", source="elasticache"))
+                assert sample(samples, "redis_up", instance="replica") == 1  # the replica keeps answering
+                peak_lag = max(peak_lag, sample(samples, "elasticache_replication_heartbeat_lag_seconds", instance="replica", source="elasticache"))
                 byte_lags = [v for (name, _), v in samples.items() if name == "elasticache_replication_lag_bytes"]
                 peak_bytes = max(peak_bytes, *byte_lags)
                 time.sleep(0.1)
@@ -148,12 +148,12 @@ def test_missing_wrong_type_and_unparsable_heartbeats(fresh_redis):
         assert not any(name.startswith("elasticache_replication_heartbeat") for name, _ in samples)  # missing: no metric, not 0
         client.rpush(ELASTICACHE_KEY, "a list, not a time")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "elasticache_exporter_heartbeat_errors_total", target="node", source="elasticache", reason="wrong_type") == 1
+        assert sample(samples, "elasticache_exporter_heartbeat_errors_total", instance="node", source="elasticache", reason="wrong_type") == 1
         client.delete(ELASTICACHE_KEY)
         client.set(ELASTICACHE_KEY, "not a time")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "elasticache_exporter_heartbeat_errors_total", target="node", source="elasticache", reason="unparsable") == 1
-        assert sample(samples, "redis_up", target="node") == 1
+        assert sample(samples, "elasticache_exporter_heartbeat_errors_total", instance="node", source="elasticache", reason="unparsable") == 1
+        assert sample(samples, "redis_up", instance="node") == 1
         assert not any(name.startswith("elasticache_replication_heartbeat") for name, _ in samples)
         assert client.info("stats")["total_error_replies"] == errors_before  # MGET and TYPE never answer with an error
     finally:
@@ -171,12 +171,12 @@ def test_exporter_heartbeat_writer_writes_only_on_masters(replicated_redis):
     try:
         def exporter_lag():
             samples = call(app, "/metrics").samples()
-            return samples.get(("elasticache_replication_heartbeat_lag_seconds", (("source", "exporter"), ("target", "replica"))))
+            return samples.get(("elasticache_replication_heartbeat_lag_seconds", (("instance", "replica"), ("source", "exporter"))))
 
         wait_until(lambda: exporter_lag() is not None and exporter_lag() < 1.0, what="the exporter's heartbeat on the replica")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "elasticache_exporter_heartbeat_writes_total", target="primary") >= 1
-        assert sample(samples, "elasticache_exporter_heartbeat_skipped_total", target="replica") >= 1
+        assert sample(samples, "elasticache_exporter_heartbeat_writes_total", instance="primary") >= 1
+        assert sample(samples, "elasticache_exporter_heartbeat_skipped_total", instance="replica") >= 1
         assert not any(name == "elasticache_exporter_heartbeat_write_errors_total" for name, _ in samples)
         assert 0 < primary.client().pttl("elasticache-exporter:heartbeat") <= 10_000
     finally:
@@ -189,7 +189,7 @@ def test_writer_stops_when_the_node_is_demoted(fresh_redis):
     try:
         def writes() -> float:
             samples = call(app, "/metrics").samples()
-            return samples.get(("elasticache_exporter_heartbeat_writes_total", (("target", "node"),)), 0.0)
+            return samples.get(("elasticache_exporter_heartbeat_writes_total", (("instance", "node"),)), 0.0)
 
         wait_until(lambda: writes() >= 2, what="heartbeat writes")
         fresh_redis.client().execute_command("REPLICAOF", "127.0.0.1", str(other.port))
@@ -197,7 +197,7 @@ def test_writer_stops_when_the_node_is_demoted(fresh_redis):
         settled = writes()
         time.sleep(0.5)
         assert writes() == settled
-        skipped = sample(call(app, "/metrics").samples(), "elasticache_exporter_heartbeat_skipped_total", target="node")
+        skipped = sample(call(app, "/metrics").samples(), "elasticache_exporter_heartbeat_skipped_total", instance="node")
         assert skipped >= 2
     finally:
         app.close()
@@ -222,11 +222,11 @@ def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
     try:
         wait_until(lambda: admin.get("elasticache-exporter:heartbeat") is not None, what="a heartbeat written by the ACL user")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target="allowed") == 1
-        assert sample(samples, "redis_up", target="denied") == 1
+        assert sample(samples, "redis_up", instance="allowed") == 1
+        assert sample(samples, "redis_up", instance="denied") == 1
         wait_until(
             lambda: call(app, "/metrics").samples().get(
-                ("elasticache_exporter_heartbeat_write_errors_total", (("kind", "permission"), ("target", "denied")))
+                ("elasticache_exporter_heartbeat_write_errors_total", (("instance", "denied"), ("kind", "permission")))
             ),
             what="a counted permission error",
         )

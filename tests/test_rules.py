@@ -163,7 +163,7 @@ def _baseline_case(alert, metric_labels, value_fraction, baseline, signal_name, 
     node = {**node, "baseline": node.get("baseline", "published")}
     firing = f"{baseline * value_fraction:.0f}+0x20"
     below = f"{baseline * (value_fraction - 0.15):.0f}+0x20"
-    return ([(series(signal_name, **labels), firing)], labels, [(series(signal_name, **{**labels, "target": "quiet"}), below)])
+    return ([(series(signal_name, **labels), firing)], labels, [(series(signal_name, **{**labels, "instance": "quiet"}), below)])
 
 
 for alert, direction, fraction, node, baseline in (
@@ -173,19 +173,19 @@ for alert, direction, fraction, node, baseline in (
     ("ElastiCacheNetworkInAtBaseline", "in", 0.95, R6G, 93_750_000),
 ):
     inputs, labels, silent = _baseline_case(
-        alert, {"target": "a", "direction": direction, "source": "info"}, fraction, baseline, "elasticache_network_bytes_per_second", node
+        alert, {"instance": "a", "direction": direction, "source": "info"}, fraction, baseline, "elasticache_network_bytes_per_second", node
     )
     case(alert, inputs, "6m", "4m", {**labels, "suggested_node_type": node["suggested_node_type"], "baseline": "published"}, silent)
 inputs, labels, silent = _baseline_case(
-    "ElastiCacheEngineCPUNearBaseline", {"target": "a", "source": "info"}, 0.95, 90, "elasticache_engine_cpu_utilization_percent", R6G
+    "ElastiCacheEngineCPUNearBaseline", {"instance": "a", "source": "info"}, 0.95, 90, "elasticache_engine_cpu_utilization_percent", R6G
 )
-M4 = {"target": "m4", "source": "cloudwatch", "node_type": "cache.m4.xlarge"}
+M4 = {"instance": "m4", "source": "cloudwatch", "node_type": "cache.m4.xlarge"}
 silent.append((series("elasticache_engine_cpu_utilization_percent", **M4), "40+0x20"))  # 1.4x its benchmark, under the 65 % floor
 case("ElastiCacheEngineCPUNearBaseline", inputs, "16m", "14m",
      {**labels, "suggested_node_type": R6G["suggested_node_type"], "baseline": "aws-guidance"}, silent)  # fmt: skip
-CPU = {"target": "a", "source": "info", "node_type": "cache.r6g.large"}
+CPU = {"instance": "a", "source": "info", "node_type": "cache.r6g.large"}
 case("ElastiCacheEngineCPUSaturated", [(series("elasticache_engine_cpu_utilization_percent", **CPU), "95+0x10")], "6m", "4m", CPU,
-     [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "target": "q"}), "80+0x10")])  # fmt: skip
+     [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "instance": "q"}), "80+0x10")])  # fmt: skip
 
 CW = {"dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 for alert, metric in (
@@ -198,12 +198,12 @@ case("ElastiCacheConntrackAllowanceExceeded",
      [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **CW), "0 0 3 3 3")], "3m", "1m", CW,
      [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "2+0x5")])  # fmt: skip
 
-T = {"target": "a"}
-case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", target="q"), "1+0x5")])
+T = {"instance": "a"}
+case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
 case("ElastiCacheExporterTargetDown", [(series("up", job="elasticache", instance="e:9769"), "0+0x10")], "6m", "4m",
      {"job": "elasticache", "instance": "e:9769"}, [(series("up", job="elasticache", instance="q:9769"), "1+0x10")])  # fmt: skip
 def member(target, role, shard, group="orders"):
-    return series("elasticache_shard_member_info", target=target, role=role, shard=shard, replication_group=group, shard_source="config")
+    return series("elasticache_shard_member_info", instance=target, role=role, shard=shard, replication_group=group, shard_source="config")
 
 
 def healthy_shards(shards: int, replicas: int, group: str = "orders") -> list[tuple[str, str]]:
@@ -222,41 +222,41 @@ case("RedisMissingMaster",
 case("RedisTooManyMasters",
      [(member("a", "master", "0001"), "1+0x5"), (member("b", "master", "0001"), "1+0x5"), (member("c", "master", "0002"), "1+0x5")],
      "2m", "0m", {"replication_group": "orders", "shard": "0001"}, HEALTHY)  # fmt: skip
-case("RedisFailover", [(series("redis_instance_role", target="a", role="slave"), " ".join(["1"] * 12 + ["_"] * 8)),
-                        (series("redis_instance_role", target="a", role="master"), " ".join(["_"] * 12 + ["1"] * 8))],
-     "13m", "11m", {"target": "a", "role": "master"}, [(series("redis_instance_role", target="q", role="master"), "1+0x20")])  # fmt: skip
+case("RedisFailover", [(series("redis_instance_role", instance="a", role="slave"), " ".join(["1"] * 12 + ["_"] * 8)),
+                        (series("redis_instance_role", instance="a", role="master"), " ".join(["_"] * 12 + ["1"] * 8))],
+     "13m", "11m", {"instance": "a", "role": "master"}, [(series("redis_instance_role", instance="q", role="master"), "1+0x20")])  # fmt: skip
 case("ElastiCachePrimaryChanged", [(series("aws_elasticache_is_primary_maximum", **CW), "1 1 1 0 0 0")], "4m", "2m", CW,
      [(series("aws_elasticache_is_primary_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1+0x6")])  # fmt: skip
-LINK = {"target": "a", "master_host": "10.0.0.1", "master_port": "6379"}
+LINK = {"instance": "a", "master_host": "10.0.0.1", "master_port": "6379"}
 case("RedisMasterLinkDown", [(series("redis_master_link_up", **LINK), "0+0x5")], "3m", "1m", LINK,
-     [(series("redis_master_link_up", **{**LINK, "target": "q"}), "1+0x5")])  # fmt: skip
+     [(series("redis_master_link_up", **{**LINK, "instance": "q"}), "1+0x5")])  # fmt: skip
 case("RedisDisconnectedReplicas", [(series("redis_connected_slaves", **T), "2 2 1 1")], "2m", None, T,
-     [(series("redis_connected_slaves", target="q"), "2+0x4")])  # fmt: skip
+     [(series("redis_connected_slaves", instance="q"), "2+0x4")])  # fmt: skip
 case("RedisReplicationFlapping", [(series("redis_connected_slaves", **T), "1 2 1 2 1 2 1 2 1 2")], "6m", "2m", T,
-     [(series("redis_connected_slaves", target="q"), "2+0x10")])  # fmt: skip
+     [(series("redis_connected_slaves", instance="q"), "2+0x10")])  # fmt: skip
 case("RedisClusterStateNotOk", [(series("redis_cluster_state", **T), "0+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_state", target="q"), "1+0x10")])  # fmt: skip
+     [(series("redis_cluster_state", instance="q"), "1+0x10")])  # fmt: skip
 case("RedisClusterSlotFail", [(series("redis_cluster_slots_fail", **T), "3+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_slots_fail", target="q"), "0+0x10")])  # fmt: skip
+     [(series("redis_cluster_slots_fail", instance="q"), "0+0x10")])  # fmt: skip
 case("RedisClusterSlotPfail", [(series("redis_cluster_slots_pfail", **T), "3+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_slots_pfail", target="q"), "0+0x10")])  # fmt: skip
-HB = {"target": "a", "source": "elasticache"}
+     [(series("redis_cluster_slots_pfail", instance="q"), "0+0x10")])  # fmt: skip
+HB = {"instance": "a", "source": "elasticache"}
 case("RedisReplicationHeartbeatLag", [(series("elasticache_replication_heartbeat_lag_seconds", **HB), "15+0x5")], "3m", "1m", HB,
-     [(series("elasticache_replication_heartbeat_lag_seconds", **{**HB, "target": "q"}), "5+0x5")])  # fmt: skip
+     [(series("elasticache_replication_heartbeat_lag_seconds", **{**HB, "instance": "q"}), "5+0x5")])  # fmt: skip
 case("RedisReplicationHeartbeatStale", [(series("elasticache_replication_heartbeat_age_seconds", **HB), "120+0x10")], "6m", "4m", HB,
-     [(series("elasticache_replication_heartbeat_age_seconds", **{**HB, "target": "q"}), "1+0x10")])  # fmt: skip
-BL = {"target": "a", "slave_ip": "10.0.0.2", "slave_port": "6379"}
+     [(series("elasticache_replication_heartbeat_age_seconds", **{**HB, "instance": "q"}), "1+0x10")])  # fmt: skip
+BL = {"instance": "a", "slave_ip": "10.0.0.2", "slave_port": "6379"}
 case("RedisReplicationByteLag", [(series("elasticache_replication_lag_bytes", **BL), "20000000+0x10")], "6m", "4m", BL,
-     [(series("elasticache_replication_lag_bytes", **{**BL, "target": "q"}), "1000+0x10")])  # fmt: skip
+     [(series("elasticache_replication_lag_bytes", **{**BL, "instance": "q"}), "1000+0x10")])  # fmt: skip
 case("ElastiCacheReplicationLag", [(series("aws_elasticache_replication_lag_maximum", **CW), "45+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_replication_lag_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "3+0x10")])  # fmt: skip
 case("RedisOutOfConfiguredMaxmemory",
      [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_memory_max_bytes", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_memory_used_bytes", target="q"), "50+0x5"), (series("redis_memory_max_bytes", target="q"), "100+0x5"),
-      (series("redis_memory_used_bytes", target="z"), "50+0x5"), (series("redis_memory_max_bytes", target="z"), "0+0x5")])  # fmt: skip
+     [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_memory_max_bytes", instance="q"), "100+0x5"),
+      (series("redis_memory_used_bytes", instance="z"), "50+0x5"), (series("redis_memory_max_bytes", instance="z"), "0+0x5")])  # fmt: skip
 case("RedisOutOfSystemMemory",
      [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_total_system_memory_bytes", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_memory_used_bytes", target="q"), "50+0x5"), (series("redis_total_system_memory_bytes", target="q"), "100+0x5")])  # fmt: skip
+     [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_total_system_memory_bytes", instance="q"), "100+0x5")])  # fmt: skip
 case("ElastiCacheDatabaseMemoryHigh", [(series("aws_elasticache_database_memory_usage_percentage_maximum", **CW), "95+0x10")],
      "6m", "4m", CW,
      [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")])  # fmt: skip
@@ -265,37 +265,37 @@ case("ElastiCacheFreeableMemoryLow", [(series("aws_elasticache_freeable_memory_m
 case("ElastiCacheSwapUsageHigh", [(series("aws_elasticache_swap_usage_maximum", **CW), "60000000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_swap_usage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1000+0x10")])  # fmt: skip
 case("RedisEvictions", [(series("redis_evicted_keys_total", **T), "0+60x15")], "7m", "4m", T,
-     [(series("redis_evicted_keys_total", target="q"), "5+0x15")])  # fmt: skip
+     [(series("redis_evicted_keys_total", instance="q"), "5+0x15")])  # fmt: skip
 case("ElastiCacheEvictions", [(series("aws_elasticache_evictions_sum", **CW), "2000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_evictions_sum", **{**CW, "dimension_CacheClusterId": "q"}), "10+0x10")])  # fmt: skip
 case("RedisForkSlow", [(series("redis_latest_fork_seconds", **T), "2+0x3")], "1m", None, T,
-     [(series("redis_latest_fork_seconds", target="q"), "0.1+0x3")])  # fmt: skip
+     [(series("redis_latest_fork_seconds", instance="q"), "0.1+0x3")])  # fmt: skip
 case("RedisMissingBackup",
      [(series("redis_rdb_last_save_timestamp_seconds", **T), "-200000+0x5"), (series("redis_rdb_last_bgsave_status", **T), "0+0x5")],
      "2m", None, T,
-     [(series("redis_rdb_last_save_timestamp_seconds", target="q"), "0+0x5"),
-      (series("redis_rdb_last_bgsave_status", target="q"), "1+0x5")])  # fmt: skip
-NODE = {**CW, "target": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
+     [(series("redis_rdb_last_save_timestamp_seconds", instance="q"), "0+0x5"),
+      (series("redis_rdb_last_bgsave_status", instance="q"), "1+0x5")])  # fmt: skip
+NODE = {**CW, "instance": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
         "role": "primary", "engine": "redis", "engine_version": "7.1", "az": "eu-west-1a"}  # fmt: skip
 case("ElastiCacheHostCPUHigh",
      [(series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"), (series("elasticache_node_info", **NODE), "1+0x15")],
      "11m", "9m", {**CW, "node_type": "cache.r6g.large"},
      [(series("aws_elasticache_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "40+0x15"),
-      (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "target": "q", "node": "q"}), "1+0x15")])  # fmt: skip
+      (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "instance": "q", "node": "q"}), "1+0x15")])  # fmt: skip
 case("RedisTooManyConnections",
      [(series("redis_connected_clients", **T), "95+0x5"), (series("redis_config_maxclients", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_connected_clients", target="q"), "10+0x5"), (series("redis_config_maxclients", target="q"), "100+0x5")])  # fmt: skip
+     [(series("redis_connected_clients", instance="q"), "10+0x5"), (series("redis_config_maxclients", instance="q"), "100+0x5")])  # fmt: skip
 case("RedisNotEnoughConnections",
-     [(series("redis_connected_clients", **T), "20 20 20 2 2 2 2 2 2 2 2 2"), (series("redis_instance_role", target="a", role="master"), "1+0x12")],
+     [(series("redis_connected_clients", **T), "20 20 20 2 2 2 2 2 2 2 2 2"), (series("redis_instance_role", instance="a", role="master"), "1+0x12")],
      "9m", "7m", T,
-     [(series("redis_connected_clients", target="replica"), "20 20 20 2 2 2 2 2 2 2 2 2"),
-      (series("redis_instance_role", target="replica", role="slave"), "1+0x12"),
-      (series("redis_connected_clients", target="unused"), "1+0x12"),
-      (series("redis_instance_role", target="unused", role="master"), "1+0x12")])  # fmt: skip
+     [(series("redis_connected_clients", instance="replica"), "20 20 20 2 2 2 2 2 2 2 2 2"),
+      (series("redis_instance_role", instance="replica", role="slave"), "1+0x12"),
+      (series("redis_connected_clients", instance="unused"), "1+0x12"),
+      (series("redis_instance_role", instance="unused", role="master"), "1+0x12")])  # fmt: skip
 case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")], "6m", "4m", CW,
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
-     [(series("redis_rejected_connections_total", target="q"), "3+0x4")])  # fmt: skip
+     [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}
 case("ElastiCacheCloudWatchDataStale", [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30")], "21m", "19m",
      STALE, [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30")])  # fmt: skip
@@ -304,9 +304,9 @@ case("ElastiCacheCloudWatchPollFailing",
      "21m", "19m", {"instance": "e:9769", "job": "x"},
      [(series("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", instance="q:9769", job="x"), "0+0x30")])  # fmt: skip
 case("ElastiCacheBaselineMissing",
-     [(series("elasticache_exporter_baseline_missing_total", target="a", node_type="cache.z9.huge"), "0+1x30")], "16m", "14m",
-     {"target": "a", "node_type": "cache.z9.huge"},
-     [(series("elasticache_exporter_baseline_missing_total", target="q", node_type="cache.z9.huge"), "5+0x30")])  # fmt: skip
+     [(series("elasticache_exporter_baseline_missing_total", instance="a", node_type="cache.z9.huge"), "0+1x30")], "16m", "14m",
+     {"instance": "a", "node_type": "cache.z9.huge"},
+     [(series("elasticache_exporter_baseline_missing_total", instance="q", node_type="cache.z9.huge"), "5+0x30")])  # fmt: skip
 
 
 def _without_annotations(rules_text: str) -> str:
@@ -331,8 +331,8 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
     extra: dict[str, str] = {}
     for text, _ in inputs:
         labels = dict(LABEL.findall(text))
-        if guard in ("redis", "utilization") and "target" in labels:
-            extra[series("redis_up", target=labels["target"])] = "1+0x40" if fresh else "0+0x40"
+        if guard in ("redis", "utilization") and "instance" in labels:
+            extra[series("redis_up", instance=labels["instance"])] = "1+0x40" if fresh else "0+0x40"
         elif guard == "cloudwatch" and "dimension_CacheClusterId" in labels:
             dims = {k: labels[k] for k in ("dimension_CacheClusterId", "dimension_CacheNodeId", "region")}
             metric = CW_SERIES.search(expr).group(0)
@@ -386,8 +386,8 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
 
 def test_every_rule_reading_per_node_data_has_its_guard():
     guards = {
-        "redis": "and on (target) (redis_up == 1)",
-        "utilization": "unless on (target) (redis_up == 0)",
+        "redis": "and on (instance) (redis_up == 1)",
+        "utilization": "unless on (instance) (redis_up == 0)",
         "cloudwatch": "elasticache_cloudwatch_datapoint_timestamp_seconds",
     }
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
@@ -409,7 +409,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
 
 def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggestion(tmp_path):
     test_file = tmp_path / "annotations.test.yml"
-    labels = {"target": "a", "direction": "out", "source": "info", "node_type": "cache.r6g.large"}
+    labels = {"instance": "a", "direction": "out", "source": "info", "node_type": "cache.r6g.large"}
     test_file.write_text(
         yaml.safe_dump(
             {
@@ -420,7 +420,7 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
                         "interval": "1m",
                         "input_series": [
                             {"series": series("elasticache_network_bytes_per_second", **labels), "values": "85000000+0x10"},
-                            {"series": series("redis_up", target="a"), "values": "1+0x10"},
+                            {"series": series("redis_up", instance="a"), "values": "1+0x10"},
                         ],
                         "alert_rule_test": [
                             {

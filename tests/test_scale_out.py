@@ -43,7 +43,7 @@ def test_shards_scrape_every_target_exactly_once(tmp_path):
             for (name, labels), value in samples.items():
                 if name == "redis_up":
                     assert value == 1
-                    served.setdefault(dict(labels)["target"], []).append(index)
+                    served.setdefault(dict(labels)["instance"], []).append(index)
         assert served == {name: [reference_hashmod(name, SHARDS)] for name in names}
         # and on the servers' side: one INFO each, from its one owner; no other exporter connected to scrape it
         assert [commandstat_calls(server, "info") for server in servers] == [2] * TARGETS  # the owner's INFO, then this one
@@ -64,7 +64,7 @@ def test_a_shard_of_one_serves_everything_and_bad_shards_are_refused(tmp_path):
     config.write_text(f"targets:\n  - name: only\n    addr: {server.addr}\n")
     exporter = start_exporter("--config.file", str(config), "--scrape.shard", "0/1")
     try:
-        assert 'redis_up{target="only",instance="only"} 1' in exporter.get("/metrics")[1]
+        assert 'redis_up{instance="only"} 1' in exporter.get("/metrics")[1]
     finally:
         exporter.stop()
         server.stop()

@@ -30,22 +30,22 @@ def test_values_match_the_info_of_the_same_moment(plain_redis, app_for):
     samples = call(app, "/metrics").samples()
     after = client.info("all")
     target = f"127.0.0.1:{plain_redis.port}"
-    assert sample(samples, "redis_up", target=target) == 1
-    assert sample(samples, "redis_db_keys", target=target, db="db0") == before["db0"]["keys"] == after["db0"]["keys"]
-    assert sample(samples, "redis_db_keys_expiring", target=target, db="db0") == before["db0"]["expires"]
-    assert sample(samples, "redis_max_clients", target=target) == before["maxclients"]
-    assert sample(samples, "redis_config_maxclients", target=target) == before["maxclients"]
-    assert sample(samples, "redis_memory_max_bytes", target=target) == before["maxmemory"]
+    assert sample(samples, "redis_up", instance=target) == 1
+    assert sample(samples, "redis_db_keys", instance=target, db="db0") == before["db0"]["keys"] == after["db0"]["keys"]
+    assert sample(samples, "redis_db_keys_expiring", instance=target, db="db0") == before["db0"]["expires"]
+    assert sample(samples, "redis_max_clients", instance=target) == before["maxclients"]
+    assert sample(samples, "redis_config_maxclients", instance=target) == before["maxclients"]
+    assert sample(samples, "redis_memory_max_bytes", instance=target) == before["maxmemory"]
     for counter, field in (
         ("redis_keyspace_hits_total", "keyspace_hits"),
         ("redis_commands_processed_total", "total_commands_processed"),
         ("redis_connections_received_total", "total_connections_received"),
     ):
-        assert before[field] <= sample(samples, counter, target=target) <= after[field]
-    assert before["uptime_in_seconds"] <= sample(samples, "redis_uptime_in_seconds", target=target) <= after["uptime_in_seconds"]
+        assert before[field] <= sample(samples, counter, instance=target) <= after[field]
+    assert before["uptime_in_seconds"] <= sample(samples, "redis_uptime_in_seconds", instance=target) <= after["uptime_in_seconds"]
     calls_before = before["cmdstat_set"]["calls"]
-    assert sample(samples, "redis_commands_total", target=target, cmd="set") == calls_before
-    info = sample(samples, "redis_instance_info", target=target, **_instance_labels(before))
+    assert sample(samples, "redis_commands_total", instance=target, cmd="set") == calls_before
+    info = sample(samples, "redis_instance_info", instance=target, **_instance_labels(before))
     assert info == 1
 
 
@@ -94,7 +94,7 @@ def test_connection_is_reused_between_scrapes(plain_redis, app_for):
         call(app, "/metrics")
     samples = call(app, "/metrics").samples()
     target = f"127.0.0.1:{plain_redis.port}"
-    assert sample(samples, "elasticache_exporter_target_connects_total", target=target) == 1
+    assert sample(samples, "elasticache_exporter_target_connects_total", instance=target) == 1
     # this test's own client connections: the one above and the one below
     assert plain_redis.client().info("stats")["total_connections_received"] == received + 2
 
@@ -106,10 +106,10 @@ def test_elasticache_like_node_gets_no_error_replies(elasticache_like_redis, app
     for _ in range(10):
         samples = call(app, "/metrics").samples()
     target = f"127.0.0.1:{elasticache_like_redis.port}"
-    assert sample(samples, "redis_up", target=target) == 1
+    assert sample(samples, "redis_up", instance=target) == 1
     assert client.info("stats")["total_error_replies"] == errors_before
     assert not any(name.startswith("redis_slowlog") for name, _ in samples)
-    assert sample(samples, "redis_config_maxclients", target=target) == 10000
+    assert sample(samples, "redis_config_maxclients", instance=target) == 10000
 
 
 def test_slowlog_and_latency_are_exported_where_allowed(plain_redis, app_for):
@@ -120,8 +120,8 @@ def test_slowlog_and_latency_are_exported_where_allowed(plain_redis, app_for):
     errors_before = client.info("stats")["total_error_replies"]
     samples = call(app, "/metrics").samples()
     target = f"127.0.0.1:{plain_redis.port}"
-    assert sample(samples, "redis_slowlog_length", target=target) == client.slowlog_len()
-    assert sample(samples, "redis_latency_spike_duration_seconds", target=target, event_name="command") >= 0.01
+    assert sample(samples, "redis_slowlog_length", instance=target) == client.slowlog_len()
+    assert sample(samples, "redis_latency_spike_duration_seconds", instance=target, event_name="command") >= 0.01
     assert client.info("stats")["total_error_replies"] == errors_before
 
 
@@ -130,11 +130,11 @@ def test_acl_user_denied_commands_are_dropped_after_one_refusal(acl_redis, app_f
     admin = acl_redis.client()
     samples = call(app, "/metrics").samples()
     target = f"127.0.0.1:{acl_redis.port}"
-    assert sample(samples, "redis_up", target=target) == 1
+    assert sample(samples, "redis_up", instance=target) == 1
     denied = admin.info("stats")["total_error_replies"]
     for _ in range(5):
         samples = call(app, "/metrics").samples()
-    assert sample(samples, "redis_up", target=target) == 1
+    assert sample(samples, "redis_up", instance=target) == 1
     assert admin.info("stats")["total_error_replies"] == denied
 
 
@@ -144,16 +144,16 @@ def test_wrong_password_is_an_auth_error(acl_redis, app_for):
     assert response.code == 200
     samples = response.samples()
     target = f"127.0.0.1:{acl_redis.port}"
-    assert sample(samples, "redis_up", target=target) == 0
-    assert sample(samples, "elasticache_exporter_target_last_error", target=target, kind="auth") == 1
-    assert sample(samples, "elasticache_exporter_target_scrape_errors_total", target=target, kind="auth") == 1
+    assert sample(samples, "redis_up", instance=target) == 0
+    assert sample(samples, "elasticache_exporter_target_last_error", instance=target, kind="auth") == 1
+    assert sample(samples, "elasticache_exporter_target_scrape_errors_total", instance=target, kind="auth") == 1
     assert "wrong-password" not in response.text
 
 
 def test_no_password_on_protected_node_is_an_auth_error(acl_redis, app_for):
     app = app_for({"redis": {"addr": acl_redis.addr}})
     samples = call(app, "/metrics").samples()
-    assert sample(samples, "elasticache_exporter_target_last_error", target=f"127.0.0.1:{acl_redis.port}", kind="auth") == 1
+    assert sample(samples, "elasticache_exporter_target_last_error", instance=f"127.0.0.1:{acl_redis.port}", kind="auth") == 1
 
 
 def test_tls_with_ca_and_client_certificate(tls_redis, certificates, app_for):
@@ -168,33 +168,33 @@ def test_tls_with_ca_and_client_certificate(tls_redis, certificates, app_for):
         }
     )
     samples = call(app, "/metrics").samples()
-    assert sample(samples, "redis_up", target=f"127.0.0.1:{tls_redis.port}") == 1
+    assert sample(samples, "redis_up", instance=f"127.0.0.1:{tls_redis.port}") == 1
 
 
 def test_tls_server_name_is_verified(tls_redis, certificates, app_for):
     good = app_for({"redis": {"addr": tls_redis.addr, "tls_ca_file": certificates["ca"], "tls_server_name": "redis.test"}})
-    assert sample(call(good, "/metrics").samples(), "redis_up", target=f"127.0.0.1:{tls_redis.port}") == 1
+    assert sample(call(good, "/metrics").samples(), "redis_up", instance=f"127.0.0.1:{tls_redis.port}") == 1
     bad = app_for({"redis": {"addr": tls_redis.addr, "tls_ca_file": certificates["ca"], "tls_server_name": "other.test"}})
     samples = call(bad, "/metrics").samples()
-    assert sample(samples, "elasticache_exporter_target_last_error", target=f"127.0.0.1:{tls_redis.port}", kind="tls") == 1
+    assert sample(samples, "elasticache_exporter_target_last_error", instance=f"127.0.0.1:{tls_redis.port}", kind="tls") == 1
 
 
 def test_tls_without_ca_fails_unless_verification_is_skipped(tls_redis, app_for):
     target = f"127.0.0.1:{tls_redis.port}"
     strict = app_for({"redis": {"addr": tls_redis.addr}})
-    assert sample(call(strict, "/metrics").samples(), "elasticache_exporter_target_last_error", target=target, kind="tls") == 1
+    assert sample(call(strict, "/metrics").samples(), "elasticache_exporter_target_last_error", instance=target, kind="tls") == 1
     relaxed = app_for({"redis": {"addr": tls_redis.addr, "tls_insecure_skip_verify": True}})
-    assert sample(call(relaxed, "/metrics").samples(), "redis_up", target=target) == 1
+    assert sample(call(relaxed, "/metrics").samples(), "redis_up", instance=target) == 1
 
 
 def test_replica_and_primary_metrics(replicated_redis, app_for):
     primary, replica = replicated_redis
     app = app_for({"targets": [{"name": "primary", "addr": primary.addr}, {"name": "replica", "addr": replica.addr}]})
     samples = call(app, "/metrics").samples()
-    assert sample(samples, "redis_instance_role", target="primary", role="master") == 1
-    assert sample(samples, "redis_instance_role", target="replica", role="slave") == 1
-    assert sample(samples, "redis_connected_slaves", target="primary") == 1
-    assert sample(samples, "redis_master_link_up", target="replica", master_host="127.0.0.1", master_port=str(primary.port)) == 1
+    assert sample(samples, "redis_instance_role", instance="primary", role="master") == 1
+    assert sample(samples, "redis_instance_role", instance="replica", role="slave") == 1
+    assert sample(samples, "redis_connected_slaves", instance="primary") == 1
+    assert sample(samples, "redis_master_link_up", instance="replica", master_host="127.0.0.1", master_port=str(primary.port)) == 1
     offsets = [v for (name, labels), v in samples.items() if name == "redis_connected_slave_offset_bytes"]
     assert len(offsets) == 1
 
@@ -212,7 +212,7 @@ def test_down_hung_and_healthy_targets_in_one_scrape(plain_redis, fresh_redis, a
             ]
         }
     )
-    assert sample(call(app, "/metrics").samples(), "redis_up", target="hung") == 1
+    assert sample(call(app, "/metrics").samples(), "redis_up", instance="hung") == 1
     fresh_redis.pause()
     try:
         started = time.monotonic()
@@ -223,14 +223,14 @@ def test_down_hung_and_healthy_targets_in_one_scrape(plain_redis, fresh_redis, a
     samples = response.samples()
     assert response.code == 200
     assert elapsed < 1.8, elapsed
-    assert sample(samples, "redis_up", target="healthy") == 1
-    assert sample(samples, "redis_up", target="hung") == 0
-    assert sample(samples, "redis_up", target="down") == 0
-    assert sample(samples, "elasticache_exporter_target_last_error", target="hung", kind="timeout") == 1
-    assert sample(samples, "elasticache_exporter_target_last_error", target="down", kind="refused") == 1
+    assert sample(samples, "redis_up", instance="healthy") == 1
+    assert sample(samples, "redis_up", instance="hung") == 0
+    assert sample(samples, "redis_up", instance="down") == 0
+    assert sample(samples, "elasticache_exporter_target_last_error", instance="hung", kind="timeout") == 1
+    assert sample(samples, "elasticache_exporter_target_last_error", instance="down", kind="refused") == 1
     # recovered: the hung node answers again after a reconnect
     deadline = time.monotonic() + 10
-    while sample(call(app, "/metrics").samples(), "redis_up", target="hung") != 1:
+    while sample(call(app, "/metrics").samples(), "redis_up", instance="hung") != 1:
         assert time.monotonic() < deadline, "hung target did not recover"
         time.sleep(0.1)
 
@@ -246,7 +246,7 @@ def test_prometheus_scrape_timeout_header_bounds_the_scrape(fresh_redis, app_for
     finally:
         fresh_redis.resume()
     assert elapsed < 1.0, elapsed
-    assert sample(samples, "redis_up", target=f"127.0.0.1:{fresh_redis.port}") == 0
+    assert sample(samples, "redis_up", instance=f"127.0.0.1:{fresh_redis.port}") == 0
 
 
 def test_gzip_and_openmetrics_negotiation(plain_redis, app_for):
@@ -267,15 +267,17 @@ def test_a_nodes_series_carry_instance_on_metrics_and_not_on_scrape(plain_redis,
     app = app_for({"targets": [{"name": "a", "addr": plain_redis.addr}, {"name": "b", "addr": plain_redis.addr}],
                    "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})  # fmt: skip
     on_metrics = parse_samples(call(app, "/metrics").text)
-    per_node = [dict(labels) for (name, labels) in on_metrics if "target" in dict(labels)]
-    assert per_node
-    assert all(labels["instance"] == labels["target"] for labels in per_node)
-    assert {labels["instance"] for labels in per_node} == {"a", "b"}
+    assert not any("target" in dict(labels) for _, labels in on_metrics)  # no second identity to aggregate away
+    redis_series = [dict(labels) for (name, labels) in on_metrics if name.startswith("redis_")]
+    assert {labels["instance"] for labels in redis_series} == {"a", "b"}
     assert ("process_cpu_seconds_total", ()) in on_metrics  # the exporter's own series: Prometheus' instance
     on_scrape = parse_samples(call(app, "/scrape", "target=a").text)
-    assert not any("instance" in dict(labels) for _, labels in on_scrape)
+    assert not any("instance" in dict(labels) or "target" in dict(labels) for _, labels in on_scrape)
+    assert on_scrape[("redis_up", ())] == 1
     openmetrics = call(app, "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
-    assert 'redis_up{instance="a",target="a"} 1.0' in openmetrics or 'redis_up{target="a",instance="a"} 1.0' in openmetrics
+    assert 'redis_up{instance="a"} 1.0' in openmetrics
+    scraped_openmetrics = call(app, "/scrape", "target=a", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
+    assert "redis_up 1.0" in scraped_openmetrics
 
 
 def test_latency_histograms_as_redis_exporter_serves_them(fresh_redis, app_for):
@@ -300,7 +302,7 @@ def test_latency_histograms_as_redis_exporter_serves_them(fresh_redis, app_for):
     stats = client.info("commandstats")
 
     def series(suffix: str, **labels: str) -> float:
-        return samples[(f"redis_commands_latencies_usec{suffix}", tuple(sorted({"target": target, "instance": target, **labels}.items())))]
+        return samples[(f"redis_commands_latencies_usec{suffix}", tuple(sorted({"instance": target, **labels}.items())))]
 
     calls = series("_count", cmd="get")
     assert calls == stats["cmdstat_get"]["calls"]
@@ -343,7 +345,7 @@ def test_empty_databases_are_padded_where_config_tells_how_many(fresh_redis, ela
     target = f"127.0.0.1:{fresh_redis.port}"
     keys = {dict(labels)["db"]: value for (name, labels), value in samples.items() if name == "redis_db_keys"}
     assert keys == {"db0": 1.0, **{f"db{i}": 0.0 for i in range(1, 16)}}  # databases 16, as redis_exporter pads them
-    assert sample(samples, "redis_db_keys_expiring", target=target, db="db7") == 0
+    assert sample(samples, "redis_db_keys_expiring", instance=target, db="db7") == 0
     elasticache_like_redis.client().set("only", "1")
     renamed = call(app_for({"redis": {"addr": elasticache_like_redis.addr}}), "/metrics").samples()
     assert {dict(labels)["db"] for (name, labels) in renamed if name == "redis_db_keys"} == {"db0"}  # no CONFIG: no padding

@@ -22,7 +22,7 @@ def test_window_rates():
 
 def utilization(app, target: str) -> float:
     samples = call(app, "/metrics").samples()
-    key = ("elasticache_network_utilization_ratio", (("direction", "out"), ("node_type", "cache.t3.micro"), ("source", "info"), ("target", target)))
+    key = ("elasticache_network_utilization_ratio", (("direction", "out"), ("instance", target), ("node_type", "cache.t3.micro"), ("source", "info")))
     return samples.get(key, 0.0)
 
 
@@ -61,7 +61,7 @@ def test_utilization_rises_under_load_and_falls_after(fresh_redis):
         assert after < 0.1, after
         assert idle < 0.1, idle
         samples = call(app, "/metrics").samples()
-        headroom = sample(samples, "elasticache_network_headroom_bytes_per_second", target="small", direction="out",
+        headroom = sample(samples, "elasticache_network_headroom_bytes_per_second", instance="small", direction="out",
                           source="info", node_type="cache.t3.micro")  # fmt: skip
         assert headroom > 7_000_000
     finally:
@@ -73,8 +73,8 @@ def test_unknown_node_type_is_counted_not_fatal(plain_redis):
     try:
         call(app, "/metrics")
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "redis_up", target="odd") == 1
-        assert sample(samples, "elasticache_exporter_baseline_missing_total", target="odd", node_type="cache.z9.huge") == 2
+        assert sample(samples, "redis_up", instance="odd") == 1
+        assert sample(samples, "elasticache_exporter_baseline_missing_total", instance="odd", node_type="cache.z9.huge") == 2
         assert not any(name == "elasticache_network_utilization_ratio" for name, _ in samples)
     finally:
         app.close()

@@ -141,9 +141,9 @@ def _guard_for(expr: str | None, baseline: bool) -> str:
 def guarded(expr: str, guard: str) -> str:
     """The expression, silent when its data is stale: its target is down, or its CloudWatch datapoint is old."""
     if guard == "redis":
-        return f"({expr}) and on (target) (redis_up == 1)"
+        return f"({expr}) and on (instance) (redis_up == 1)"
     if guard == "utilization":
-        return f"({expr}) unless on (target) (redis_up == 0)"
+        return f"({expr}) unless on (instance) (redis_up == 0)"
     if guard == "cloudwatch":
         metric = CLOUDWATCH_SERIES.search(expr)
         assert metric is not None
@@ -230,7 +230,7 @@ def prometheus_context(alerts: list[Alert], table: BaselineTable, runbook_base: 
             signal, baseline = SIGNALS[alert.baseline_signal]
             expr = f"{signal} / on (node_type) group_left (suggested_node_type, baseline) {baseline} > {alert.baseline_level / 100:g}"
             if alert.baseline_signal == "engine_cpu":
-                expr = f"{expr} and on (target, source) {signal} > {ENGINE_CPU_FLOOR_PERCENT:g}"
+                expr = f"{expr} and on (instance, source) {signal} > {ENGINE_CPU_FLOOR_PERCENT:g}"
         elif alert.expr:
             expr = alert.expr
         else:

@@ -262,9 +262,9 @@ class AwsCollector(FamilyCollector):
             out.add(
                 "elasticache_node_info",
                 GAUGE,
-                "A discovered ElastiCache node; join on target or dimension_CacheClusterId.",
+                "A discovered ElastiCache node; join on instance or dimension_CacheClusterId.",
                 {
-                    "target": node.cluster_id,
+                    "instance": node.cluster_id,
                     "replication_group": node.replication_group,
                     "shard": node.shard,
                     "node": node.cluster_id,

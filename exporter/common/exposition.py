@@ -38,14 +38,13 @@ def _label_pair(key: str, value: str) -> str:
     return f'{key}="{str(value).translate(_LABEL_ESCAPES)}"'
 
 
-def encode_text(families: Iterable[Any], *, instance_from_target: bool = False) -> bytes:
+def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
     """Families are prometheus_client ``Metric`` objects or :class:`~exporter.families.Family` (same attributes).
 
-    With ``instance_from_target`` a sample labelled with a ``target`` also gets ``instance`` with the same value
-    (unless it has one), so that the series of one node share the label upstream rules join on."""
+    With ``drop_instance`` the ``instance`` label is left out (a scrape of one node: Prometheus sets it)."""
     lines: list[str] = []
     append = lines.append
-    pairs: dict[tuple[str, str], str] = {}  # most label pairs (the target above all) repeat on every line
+    pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
     # most samples of a target share one labels dict: rendered once per dict. Keyed by id; the entry holds the
     # dict itself, so no other dict can take its id while the encoding runs (collectors' families are transient)
     rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
@@ -59,21 +58,21 @@ def encode_text(families: Iterable[Any], *, instance_from_target: bool = False) 
             help_text = help_text.translate(_HELP_ESCAPES)
         append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         for sample_name, labels, value, *_ in family.samples:
+            number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
             if labels:
                 cached = rendered_labels.get(id(labels))
                 if cached is None:
                     rendered = []
-                    items = list(labels.items())
-                    if instance_from_target and "target" in labels and "instance" not in labels:
-                        items.append(("instance", labels["target"]))
+                    items = labels.items()
+                    if drop_instance and "instance" in labels:
+                        items = [item for item in items if item[0] != "instance"]
                     for item in items:
                         pair = pairs.get(item)
                         if pair is None:
                             pair = pairs[item] = _label_pair(*item)
                         rendered.append(pair)
-                    cached = rendered_labels[id(labels)] = (labels, ",".join(rendered))
-                number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-                append(f"{sample_name}{{{cached[1]}}} {number}\n")
+                    cached = rendered_labels[id(labels)] = (labels, "{" + ",".join(rendered) + "}" if rendered else "")
+                append(f"{sample_name}{cached[1]} {number}\n")
             else:
-                append(f"{sample_name} {format_value(value)}\n")
+                append(f"{sample_name} {number}\n")
     return "".join(lines).encode("utf-8")

@@ -1,7 +1,7 @@
 """How this exporter's families relate to redis_exporter's (oliver006/redis_exporter with its default flags).
 
 Every family it serves by default from INFO, SLOWLOG, LATENCY, CLUSTER and CONFIG is served here under the same
-name, TYPE and labels (this exporter adds ``target``, and ``instance`` on /metrics), except those listed in
+name, TYPE and labels (plus ``instance`` on /metrics, where one reply holds many nodes), except those listed in
 ``UPSTREAM_DIFFERENCES`` with what to write instead. ``OURS_ONLY`` names the families redis_exporter does not
 serve. tests/test_compat.py checks both against real servers and the family list recorded from a real
 redis_exporter (tests/data/redis_exporter_families.tsv).

@@ -152,13 +152,13 @@ class HeartbeatWriterCollector(FamilyCollector):
         writes, skipped, errors, last_write = self._writer.snapshot()
         out = FamilySet()
         for name, count in sorted(writes.items()):
-            out.add("elasticache_exporter_heartbeat_writes_total", COUNTER, "Heartbeats written on a primary.", {"target": name}, count)
+            out.add("elasticache_exporter_heartbeat_writes_total", COUNTER, "Heartbeats written on a primary.", {"instance": name}, count)
         for name, count in sorted(skipped.items()):
             out.add(
                 "elasticache_exporter_heartbeat_skipped_total",
                 COUNTER,
                 "Heartbeat writes skipped because the node was not a master.",
-                {"target": name},
+                {"instance": name},
                 count,
             )
         for (name, kind), count in sorted(errors.items()):
@@ -166,7 +166,7 @@ class HeartbeatWriterCollector(FamilyCollector):
                 "elasticache_exporter_heartbeat_write_errors_total",
                 COUNTER,
                 "Heartbeat writes that failed, by kind (permission: an ACL refused ROLE or SET).",
-                {"target": name, "kind": kind},
+                {"instance": name, "kind": kind},
                 count,
             )
         for name, stamp in sorted(last_write.items()):
@@ -174,7 +174,7 @@ class HeartbeatWriterCollector(FamilyCollector):
                 "elasticache_exporter_heartbeat_last_write_timestamp_seconds",
                 GAUGE,
                 "When the exporter last wrote its heartbeat on the target.",
-                {"target": name},
+                {"instance": name},
                 stamp,
             )
         return out

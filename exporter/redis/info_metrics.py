@@ -69,9 +69,9 @@ CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from IN
 
 
 def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandStats:
-    """Every field of every section of ``info`` as samples labelled with ``target``; returns the command stats
+    """Every field of every section of ``info`` as samples labelled ``instance`` = ``target``; returns the command stats
     it parsed, for what else reads them in the same scrape (latency histograms, the most called commands)."""
-    base = {"target": target}
+    base = {"instance": target}
     add = out.add
     plans = _PLANS
     for section, fields in info.sections.items():
@@ -256,7 +256,7 @@ def _add_start_time(info: InfoReply, base: dict[str, str], out: FamilySet) -> No
 
 def add_cluster_info(text: str, target: str, out: FamilySet) -> None:
     """Fields of ``CLUSTER INFO`` as ``redis_cluster_*`` samples."""
-    base = {"target": target}
+    base = {"instance": target}
     for line in text.split("\n"):
         name, sep, raw = line.strip().partition(":")
         if not sep:

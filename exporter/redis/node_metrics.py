@@ -21,7 +21,7 @@ def parse_result(result: ScrapeResult) -> InfoReply:
 def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> CommandStats:
     """The samples of one node's scrape; returns INFO's command stats (parsed once per scrape)."""
     command_stats = add_info_metrics(info, target, out)
-    base = {"target": target}
+    base = {"instance": target}
     _add_config_compat(info, base, out)
     _add_config_settings(result.config, base, out)
     _add_empty_databases(result.config, info, base, out)
@@ -154,7 +154,7 @@ def add_target_health(
     connects: int,
     heartbeat_errors: dict[tuple[str, str], int],
 ) -> None:
-    base = {"target": target}
+    base = {"instance": target}
     out.add("redis_up", GAUGE, "Whether the last scrape of the target succeeded.", base, 1.0 if up else 0.0)
     out.add(
         "elasticache_exporter_target_scrape_duration_seconds",

@@ -46,7 +46,7 @@ def _name_for(names: AddressNames, host: str, port: str) -> str:
 
 
 def add_replication_metrics(info: InfoReply, target: str, names: AddressNames, out: FamilySet) -> None:
-    base = {"target": target}
+    base = {"instance": target}
     fields = info.sections.get("replication", {})
     master_offset = parse_number(fields.get("master_repl_offset", ""))
     for replica in replica_lines(info):
@@ -112,7 +112,7 @@ def add_shard_membership(info: InfoReply, target: str, membership: Membership, o
         "elasticache_shard_member_info",
         GAUGE,
         "The shard a node answering now belongs to, with its current role; count by (replication_group, shard).",
-        {"target": target, "replication_group": group, "shard": name, "shard_source": source, "role": role},
+        {"instance": target, "replication_group": group, "shard": name, "shard_source": source, "role": role},
         1.0,
     )
 
@@ -128,7 +128,7 @@ def add_heartbeat_metrics(
             "elasticache_exporter_heartbeat_read_time_seconds",
             GAUGE,
             "The exporter's clock when it read the heartbeats (compare with redis_server_time_seconds for skew).",
-            {"target": target},
+            {"instance": target},
             read_time,
         )
     for reading in readings:
@@ -141,7 +141,7 @@ def add_heartbeat_metrics(
         except HeartbeatParseError:
             errors.append((reading.source, "unparsable"))
             continue
-        labels = {"target": target, "source": reading.source}
+        labels = {"instance": target, "source": reading.source}
         out.add(
             "elasticache_replication_heartbeat_timestamp_seconds",
             GAUGE,

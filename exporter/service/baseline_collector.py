@@ -95,7 +95,7 @@ class BaselineCollector(FamilyCollector):
             "elasticache_exporter_baseline_missing_total",
             COUNTER,
             "Scrapes of a target whose node type has no baseline in the table.",
-            {"target": target.name, "node_type": target.node_type},
+            {"instance": target.name, "node_type": target.node_type},
             count,
         )
 
@@ -159,7 +159,7 @@ def _add_utilization(
     for direction, rate in (("out", out_rate), ("in", in_rate)):
         if rate is None:
             continue
-        labels = {"target": target.name, "direction": direction, "source": source, "node_type": target.node_type}
+        labels = {"instance": target.name, "direction": direction, "source": source, "node_type": target.node_type}
         out.add("elasticache_network_bytes_per_second", GAUGE, "Network traffic of the node.", labels, rate)
         if not full:
             continue
@@ -179,7 +179,7 @@ def _add_utilization(
         )
     if cpu is None:
         return
-    labels = {"target": target.name, "source": source, "node_type": target.node_type}
+    labels = {"instance": target.name, "source": source, "node_type": target.node_type}
     out.add("elasticache_engine_cpu_utilization_percent", GAUGE, "CPU of Redis' main thread, in percent of one core.", labels, cpu)
     engine = baseline.measured.engine_cpu_utilization_p90 if baseline is not None and baseline.measured else None
     if engine:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
 from exporter.redis.info_fields import CLUSTER_INFO_FIELDS, KNOWN_FIELDS, MASTER_LABELLED_FIELDS, FieldMetric
 
-T = "`target`"
+T = "`instance`"
 
 
 class Doc(NamedTuple):

@@ -40,17 +40,17 @@ DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the
 class _Families:
     """Adapts a list of collectors to what prometheus_client's encoders expect."""
 
-    def __init__(self, collectors: Iterable[Any], instance_from_target: bool = False) -> None:
+    def __init__(self, collectors: Iterable[Any], drop_instance: bool = False) -> None:
         self._collectors = list(collectors)
-        self._instance_from_target = instance_from_target
+        self._drop_instance = drop_instance
 
     def collect(self) -> Iterator[Any]:
         for collector in self._collectors:
             for metric in collector.collect():
-                if self._instance_from_target:
+                if self._drop_instance:
                     metric.samples = [
-                        sample._replace(labels={**sample.labels, "instance": sample.labels["target"]})
-                        if "target" in sample.labels and "instance" not in sample.labels
+                        sample._replace(labels={k: v for k, v in sample.labels.items() if k != "instance"})
+                        if "instance" in sample.labels
                         else sample
                         for sample in metric.samples
                     ]
@@ -161,9 +161,9 @@ class ExporterApp:
                 targets = self.targets.configured
                 collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
-                # many nodes on one page: each node's series carry instance=<target>, as a scrape of that node
-                # alone would have it (the documented Prometheus job keeps it with honor_labels: true)
-                return self._metrics(environ, start_response, [c for c in collectors if c is not None], instance_from_target=True)
+                # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
+                # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true)
+                return self._metrics(environ, start_response, [c for c in collectors if c is not None])
             if path == "/scrape":
                 return self._scrape(environ, start_response)
             if path == "/discovery":
@@ -201,7 +201,8 @@ class ExporterApp:
         except TargetRefused as err:
             return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
         collectors = [self._redis_collector([target], environ), self._baseline_collector([target]), self._build_info]
-        return self._metrics(environ, start_response, [c for c in collectors if c is not None])
+        # one node: its instance is the one Prometheus' relabelling gives the scrape, as with redis_exporter
+        return self._metrics(environ, start_response, [c for c in collectors if c is not None], drop_instance=True)
 
     def _discovery(self, start_response: StartResponse) -> list[bytes]:
         """Prometheus HTTP service discovery: one group per discovered node, its address as the target
@@ -242,17 +243,17 @@ class ExporterApp:
         )
 
     def _metrics(
-        self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any], *, instance_from_target: bool = False
+        self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any], *, drop_instance: bool = False
     ) -> list[bytes]:
         accept = environ.get("HTTP_ACCEPT", "")
         if "application/openmetrics-text" in accept:
             from prometheus_client.exposition import choose_encoder
 
             encoder, content_type = choose_encoder(accept)
-            body = encoder(_Families(collectors, instance_from_target))
+            body = encoder(_Families(collectors, drop_instance))
         else:
             content_type = TEXT_CONTENT_TYPE
-            body = encode_text(_Families(collectors).families(), instance_from_target=instance_from_target)
+            body = encode_text(_Families(collectors).families(), drop_instance=drop_instance)
         headers = [("Content-Type", content_type)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
             body = gzip_compress(body)
