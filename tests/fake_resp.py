@@ -61,9 +61,16 @@ class LoopbackServer:
 
 
 class FakeRespServer(LoopbackServer):
-    def __init__(self, replies: dict[tuple[str, ...], Reply], default: bytes = b"-ERR unknown command\r\n") -> None:
+    def __init__(
+        self,
+        replies: dict[tuple[str, ...], Reply],
+        default: bytes = b"-ERR unknown command\r\n",
+        answer: Callable[[tuple[str, ...]], bytes | None] | None = None,
+    ) -> None:
+        """``replies`` by the command upper-cased; ``answer`` is asked first for commands a table cannot hold."""
         self.replies = replies
         self.default = default
+        self.answer = answer
         self.received: list[tuple[str, ...]] = []
         super().__init__()
 
@@ -75,7 +82,9 @@ class FakeRespServer(LoopbackServer):
                 if command is None:
                     return
                 self.received.append(command)
-                reply = self.replies.get(tuple(part.upper() for part in command), self.default)
+                reply = self.answer(command) if self.answer is not None else None
+                if reply is None:
+                    reply = self.replies.get(tuple(part.upper() for part in command), self.default)
                 conn.sendall(reply() if callable(reply) else reply)
         except OSError:
             return

@@ -14,8 +14,10 @@ from exporter.common.families import FamilySet
 from exporter.redis.info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
 from exporter.redis.info_fields import KNOWN_FIELDS
 from exporter.redis.info_metrics import add_info_metrics
+from exporter.redis.node_metrics import add_start_time
 
 DATA = Path(__file__).parent / "data"
+READ_TIME = 1_795_000_000.5  # when the reply arrived, for fields relative to now
 
 
 class _Registry:
@@ -29,7 +31,9 @@ class _Registry:
 def exposition(info_text: str, target: str = "t") -> dict[tuple[str, tuple], float]:
     """Samples as {(name, sorted labels): value}, through the real encoder and parser."""
     out = FamilySet()
-    add_info_metrics(parse_info(info_text), target, out)
+    info = parse_info(info_text)
+    add_info_metrics(info, target, out)
+    add_start_time(info, READ_TIME, {"instance": target}, out)
     text = generate_latest(_Registry(out)).decode()
     samples = {}
     for family in text_string_to_metric_families(text):
@@ -82,7 +86,12 @@ def test_known_fields_get_their_names_types_and_units():
     assert value(samples, "redis_cpu_user_seconds_total") == 0.003969
     assert value(samples, "redis_latest_fork_seconds") == 0
     assert value(samples, "redis_server_time_seconds") == 1795364104.28457
-    assert value(samples, "redis_start_time_seconds") == 1795364104.28457 - 1
+    assert value(samples, "redis_start_time_seconds") == 1795364104.28457 - 1  # the server's clock, not the reply's
+
+
+def test_start_time_without_the_servers_clock_uses_the_time_of_the_reply():
+    samples = exposition("# Server\r\nredis_version:4.0.14\r\nuptime_in_seconds:100\r\n")
+    assert samples[("redis_start_time_seconds", (("instance", "t"),))] == READ_TIME - 100
 
 
 def test_unknown_numeric_fields_are_exported_generically():

@@ -61,10 +61,7 @@ def _instance_labels(info: dict) -> dict[str, str]:
         "run_id": info["run_id"],
         "process_id": str(info["process_id"]),
         "master_replid": info["master_replid"],
-        "server_name": "",
-        "valkey_version": "",
-        "valkey_release_stage": "",
-    }
+    }  # and no valkey_version, valkey_release_stage or server_name: Redis' INFO has none of them
 
 
 def test_every_numeric_info_field_is_exported(plain_redis, app_for):
@@ -339,7 +336,7 @@ def test_latency_histograms_ask_for_the_most_called_commands_only(fresh_redis, a
     assert node_module.MAX_HISTOGRAM_COMMANDS == 32
 
 
-def test_empty_databases_are_padded_where_config_tells_how_many(fresh_redis, elasticache_like_redis, app_for):
+def test_empty_databases_are_padded_as_redis_exporter_pads_them(fresh_redis, elasticache_like_redis, app_for):
     fresh_redis.client().set("only", "1")
     samples = call(app_for({"redis": {"addr": fresh_redis.addr}}), "/metrics").samples()
     target = f"127.0.0.1:{fresh_redis.port}"
@@ -348,4 +345,5 @@ def test_empty_databases_are_padded_where_config_tells_how_many(fresh_redis, ela
     assert sample(samples, "redis_db_keys_expiring", instance=target, db="db7") == 0
     elasticache_like_redis.client().set("only", "1")
     renamed = call(app_for({"redis": {"addr": elasticache_like_redis.addr}}), "/metrics").samples()
-    assert {dict(labels)["db"] for (name, labels) in renamed if name == "redis_db_keys"} == {"db0"}  # no CONFIG: no padding
+    renamed_keys = {dict(labels)["db"]: value for (name, labels), value in renamed.items() if name == "redis_db_keys"}
+    assert renamed_keys == keys  # no CONFIG (ElastiCache): Redis' default of 16 databases, as redis_exporter assumes

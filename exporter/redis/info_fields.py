@@ -240,14 +240,18 @@ MASTER_LABELLED_FIELDS: dict[str, FieldMetric] = {
 
 # Fields that become labels of redis_instance_info instead of numbers.
 # redis_exporter's labels, in its order (role, run_id, process_id and master_replid included: its users' rules join on
-# role), then the names of Valkey and of servers that say what they are
+# role), always present; then the names of Valkey and of servers that say what they are, only where INFO has them
+# (as redis_exporter adds Valkey's), so that a Redis node's series has exactly redis_exporter's labels
 INSTANCE_INFO_LABELS = (
     "role", "redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "run_id", "process_id",
-    "master_replid", "valkey_version", "valkey_release_stage", "server_name",
+    "master_replid",
 )  # fmt: skip
+INSTANCE_INFO_OPTIONAL_LABELS = ("valkey_version", "valkey_release_stage", "server_name")
 
 # Fields handled elsewhere (labels, the role gauge) and so never exported generically.
-CONSUMED_FIELDS = frozenset(INSTANCE_INFO_LABELS) | {"role", "master_host", "master_port", "master_failover_state"}
+CONSUMED_FIELDS = frozenset(
+    (*INSTANCE_INFO_LABELS, *INSTANCE_INFO_OPTIONAL_LABELS, "role", "master_host", "master_port", "master_failover_state")
+)
 
 CLUSTER_INFO_FIELDS: dict[str, FieldMetric] = {
     "cluster_state": _g("cluster_state", "Whether the cluster state is ok (1) or fail (0)."),

@@ -14,6 +14,7 @@ from .info_fields import (
     CLUSTER_INFO_FIELDS,
     CONSUMED_FIELDS,
     INSTANCE_INFO_LABELS,
+    INSTANCE_INFO_OPTIONAL_LABELS,
     KNOWN_FIELDS,
     MASTER_LABELLED_FIELDS,
     PERCENT,
@@ -98,7 +99,6 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
     _add_latencystats(info.sections.get("latencystats", {}), command_stats, base, out)
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
-    _add_start_time(info, base, out)
     return command_stats
 
 
@@ -106,6 +106,10 @@ def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet) ->
     labels = dict(base)
     for name in INSTANCE_INFO_LABELS:
         labels[name] = info.get(name, "") or ""
+    for name in INSTANCE_INFO_OPTIONAL_LABELS:
+        value = info.get(name)
+        if value is not None:
+            labels[name] = value
     out.add("redis_instance_info", GAUGE, "Facts about the server that change only on restart or upgrade.", labels, 1.0)
     role = info.get("role")
     if role:
@@ -245,13 +249,6 @@ def _add_modules(fields: dict[str, str], base: dict[str, str], out: FamilySet) -
         if "name" in sub:
             labels = {**base, "name": sub["name"], "ver": sub.get("ver", "")}
             out.add("redis_module_info", GAUGE, "A loaded module and its version.", labels, 1.0)
-
-
-def _add_start_time(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
-    uptime = parse_number(info.get("uptime_in_seconds", "") or "")
-    server_time = parse_number(info.get("server_time_usec", "") or "")
-    if uptime is not None and server_time is not None:
-        out.add("redis_start_time_seconds", GAUGE, "Unix time the server started.", base, server_time / 1e6 - uptime)
 
 
 def add_cluster_info(text: str, target: str, out: FamilySet) -> None:

@@ -22,6 +22,7 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
     """The samples of one node's scrape; returns INFO's command stats (parsed once per scrape)."""
     command_stats = add_info_metrics(info, target, out)
     base = {"instance": target}
+    add_start_time(info, result.read_time, base, out)
     _add_config_compat(info, base, out)
     _add_config_settings(result.config, base, out)
     _add_empty_databases(result.config, info, base, out)
@@ -68,12 +69,29 @@ def _add_config_settings(config: dict[str, str], base: dict[str, str], out: Fami
 
 
 MAX_PADDED_DATABASES = 1024
+DEFAULT_DATABASES = 16  # Redis' and ElastiCache's default of the databases setting
+
+
+def add_start_time(info: InfoReply, read_time: float, base: dict[str, str], out: FamilySet) -> None:
+    """The server's clock minus its uptime; servers older than Redis 5 have no server_time_usec, and there the
+    exporter's clock at the reply is used, as redis_exporter always does."""
+    uptime = parse_number(info.get("uptime_in_seconds", "") or "")
+    if uptime is None:
+        return
+    server_time = parse_number(info.get("server_time_usec", "") or "")
+    now = server_time / 1e6 if server_time is not None else read_time
+    if now:
+        out.add("redis_start_time_seconds", GAUGE, "Unix time the server started.", base, now - uptime)
 
 
 def _add_empty_databases(config: dict[str, str], info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
-    """redis_db_keys and redis_db_keys_expiring 0 for every empty database, as redis_exporter serves them, where
-    CONFIG GET databases tells how many there are (INFO lists only databases with keys)."""
-    count = parse_number(config.get("databases", ""))
+    """redis_db_keys and redis_db_keys_expiring 0 for every empty database, as redis_exporter serves them (INFO lists
+    only databases with keys): as many as CONFIG GET databases gives, the default 16 where CONFIG is not allowed
+    (ElastiCache), db0 alone in cluster mode."""
+    if info.get("cluster_enabled") == "1":
+        count: float | None = 1
+    else:
+        count = parse_number(config.get("databases", "")) if "databases" in config else DEFAULT_DATABASES
     if count is None:
         return
     keyspace = info.sections.get("keyspace", {})
