@@ -44,6 +44,13 @@ SERVE_FLAGS: dict[str, str] = {
     "baselines.file": "baseline table (default: the shipped one)",
     "baselines.basis": "which figure thresholds use where both exist: lower (default), measured or published",
     "aws.region": "AWS regions to discover ElastiCache nodes in and poll CloudWatch for, comma-separated (default: none, AWS off)",
+    "check-keys": "keys to watch (size, value, memory), as redis_exporter takes them: comma-separated, each "
+    "optionally db<N>= first, URL-escaped; a glob pattern is found by SCAN, e.g. db0=queue:*",
+    "check-single-keys": "exact keys to watch, no SCAN (same syntax)",
+    "count-keys": "patterns whose matching keys are counted by SCAN, e.g. db0=sessions:*",
+    "check-streams": "stream patterns to watch (length, groups, consumers, pending, lag), found by SCAN",
+    "check-single-streams": "exact streams to watch",
+    "check-keys-batch-size": "SCAN COUNT for the patterns above (default 1000)",
     "log.level": "debug, info, warn or error (default info)",
     "log.format": "text or json (default text)",
 }
@@ -194,8 +201,9 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     values = vars(args)
     config_file = values.get("config.file") or environ.get(flag_to_env("config.file"))
     file_raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
-    from_env = env_values([*SERVE_FLAGS, *ENV_ONLY], environ)
+    from_env = {**_upstream_env(environ), **env_values([*SERVE_FLAGS, *ENV_ONLY], environ)}
     from_flags = {flag: values[flag] for flag in SERVE_FLAGS if values.get(flag) is not None}
+    from_env, from_flags = _key_flags_in_section(from_env), _key_flags_in_section(from_flags)
     _refuse_password_in_address(from_flags.get("redis.addr"), "the flag --redis.addr")
     _refuse_password_in_address(from_env.get("redis.addr"), f"the environment variable {flag_to_env('redis.addr')}")
     raw = overlay(overlay(file_raw, from_env), from_flags)
@@ -206,6 +214,21 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
         if config_file and err.source is None and key_is_set(file_raw, err.key) and err.key not in overridden:
             raise ConfigError(err.key, err.problem, source=config_file) from None
         raise
+
+
+KEY_FLAGS = ("check-keys", "check-single-keys", "count-keys", "check-streams", "check-single-streams", "check-keys-batch-size")
+
+
+def _upstream_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """redis_exporter's environment variables of the key flags (REDIS_EXPORTER_CHECK_KEYS, ...), so that its
+    users' deployments carry over; this exporter's own names win."""
+    names = {flag: "REDIS_EXPORTER_" + flag.replace("-", "_").upper() for flag in KEY_FLAGS}
+    return {flag: environ[name] for flag, name in names.items() if name in environ}
+
+
+def _key_flags_in_section(values: dict[str, Any]) -> dict[str, Any]:
+    """``check-keys`` → ``keys.check-keys``: redis_exporter's flag names, this exporter's ``keys`` section."""
+    return {f"keys.{flag}" if flag in KEY_FLAGS else flag: value for flag, value in values.items()}
 
 
 def _refuse_password_in_address(value: Any, where: str) -> None:

@@ -20,10 +20,12 @@ from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
 from exporter.common.sharding import Shard, parse_shard
+from exporter.redis.keys import KeyProbes
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 
 from .aws_section import aws_config
+from .keys_section import key_probes_config
 from .readers import as_choice, as_duration, as_int, as_mapping, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
 from .redis_section import CREDENTIAL_KEYS, allow_rule, credentials_config, heartbeat_config, target_config
 from .sources import env_values, flag_to_env, load_yaml, overlay
@@ -57,6 +59,7 @@ class Config:
     shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
     scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
+    keys: KeyProbes = field(default_factory=KeyProbes)  # watched keys of every target without keys of its own
     allow: tuple[AllowRule, ...] = ()
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     aws: AwsConfig = field(default_factory=AwsConfig)
@@ -67,7 +70,7 @@ class Config:
 
 def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     environ = os.environ if environ is None else environ
-    check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines"})
+    check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines", "keys"})
     web = as_mapping(raw, "web")
     check_keys(web, "web", {"listen_address", "telemetry_path", "config_file"})
     log = as_mapping(raw, "log")
@@ -135,6 +138,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         shard=shard,
         scrape_max_reply_bytes=max_reply,
         targets=tuple(targets),
+        keys=key_probes_config(raw.get("keys"), "keys"),
         allow=allow,
         source_file=source_file,
     )

@@ -11,6 +11,7 @@ from exporter.common.errors import ConfigError
 from exporter.redis.addresses import AddressError, Endpoint, HostPattern, parse_address
 from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, Secret, TargetConfig, TlsOptions
 
+from .keys_section import key_probes_config
 from .readers import as_bool, as_duration, as_string, check_keys, readable_path
 
 
@@ -43,7 +44,7 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
         item = {"addr": item}
     if not isinstance(item, dict):
         raise ConfigError(key, "must be an address or a mapping with 'addr'")
-    check_keys(item, key, {"name", "addr", "node_type", "replication_group", "shard", *CREDENTIAL_KEYS})
+    check_keys(item, key, {"name", "addr", "node_type", "replication_group", "shard", "keys", *CREDENTIAL_KEYS})
     node_type = as_string(item.get("node_type") or "", f"{key}.node_type")
     if node_type and not _NODE_TYPE.match(node_type):
         raise ConfigError(f"{key}.node_type", f"not a node type such as cache.r6g.large: {node_type!r}")
@@ -76,7 +77,8 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
         membership[field] = value
     if membership["shard"] and not membership["replication_group"]:
         raise ConfigError(f"{key}.shard", "needs replication_group beside it (a shard is named within its group)")
-    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type, **membership)
+    keys = key_probes_config(item["keys"], f"{key}.keys") if item.get("keys") is not None else None
+    return TargetConfig(name=name, endpoint=endpoint, credentials=credentials, node_type=node_type, keys=keys, **membership)
 
 
 def allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .addresses import Endpoint
+from .keys import KeyProbeResult, KeyProbes
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure, is_ssl_error
 from .settings import Credentials, TlsOptions
 from .slots import key_slot, owned_slots, shard_primary
@@ -54,6 +55,7 @@ class ScrapeResult:
     cluster_info: str | None = None
     heartbeat_values: list[bytes | None] | None = None
     heartbeat_types: dict[str, str] = field(default_factory=dict)
+    keys: KeyProbeResult | None = None
     read_time: float = 0.0
     duration: float = 0.0
     command_errors: int = 0
@@ -133,6 +135,7 @@ class RedisNode:
         self._config_read = 0.0
         self._closed = False
         self.connects = 0
+        self.key_probes = KeyProbes()  # watched keys and streams, probed after INFO
 
     @property
     def cluster_enabled(self) -> bool:
@@ -318,9 +321,32 @@ class RedisNode:
         except BaseException:
             self._drop_connection()  # a connection that missed its deadline or broke is never reused
             raise
-        result.duration = time.monotonic() - started
         if not result.info:
             raise RespFailure("error_reply", "INFO returned no data")
+        if self.key_probes and self._allowed.get("key_probes", True) and self._conn is not None:
+            result.keys = self._probe_keys(self._conn, result.info, deadline)
+        result.duration = time.monotonic() - started
+        return result
+
+    def _probe_keys(self, conn: RespConnection, info: str, deadline: float) -> KeyProbeResult | None:
+        """After INFO, in what is left of the deadline; a failure here costs the probes, never the INFO metrics.
+        In cluster mode only a primary probes, so that each key is reported once, by the shard that owns it."""
+        if self._cluster_enabled and "\nrole:master" not in info:
+            return None
+        from .key_probe import KeyProber  # loaded only where keys are watched
+
+        version = re.search(r"(?:redis|valkey)_version:(\d+)", info)
+        prober = KeyProber(conn, self.key_probes, deadline, cluster=self._cluster_enabled, owns=self.owns,
+                           current_db=self.endpoint.db, memory_usage=version is not None and int(version.group(1)) >= 4)  # fmt: skip
+        try:
+            result = prober.run()
+        except (RespFailure, OSError):
+            self._drop_connection()
+            return KeyProbeResult(complete=False)
+        if prober.refused:
+            self._allowed["key_probes"] = False
+        if not result.complete and conn.closed:
+            self._drop_connection()
         return result
 
     def _exchange(self, conn: RespConnection, deadline: float) -> ScrapeResult:

@@ -8,6 +8,7 @@ from exporter.common.families import COUNTER, GAUGE, FamilySet
 
 from .info import InfoReply, parse_info, parse_number
 from .info_metrics import CommandStats, add_cluster_info, add_info_metrics
+from .keys import add_key_metrics
 from .node import ScrapeResult
 
 
@@ -34,6 +35,8 @@ def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: Fa
         add_latency_histograms(result.latency_histogram, command_stats, base, out)
     if result.cluster_info:
         add_cluster_info(result.cluster_info, target, out)
+    if result.keys is not None:
+        add_key_metrics(result.keys, base, out)
     return command_stats
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .addresses import Endpoint, HostPattern
+from .keys import KeyProbes
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -60,6 +61,7 @@ class TargetConfig:
     node_type: str = ""
     replication_group: str = ""  # with shard: where the node belongs, for counting masters per shard
     shard: str = ""
+    keys: KeyProbes | None = None  # watched keys and streams of this target; None: the config's top-level keys
 
     @property
     def display(self) -> str:

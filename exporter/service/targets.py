@@ -75,6 +75,7 @@ class TargetSet:
         self.shard = config.shard
         for item in config.targets:
             node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
+            node.key_probes = item.keys if item.keys is not None else config.keys
             target = Target(item.name, node, item.node_type, item.replication_group, item.shard)
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
@@ -87,6 +88,7 @@ class TargetSet:
         self._discovered: dict[str, Target] = {}
         self._discovered_nodes: dict[str, Node] = {}
         self._discovered_credentials = config.discovered_credentials
+        self._key_probes = config.keys
 
     @property
     def configured(self) -> list[Target]:
@@ -125,6 +127,7 @@ class TargetSet:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
                 redis_node = RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes)
+                redis_node.key_probes = self._key_probes
                 self._discovered[name] = Target(name, redis_node, node.node_type, node.replication_group, node.shard)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
@@ -165,6 +168,7 @@ class TargetSet:
                     tuple(key for _, key in self.heartbeat_sources),
                     self.max_reply_bytes,
                 )
+                node.key_probes = self._key_probes
                 target = Target(node.endpoint.display(), node)
                 self._ad_hoc[key] = target
                 if len(self._ad_hoc) > MAX_AD_HOC_NODES:
