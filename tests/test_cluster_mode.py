@@ -96,3 +96,45 @@ def test_scrapes_and_heartbeats_add_no_error_replies(cluster):
     assert all(dict(labels)["instance"] in {f"n{i}" for i in range(6)} for labels in lag_targets)
     assert sample(samples, "elasticache_exporter_heartbeat_writes_total", instance=f"n{master}") > 0
     assert not [key for key in samples if key[0] == "elasticache_exporter_heartbeat_write_errors_total"]
+
+
+def test_watched_keys_are_reported_once_by_the_primary_that_owns_them(cluster):
+    writer = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    names = [f"job:{i}" for i in range(300)]
+    for name in names:
+        writer.set(name, "1")
+    for queue in ("queue:a", "queue:b", "queue:c", "queue:d"):
+        writer.rpush(queue, "x", "y", "z")
+    writer.xadd("events", {"f": "v"})
+    writer.xgroup_create("events", "workers", id="0")
+    wait_until(lambda: all(node.info().get("master_link_status", "up") == "up" for node in cluster), what="links")
+    def caught_up() -> bool:
+        sizes = {role: sum(node.client().dbsize() for node in cluster if node.info()["role"] == role) for role in ("master", "slave")}
+        return sizes["master"] == sizes["slave"] >= 305
+
+    wait_until(caught_up, what="replicas caught up")
+    clients = {node.port: node.client(single_connection_client=True) for node in cluster}
+    before = {port: _error_counts(client) for port, client in clients.items()}
+    keys = {"check_single_keys": "queue:a,queue:b,queue:c,queue:d", "count_keys": "job:*", "check_keys": "queue:*",
+            "check_single_streams": "events"}  # fmt: skip
+    app = make_app({"targets": [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(cluster)], "keys": keys})
+    try:
+        for _ in range(3):
+            samples = call(app, "/metrics").samples()
+    finally:
+        app.close()
+    assert {port: _error_counts(client) for port, client in clients.items()} == before, "key probes drew error replies"
+    masters = {f"n{i}" for i, node in enumerate(cluster) if node.info()["role"] == "master"}
+    sizes = [(dict(labels)["instance"], dict(labels)["key"], value) for (name, labels), value in samples.items() if name == "redis_key_size"]
+    assert sorted(key for _, key, _ in sizes) == ["queue:a", "queue:b", "queue:c", "queue:d"]  # once each, from single and pattern alike
+    for instance, key, value in sizes:
+        assert value == 3
+        owner = next(f"n{i}" for i, node in enumerate(cluster) if node.info()["role"] == "master"
+                     and key_slot(key.encode()) in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode()))  # fmt: skip
+        assert instance == owner
+    counts = {dict(labels)["instance"]: value for (name, labels), value in samples.items() if name == "redis_keys_count"}
+    assert set(counts) == masters
+    assert sum(counts.values()) == 300  # every key counted once, by its shard's primary
+    streams = [dict(labels)["instance"] for (name, labels), value in samples.items() if name == "redis_stream_length"]
+    assert len(streams) == 1
+    assert streams[0] in masters
