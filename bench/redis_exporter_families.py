@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import exact_samples, exposition_types  # noqa: E402
-from servers import free_port, seed_reference_primary, start_exporter, start_redis, wait_until  # noqa: E402
+from servers import WATCHED_KEYS, free_port, seed_reference_primary, seed_watched_keys, start_exporter, start_redis, wait_until  # noqa: E402
 
 
 def get(port: int, path: str) -> str:
@@ -62,6 +62,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", required=True)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "redis_exporter_families.tsv"))
+    parser.add_argument("--keys-out", default=str(ROOT / "tests" / "data" / "redis_exporter_key_families.tsv"),
+                        help="where the families its key and stream flags add are written (tests' WATCHED_KEYS)")
     parser.add_argument("--values", action="store_true", help="also compare values of shared families with this exporter")
     parser.add_argument("--source", help="redis_exporter's source tree: also list the INFO fields its maps name (metricMapGauges,"
                         " metricMapCounters) that the servers here did not show (AOF rewrites, syncs in progress, ...)")
@@ -89,16 +91,37 @@ def main() -> None:
         if args.source:
             for name, kind in mapped_families(Path(args.source)).items():
                 found.setdefault(name, (kind, set()))
-        lines = ["# name\ttype\tlabels (written by bench/redis_exporter_families.py from a real redis_exporter)"]
-        lines += [f"{name}\t{kind}\t{','.join(sorted(labels))}" for name, (kind, labels) in sorted(found.items())]
-        Path(args.out).write_text("\n".join(lines) + "\n")
-        print(f"{len(found)} families written to {args.out}")
+        write_families(found, Path(args.out))
+        write_families(key_families(args.redis_exporter, primary), Path(args.keys_out))
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)
         ours.stop()
         for server in servers:
             server.stop()
+
+
+def write_families(found: dict[str, tuple[str, set[str]]], out: Path) -> None:
+    lines = ["# name\ttype\tlabels (written by bench/redis_exporter_families.py from a real redis_exporter)"]
+    lines += [f"{name}\t{kind}\t{','.join(sorted(labels))}" for name, (kind, labels) in sorted(found.items())]
+    out.write_text("\n".join(lines) + "\n")
+    print(f"{len(found)} families written to {out}")
+
+
+def key_families(binary: str, primary) -> dict[str, tuple[str, set[str]]]:
+    """The families redis_exporter adds for tests' WATCHED_KEYS (its own flags, the same values) on the primary."""
+    seed_watched_keys(primary.client())
+    port = free_port()
+    flags = [f"--{option.replace('_', '-')}={value}" for option, value in WATCHED_KEYS.items()]
+    upstream = subprocess.Popen([binary, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", primary.addr, *flags],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
+        served = families(get(port, "/metrics"))
+    finally:
+        upstream.terminate()
+        upstream.wait(timeout=10)
+    return {name: (kind, set(labels)) for name, (kind, labels) in served.items() if name.startswith(("redis_key_", "redis_keys_", "redis_stream"))}
 
 
 def mapped_families(source: Path) -> dict[str, str]:

@@ -324,3 +324,18 @@ def seed_reference_primary(client: redis.Redis) -> None:
     client.execute_command("CONFIG", "SET", "slowlog-log-slower-than", "0")
     client.execute_command("CONFIG", "SET", "latency-monitor-threshold", "1")
     client.execute_command("DEBUG", "SLEEP", "0.01")
+
+
+# What the compatibility checks watch (redis_exporter's flag syntax), and the keys behind it.
+WATCHED_KEYS = {"check_single_keys": "queue,counter,label,missing", "count_keys": "job:*", "check_single_streams": "events"}
+
+
+def seed_watched_keys(client: redis.Redis) -> None:
+    client.rpush("queue", "a", "b")
+    client.set("counter", "42")
+    client.set("label", "warm")
+    for i in range(3):
+        client.set(f"job:{i}", "1")
+    client.xadd("events", {"f": "v"})
+    client.xgroup_create("events", "workers", id="0")
+    client.xreadgroup("workers", "worker-1", {"events": ">"}, count=1)

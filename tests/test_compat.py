@@ -11,18 +11,19 @@ from pathlib import Path
 
 import pytest
 from helpers import call, exact_samples, exposition_types, make_app
-from servers import seed_reference_primary, start_redis, wait_until
+from servers import WATCHED_KEYS, seed_reference_primary, seed_watched_keys, start_redis, wait_until
 
 from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
 from exporter.service.metrics_doc import all_docs, label_names, relation
 
 UPSTREAM = Path(__file__).parent / "data" / "redis_exporter_families.tsv"
+UPSTREAM_KEYS = Path(__file__).parent / "data" / "redis_exporter_key_families.tsv"  # with its key and stream flags
 NOT_NAMES = {"instance", "quantile", "le"}  # labels Prometheus or the family type adds
 
 
 def upstream_families() -> dict[str, tuple[str, set[str]]]:
     families = {}
-    for line in UPSTREAM.read_text().splitlines():
+    for line in [*UPSTREAM.read_text().splitlines(), *UPSTREAM_KEYS.read_text().splitlines()]:
         if line and not line.startswith("#"):
             name, kind, labels = line.split("\t")
             families[name] = (kind, set(filter(None, labels.split(","))))
@@ -51,9 +52,10 @@ def served():
         subprocess.run(["redis-cli", "-p", str(cluster_node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
                        capture_output=True, timeout=30)  # fmt: skip
         seed_reference_primary(primary.client())
+        seed_watched_keys(primary.client())
         wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
         targets = [{"name": f"n{i}", "addr": server.addr, "node_type": "cache.r6g.large"} for i, server in enumerate(servers)]
-        app = make_app({"targets": targets, "heartbeat": {"read": True}})
+        app = make_app({"targets": targets, "heartbeat": {"read": True}, "keys": WATCHED_KEYS})
         try:
             call(app, "/metrics")
             text = call(app, "/metrics").text

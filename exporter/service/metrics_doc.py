@@ -153,8 +153,43 @@ EXPORTER = [
     Doc("process_max_fds", "gauge", "", "the exporter process"),
 ]  # fmt: skip
 
-SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "baselines": BASELINES, "aws": AWS,
-                                  "exporter": EXPORTER}  # fmt: skip
+K = f"{T}, `db`, `key`"
+S = f"{T}, `db`, `stream`"
+G = f"{S}, `group`"
+KEYS = [
+    Doc("redis_key_size", "gauge", K, "`check_keys`, `check_single_keys`",
+        "length by type (LLEN, SCARD, ZCARD, HLEN, XLEN, STRLEN; a HyperLogLog's PFCOUNT); 0 for a missing key"),
+    Doc("redis_key_value", "gauge", K, "the same", "a string key's value, where it is a number"),
+    Doc("redis_key_value_as_string", "gauge", f"{K}, `val`", "the same", "always 1; a string key's value (up to 1 KiB) that is not a number"),
+    Doc("redis_key_memory_usage_bytes", "gauge", K, "the same, `MEMORY USAGE` (Redis 4+)", "bytes"),
+    Doc("redis_keys_count", "gauge", K, "`count_keys` (SCAN)", "keys matching the pattern (`key`); only when the SCAN ran to its end"),
+    Doc("redis_stream_length", "gauge", S, "`check_streams`, `check_single_streams`: XINFO STREAM", "entries"),
+    Doc("redis_stream_radix_tree_keys", "gauge", S, "XINFO STREAM"),
+    Doc("redis_stream_radix_tree_nodes", "gauge", S, "XINFO STREAM"),
+    Doc("redis_stream_groups", "gauge", S, "XINFO STREAM", "consumer groups"),
+    Doc("redis_stream_last_generated_id", "gauge", S, "XINFO STREAM", "ms part of the id"),
+    Doc("redis_stream_max_deleted_entry_id", "gauge", S, "XINFO STREAM (Redis 7+)", "ms part of the id"),
+    Doc("redis_stream_first_entry_id", "gauge", S, "XINFO STREAM", "ms part of the id; 0 for an empty stream"),
+    Doc("redis_stream_last_entry_id", "gauge", S, "XINFO STREAM", "ms part of the id; 0 for an empty stream"),
+    Doc("redis_stream_entries_added_total", "counter", S, "XINFO STREAM (Redis 7+)", "entries ever added"),
+    Doc("redis_stream_group_consumers", "gauge", G, "XINFO GROUPS"),
+    Doc("redis_stream_group_messages_pending", "gauge", G, "XINFO GROUPS", "delivered, not acknowledged"),
+    Doc("redis_stream_group_last_delivered_id", "gauge", G, "XINFO GROUPS", "ms part of the id"),
+    Doc("redis_stream_group_entries_read", "gauge", G, "XINFO GROUPS (Redis 7+)"),
+    Doc("redis_stream_group_lag", "gauge", G, "XINFO GROUPS (Redis 7+)", "entries not yet delivered to the group"),
+    Doc("redis_stream_group_consumer_messages_pending", "gauge", f"{G}, `consumer`", "XINFO CONSUMERS"),
+    Doc("redis_stream_group_consumer_idle_seconds", "gauge", f"{G}, `consumer`", "XINFO CONSUMERS"),
+    Doc("elasticache_exporter_key_pattern_keys", "gauge", f"{T}, `option`, `db`, `pattern`", "SCAN of a pattern",
+        "keys the pattern matched in the last scrape (at most the budget)"),
+    Doc("elasticache_exporter_key_pattern_complete", "gauge", f"{T}, `option`, `db`, `pattern`", "SCAN of a pattern",
+        "1 when the SCAN ran to its end, 0 when `max_keys`/`max_counted` or the deadline stopped it"),
+    Doc("elasticache_exporter_key_probes_complete", "gauge", T, "the key probes",
+        "1 when every watched key and stream was probed, 0 when the deadline or a refusal ended it early"),
+    Doc("elasticache_exporter_key_probes_duration_seconds", "gauge", T, "the key probes", "time the probes took after INFO"),
+]  # fmt: skip
+
+SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "keys": KEYS, "baselines": BASELINES,
+                                  "aws": AWS, "exporter": EXPORTER}  # fmt: skip
 
 
 def relation(name: str) -> str:
