@@ -229,3 +229,22 @@ def test_a_targets_own_keys_replace_the_defaults():
     assert config.targets[0].keys.check_single_keys == (KeySpec(1, "only-here"),)
     assert config.targets[1].keys is None
     assert config.keys.check_single_keys == (KeySpec(0, "everywhere"),)
+
+
+def test_a_deadline_that_passes_in_another_database_closes_the_connection_instead_of_failing_the_scrape(queues):
+    """Probes stopped by the deadline after a SELECT: the connection cannot be put back in its database in time, so it
+    is closed (the next scrape connects afresh) and the probes report incomplete; nothing is raised into the scrape."""
+    from exporter.redis.key_probe import KeyProber
+    from exporter.redis.keys import KeyProbes
+    from exporter.redis.resp import RespConnection
+
+    conn = RespConnection.open("127.0.0.1", queues.port, time.monotonic() + 5)
+    try:
+        prober = KeyProber(conn, KeyProbes(check_single_keys=(KeySpec(2, "queue:low"),)), time.monotonic() - 1,
+                           cluster=False, owns=lambda key: True, current_db=0, memory_usage=True)  # fmt: skip
+        prober.db = 2  # a SELECT 2 went out before the deadline passed
+        result = prober.run()
+    finally:
+        conn.close()
+    assert not result.complete
+    assert conn.closed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from .keys import MAX_VALUE_BYTES, KeyProbeResult, KeyProbes, KeyReading, KeySpec, ScanReading, StreamReading, pairs
+from .keys import MAX_VALUE_BYTES, KeyProbeResult, KeyProbes, KeyReading, KeySpec, ScanReading, StreamReading, as_text, pairs
 from .resp import ErrorReply, RespConnection, RespFailure
 
 PIPELINE = 500  # per-key scripts per round trip
@@ -96,7 +96,10 @@ class KeyProber:
         finally:
             self.result.duration = time.monotonic() - started
         if self.db != self.home_db and not self.conn.closed:
-            self._call([("SELECT", str(self.home_db))])
+            try:
+                self._call([("SELECT", str(self.home_db))])
+            except _Budget:
+                self.conn.close()  # never reused in another database: the next scrape connects afresh
         return self.result
 
     # --- the parts -----------------------------------------------------------------
@@ -138,7 +141,7 @@ class KeyProber:
                     if isinstance(reply, list) and len(reply) == 3:
                         info, groups, by_group = reply
                         self.result.streams.append(StreamReading(
-                            db, _label(name), pairs(info), [pairs(g) for g in groups or []],
+                            db, as_text(name), pairs(info), [pairs(g) for g in groups or []],
                             [[pairs(c) for c in group or []] for group in by_group or []],
                         ))  # fmt: skip
 
@@ -207,10 +210,6 @@ class KeyProber:
         return replies
 
 
-def _label(name: bytes) -> str:
-    return name.decode("utf-8", errors="replace")
-
-
 def _chunks(items: list[bytes], size: int) -> Iterable[list[bytes]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -220,8 +219,7 @@ def _key_reading(db: int, name: bytes, reply: object) -> KeyReading | None:
     if not isinstance(reply, list) or len(reply) != 4:
         return None
     kind, size, value, memory = reply
-    kind_text = kind.decode("ascii", errors="replace") if isinstance(kind, bytes) else ""
     return KeyReading(
-        db, _label(name), kind_text, size if isinstance(size, int) else 0, value if isinstance(value, bytes) else None,
+        db, as_text(name), as_text(kind), size if isinstance(size, int) else 0, value if isinstance(value, bytes) else None,
         memory if isinstance(memory, int) else None,
     )  # fmt: skip

@@ -188,19 +188,19 @@ def _add_stream(stream: StreamReading, base: dict[str, str], out: FamilySet) -> 
     out.add("redis_stream_entries_added_total", COUNTER, "The count of all entries added to the stream during its lifetime.", labels,
             _number(info.get("entries-added")))  # fmt: skip
     for index, group in enumerate(stream.groups):
-        group_name = _text(group.get("name"))
+        group_name = as_text(group.get("name"))
         group_labels = {**labels, "group": group_name}
         for name, field_name, help_text, convert in _GROUP_GAUGES:
             out.add(name, GAUGE, help_text, group_labels, convert(group.get(field_name)))
         for consumer in stream.consumers[index] if index < len(stream.consumers) else ():
-            consumer_labels = {**group_labels, "consumer": _text(consumer.get("name"))}
+            consumer_labels = {**group_labels, "consumer": as_text(consumer.get("name"))}
             out.add("redis_stream_group_consumer_messages_pending", GAUGE, "Pending number of messages for this specific consumer.",
                     consumer_labels, _number(consumer.get("pending")))  # fmt: skip
             out.add("redis_stream_group_consumer_idle_seconds", GAUGE, "Consumer idle time in seconds.", consumer_labels,
                     _number(consumer.get("idle")) / 1e3)  # fmt: skip
 
 
-def _text(value: object) -> str:
+def as_text(value: object) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value or "")
 
 
@@ -208,4 +208,4 @@ def pairs(reply: object) -> dict[str, object]:
     """A RESP2 flat map (``[name, value, name, value, ...]``) as a dict."""
     if not isinstance(reply, list):
         return {}
-    return {_text(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
+    return {as_text(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}

@@ -345,7 +345,7 @@ class RedisNode:
             return KeyProbeResult(complete=False)
         if prober.refused:
             self._allowed["key_probes"] = False
-        if not result.complete and conn.closed:
+        if conn.closed:
             self._drop_connection()
         return result
 
