@@ -8,8 +8,10 @@ import threading
 
 
 class StallableProxy:
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, stall_on: bytes | None = None) -> None:
+        """``stall_on``: stall as soon as a client sends these bytes (a node that hangs on one command)."""
         self.upstream_port = upstream_port
+        self.stall_on = stall_on
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -36,16 +38,18 @@ class StallableProxy:
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
             self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, self.stall_on), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, destination: socket.socket) -> None:
+    def _pump(self, source: socket.socket, destination: socket.socket, stall_on: bytes | None = None) -> None:
         with contextlib.suppress(OSError):
             while not self._stop.is_set():
                 self._flowing.wait()  # while stalled, bytes wait in the kernel's buffers
                 data = source.recv(65536)
                 if not data:
                     break
+                if stall_on is not None and stall_on in data:
+                    self._flowing.clear()
                 self._flowing.wait()
                 destination.sendall(data)
         with contextlib.suppress(OSError):

@@ -43,9 +43,15 @@ def test_every_panel_has_data_without_aws(tmp_path):
         for i in range(50):
             client.set(f"key:{i}", "v")
             client.get(f"key:{i}")
+        client.rpush("queue:default", *[f"job{i}" for i in range(30)])
+        for i in range(20):
+            client.xadd("events", {"n": str(i)})
+        client.xgroup_create("events", "billing", id="0")
+        client.xreadgroup("billing", "worker-1", {"events": ">"}, count=5)
         config = tmp_path / "exporter.yml"
         config.write_text(
             f"targets:\n  - name: primary\n    addr: {primary.addr}\n    node_type: cache.r6g.large\n"
+            "    keys: {check_single_keys: queue:default, count_keys: 'key:*', check_single_streams: events, queues: {queue:default: 10}}\n"
             f"  - name: replica\n    addr: {replica.addr}\n    node_type: cache.r6g.large\n"
             "heartbeat:\n  write: true\n  interval: 200ms\nbaselines:\n  window: 5s\n"
         )

@@ -9,11 +9,12 @@ import time
 
 import pytest
 from helpers import call, exact_samples, make_app
+from proxy import StallableProxy
 from servers import start_redis
 
 from exporter.common.errors import ConfigError
 from exporter.config import build_config
-from exporter.redis.keys import KeySpec, parse_key_list
+from exporter.redis.keys import KeySpec, QueueSpec, glob_regex, parse_key_list
 from exporter.redis.node import CLIENT_NAME
 
 MATCHING = 20_000
@@ -212,6 +213,10 @@ def test_the_list_syntax_is_redis_exporters():
         ({"count_keys": ["ok", "a=b=c"]}, "'keys.count_keys[1]': 'a=b=c' has more than one '='"),
         ({"check_keys_batch_size": 0}, "keys.check_keys_batch_size"),
         ({"check_key": "a"}, "check_keys"),  # a typo: the nearest key is named
+        ({"check_keys": "queue:*", "queues": {"db0=queu:jobs": 10}}, "'keys.queues['db0=queu:jobs']': matches none of the watched"),
+        ({"check_single_keys": "q", "queues": {"db1=q": 10}}, "matches none of the watched keys (check_keys, check_single_keys) in db1"),
+        ({"check_single_keys": "q", "queues": {"q": 0}}, "'keys.queues['q']': must be between 1 and"),
+        ({"check_single_keys": "q", "queues": 5}, "'keys.queues': must map keys to a maximum length"),
     ],
 )
 def test_bad_key_settings_are_one_line_errors(keys, message):
@@ -248,3 +253,67 @@ def test_a_deadline_that_passes_in_another_database_closes_the_connection_instea
         conn.close()
     assert not result.complete
     assert conn.closed
+
+
+def test_queue_limits_are_served_for_the_watched_keys_that_are_queues(queues):
+    client = queues.client()
+    samples = scrape(queues, {"check_keys": "queue:*", "check_single_keys": "schedule,workers,db2=queue:low",
+                              "queues": {"db0=queue:*": 20, "schedule": None}}, client)  # fmt: skip
+    node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
+    limit_family = "elasticache_exporter_queue_length_limit"
+    limits = {dict(labels)["key"]: (dict(labels)["db"], v) for (name, labels), v in samples.items() if name == limit_family}
+    assert limits == {"queue:default": ("db0", 20), "schedule": ("db0", float("inf"))}  # not workers, not db2's queue:low
+    assert value(samples, "redis_key_size", **node, key="queue:default") == 37
+
+
+def test_queues_may_be_a_list_and_match_by_redis_glob():
+    config = build_config({"redis": {"addr": "redis://127.0.0.1:1"},
+                           "keys": {"check_keys": "bull:*", "queues": ["bull:*:wait", "db0=bull:[^x]*:active"]}})  # fmt: skip
+    assert config.keys.queues == (QueueSpec(0, "bull:*:wait"), QueueSpec(0, "bull:[^x]*:active"))
+    assert config.keys.queues[0].matches(0, "bull:emails:wait")
+    assert not config.keys.queues[0].matches(1, "bull:emails:wait")
+    assert not config.keys.queues[1].matches(0, "bull:xyz:active")
+    for pattern, key, expected in (("a\\*", "a*", True), ("a\\*", "ab", False), ("q?", "qa", True), ("x.y", "xzy", False),
+                                   ("[a-c]1", "b1", True), ("[a-c]1", "d1", False)):  # fmt: skip
+        assert (glob_regex(pattern).fullmatch(key) is not None) is expected, (pattern, key)
+
+
+def test_a_node_that_hangs_on_the_probes_keeps_its_info_metrics_within_the_deadline(queues):
+    """The node answers INFO and then hangs on the probes' first script: the scrape ends at its deadline with the INFO
+    metrics and ``elasticache_exporter_key_probes_complete 0``, and the next scrape reconnects."""
+    proxy = StallableProxy(queues.port, stall_on=b"EVAL")
+    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}", "timeout": "1s"},
+                    "keys": {"check_single_keys": "queue:default"}})  # fmt: skip
+    try:
+        for _ in range(2):
+            started = time.monotonic()
+            samples = exact_samples(call(app, "/metrics").text)
+            elapsed = time.monotonic() - started
+            instance = f"127.0.0.1:{proxy.port}"
+            assert 0.9 < elapsed < 3, elapsed
+            assert value(samples, "redis_up", instance=instance) == 1
+            assert value(samples, "redis_connected_clients", instance=instance) >= 1
+            assert value(samples, "elasticache_exporter_key_probes_complete", instance=instance) == 0
+            assert not any(name == "redis_key_size" for name, _ in samples)
+            proxy.resume()  # the stalled connection is gone; a new one stalls again on its own EVAL
+    finally:
+        app.close()
+        proxy.close()
+
+
+def test_a_user_without_eval_gets_info_metrics_and_one_refusal_per_connection(queues):
+    client = queues.client()
+    client.acl_setuser("noeval", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-eval", "-evalsha"])
+    app = make_app({"redis": {"addr": f"redis://noeval:pw@127.0.0.1:{queues.port}"}, "keys": {"check_single_keys": "queue:default"}})
+    try:
+        before = errors(client)
+        for _ in range(3):
+            samples = exact_samples(call(app, "/metrics").text)
+            instance = f"127.0.0.1:{queues.port}"
+            assert value(samples, "redis_up", instance=instance) == 1
+            assert value(samples, "redis_connected_clients", instance=instance) >= 1
+            assert not any(name == "redis_key_size" for name, _ in samples)
+        assert errors(client) - before == 1  # the refused EVAL, once: not retried on the same connection
+    finally:
+        app.close()
+        client.acl_deluser("noeval")

@@ -296,6 +296,21 @@ case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
      [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
+Q = {"instance": "a", "db": "db0", "key": "queue:jobs"}
+LIMIT = "elasticache_exporter_queue_length_limit"
+case("RedisQueueTooLong", [(series("redis_key_size", **Q), "20000+0x10"), (series(LIMIT, **Q), "10000+0x10")], "6m", "4m", Q,
+     [(series("redis_key_size", **{**Q, "key": "queue:low"}), "500+0x10"), (series(LIMIT, **{**Q, "key": "queue:low"}), "10000+0x10"),
+      (series("redis_key_size", **{**Q, "key": "queue:nolimit"}), "20000+0x10"), (series(LIMIT, **{**Q, "key": "queue:nolimit"}), "Inf+0x10"),
+      (series("redis_key_size", **{**Q, "key": "not-a-queue"}), "20000+0x10")])  # fmt: skip
+case("RedisQueueGrowing", [(series("redis_key_size", **Q), "0+10x30"), (series(LIMIT, **Q), "Inf+0x30")], "21m", "14m", Q,
+     [(series("redis_key_size", **{**Q, "key": "a-set"}), "0+10x30"),  # grows, and is no queue
+      (series("redis_key_size", **{**Q, "key": "queue:steady"}), "500+0x30"), (series(LIMIT, **{**Q, "key": "queue:steady"}), "Inf+0x30"),
+      (series("redis_key_size", **{**Q, "key": "queue:busy"}), " ".join(["100 200 300 400 500 600 0"] * 5)),
+      (series(LIMIT, **{**Q, "key": "queue:busy"}), "Inf+0x35")])  # fmt: skip
+G = {"instance": "a", "db": "db0", "stream": "events", "group": "billing"}
+case("RedisStreamGroupFallingBehind", [(series("redis_stream_group_lag", **G), "0+5x30")], "21m", "14m", G,
+     [(series("redis_stream_group_lag", **{**G, "group": "steady"}), "100+0x30"),
+      (series("redis_stream_group_lag", **{**G, "group": "drains"}), " ".join(["0 50 100 150 200 250 300 0"] * 4))])  # fmt: skip
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}
 case("ElastiCacheCloudWatchDataStale", [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30")], "21m", "19m",
      STALE, [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30")])  # fmt: skip

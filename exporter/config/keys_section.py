@@ -5,12 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.common.errors import ConfigError
-from exporter.redis.keys import DEFAULT_BATCH_SIZE, DEFAULT_MAX_COUNTED, DEFAULT_MAX_KEYS, KeyProbes, KeySpec, parse_key_list
+from exporter.redis.keys import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_COUNTED,
+    DEFAULT_MAX_KEYS,
+    KeyProbes,
+    KeySpec,
+    QueueSpec,
+    glob_regex,
+    parse_key_list,
+)
 
 from .readers import as_bool, as_int, as_string, check_keys
 
 LIST_OPTIONS = ("check_keys", "check_single_keys", "count_keys", "check_streams", "check_single_streams")
-KEY_OPTIONS = {*LIST_OPTIONS, "check_keys_batch_size", "max_keys", "max_counted", "stream_consumers"}
+KEY_OPTIONS = {*LIST_OPTIONS, "check_keys_batch_size", "max_keys", "max_counted", "stream_consumers", "queues"}
 
 
 def key_probes_config(raw: Any, key: str) -> KeyProbes:
@@ -20,8 +29,10 @@ def key_probes_config(raw: Any, key: str) -> KeyProbes:
         raise ConfigError(key, "must be a mapping such as {check_single_keys: 'db0=queue:jobs'}")
     check_keys(raw, key, KEY_OPTIONS)
     lists = {option: _key_list(raw.get(option), f"{key}.{option}") for option in LIST_OPTIONS}
+    watched = (*lists["check_keys"], *lists["check_single_keys"])
     return KeyProbes(
         **lists,
+        queues=_queues(raw.get("queues"), f"{key}.queues", watched),
         batch_size=as_int(raw.get("check_keys_batch_size", DEFAULT_BATCH_SIZE), f"{key}.check_keys_batch_size", 1, 1_000_000),
         max_keys=as_int(raw.get("max_keys", DEFAULT_MAX_KEYS), f"{key}.max_keys", 1, 10_000_000),
         max_counted=as_int(raw.get("max_counted", DEFAULT_MAX_COUNTED), f"{key}.max_counted", 1, 1_000_000_000),
@@ -42,3 +53,37 @@ def _key_list(value: Any, key: str) -> tuple[KeySpec, ...]:
         except ValueError as err:
             raise ConfigError(where, str(err)) from None
     return tuple(dict.fromkeys(specs))
+
+
+def _queues(value: Any, key: str, watched: tuple[KeySpec, ...]) -> tuple[QueueSpec, ...]:
+    """Which watched keys are queues: a mapping of entries (the key-list syntax) to a maximum length (or null for
+    growth alerts only), or a list of entries. An entry that can match none of the watched keys is a typo."""
+    if value in (None, ""):
+        return ()
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, str)):
+        items = [(entry, None) for entry in (value if isinstance(value, list) else [value])]
+    else:
+        raise ConfigError(key, "must map keys to a maximum length, such as {'db0=queue:default': 10000}, or list keys")
+    queues: list[QueueSpec] = []
+    for entry, limit in items:
+        where = f"{key}[{entry!r}]"
+        try:
+            specs = parse_key_list(as_string(entry, where))
+        except ValueError as err:
+            raise ConfigError(where, str(err)) from None
+        max_length = None if limit is None else as_int(limit, where, 1, 10**15)
+        for spec in specs:
+            if not any(_may_overlap(spec, other) for other in watched):
+                raise ConfigError(where, f"matches none of the watched keys (check_keys, check_single_keys) in db{spec.db}")
+            queues.append(QueueSpec(spec.db, spec.key, max_length))
+    return tuple(queues)
+
+
+def _may_overlap(queue: KeySpec, watched: KeySpec) -> bool:
+    if queue.db != watched.db:
+        return False
+    if queue.key == watched.key or glob_regex(queue.key).fullmatch(watched.key):
+        return True
+    return watched.is_pattern and glob_regex(watched.key).fullmatch(queue.key) is not None

@@ -82,7 +82,7 @@ class KeyProber:
         self.home_db = current_db
         self.memory_usage = memory_usage
         self.refused = False  # EVAL was refused (an ACL, or renamed away): no probes on this connection again
-        self.result = KeyProbeResult()
+        self.result = KeyProbeResult(queues=probes.queues)
 
     def run(self) -> KeyProbeResult:
         started = time.monotonic()

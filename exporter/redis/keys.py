@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from urllib.parse import unquote_plus
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
@@ -29,6 +30,18 @@ class KeySpec:
 
 
 @dataclass(frozen=True)
+class QueueSpec:
+    """Watched keys that are queues: the queue alerts watch their length; ``max_length`` None: growth only."""
+
+    db: int
+    key: str  # a key name or a glob pattern
+    max_length: int | None = None
+
+    def matches(self, db: int, key: str) -> bool:
+        return db == self.db and (key == self.key or glob_regex(self.key).fullmatch(key) is not None)
+
+
+@dataclass(frozen=True)
 class KeyProbes:
     """A target's watched keys and streams; empty: nothing is probed."""
 
@@ -41,6 +54,7 @@ class KeyProbes:
     max_keys: int = DEFAULT_MAX_KEYS
     max_counted: int = DEFAULT_MAX_COUNTED
     stream_consumers: bool = True
+    queues: tuple[QueueSpec, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.check_keys or self.check_single_keys or self.count_keys or self.check_streams or self.check_single_streams)
@@ -102,6 +116,31 @@ class KeyProbeResult:
     streams: list[StreamReading] = field(default_factory=list)
     complete: bool = True  # False: the deadline (or a refusal) ended the probes early
     duration: float = 0.0
+    queues: tuple[QueueSpec, ...] = ()
+
+
+@lru_cache(maxsize=1024)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Redis' glob (``*``, ``?``, ``[a-z]``, ``[^a]``, ``\\`` escapes) as a regular expression."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        elif char == "[":
+            negate = pattern[i + 1 : i + 2] == "^"
+            start = i + 2 if negate else i + 1
+            end = pattern.find("]", start)
+            end = len(pattern) if end < 0 else end
+            members = "".join("-" if c == "-" else re.escape(c) for c in pattern[start:end])
+            out.append(f"[{'^' if negate else ''}{members}]" if members else ("(?!)" if not negate else "."))
+            i = end + 1
+        else:
+            out.append(".*" if char == "*" else "." if char == "?" else re.escape(char))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
 
 
 def stream_id_ms(value: object) -> float:
@@ -136,6 +175,7 @@ def add_key_metrics(result: KeyProbeResult, base: dict[str, str], out: FamilySet
                 out.add("redis_key_value", GAUGE, 'The value of "key".', labels, number)
             else:
                 out.add("redis_key_value_as_string", GAUGE, 'The value of "key" as a string.', {**labels, "val": text}, 1.0)
+    _add_queue_limits(result, base, out)
     for db, pattern, count in result.counts:
         out.add("redis_keys_count", GAUGE, "Count of keys.", {**base, "db": f"db{db}", "key": pattern}, float(count))
     for scan in result.scans:
@@ -152,6 +192,18 @@ def add_key_metrics(result: KeyProbeResult, base: dict[str, str], out: FamilySet
                 base, 1.0 if result.complete else 0.0)  # fmt: skip
         out.add("elasticache_exporter_key_probes_duration_seconds", GAUGE, "Time the key and stream probes took in the last scrape.",
                 base, result.duration)  # fmt: skip
+
+
+def _add_queue_limits(result: KeyProbeResult, base: dict[str, str], out: FamilySet) -> None:
+    if not result.queues:
+        return
+    for reading in result.keys:
+        spec = next((queue for queue in result.queues if queue.matches(reading.db, reading.key)), None)
+        if spec is not None:
+            limit = float(spec.max_length) if spec.max_length is not None else float("inf")
+            out.add("elasticache_exporter_queue_length_limit", GAUGE,
+                    "The configured maximum length of a watched key that is a queue (+Inf: none; the queue alerts watch its growth).",
+                    {**base, "db": f"db{reading.db}", "key": reading.key}, limit)  # fmt: skip
 
 
 _STREAM_GAUGES = (

@@ -186,6 +186,8 @@ KEYS = [
     Doc("elasticache_exporter_key_probes_complete", "gauge", T, "the key probes",
         "1 when every watched key and stream was probed, 0 when the deadline or a refusal ended it early"),
     Doc("elasticache_exporter_key_probes_duration_seconds", "gauge", T, "the key probes", "time the probes took after INFO"),
+    Doc("elasticache_exporter_queue_length_limit", "gauge", f"{T}, `db`, `key`", "`keys.queues`",
+        "the maximum length configured for a watched key that is a queue, `+Inf` when none; the queue alerts watch these keys"),
 ]  # fmt: skip
 
 SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "keys": KEYS, "baselines": BASELINES,
