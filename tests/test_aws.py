@@ -24,6 +24,7 @@ from exporter.aws.monitor import AwsCollector, AwsMonitor
 from exporter.common.exposition import encode_text
 from exporter.config import build_config
 
+ACCOUNT = "123456789012"  # moto's account for the default credentials
 REGION = "eu-west-1"
 
 
@@ -224,7 +225,7 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
         samples = collect(monitor)
     for (cluster_id, metric), value in expected.items():
         statistic = "Average" if metric == "CPUUtilization" else "Sum"
-        labels = {"dimension_CacheClusterId": cluster_id, "dimension_CacheNodeId": "0001", "region": REGION}
+        labels = {"account_id": ACCOUNT, "dimension_CacheClusterId": cluster_id, "dimension_CacheNodeId": "0001", "region": REGION}
         assert sample(samples, prometheus_name(metric, statistic), **labels) == value
         stamp = sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", metric=prometheus_name(metric, statistic), **labels)
         assert time.time() - 250 <= stamp <= time.time() - 180  # the newest complete minute before the 2-minute delay
@@ -233,7 +234,7 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
     assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == queries
     info = sample(
         samples, "elasticache_node_info", instance="rg0-001", node="rg0-001", replication_group="rg0", shard="0001", role="primary",
-        node_type="cache.r6g.large", engine="redis", engine_version="", az=f"{REGION}a", region=REGION,
+        node_type="cache.r6g.large", engine="redis", engine_version="", az=f"{REGION}a", region=REGION, account_id=ACCOUNT,
         dimension_CacheClusterId="rg0-001", dimension_CacheNodeId="0001",
     )  # fmt: skip
     assert info == 1
@@ -314,7 +315,7 @@ def test_failed_polls_keep_serving_the_last_good_values(aws_credentials):
         api.cloudwatch.fail = True
         monitor.poll_once()
         samples = collect(monitor)
-    labels = {"dimension_CacheClusterId": cluster_ids[0], "dimension_CacheNodeId": "0001", "region": REGION}
+    labels = {"account_id": ACCOUNT, "dimension_CacheClusterId": cluster_ids[0], "dimension_CacheNodeId": "0001", "region": REGION}
     assert sample(samples, "aws_elasticache_cpuutilization_average", **labels) == expected[(cluster_ids[0], "CPUUtilization")]
     assert sample(samples, "elasticache_exporter_cloudwatch_last_success_timestamp_seconds") == good_poll
     assert sample(samples, "elasticache_exporter_aws_api_errors_total", api="get_metric_data", kind="server") == 3
@@ -346,8 +347,9 @@ def test_discovered_nodes_become_targets(plain_redis):
             region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
             engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
         )  # fmt: skip
-        app.targets.set_discovered([discovered])
-        assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders-0001-001") == 1
+        app.targets.set_discovered([("orders-0001-001", discovered)])
+        # served by /scrape for Prometheus' http_sd; on /metrics only with aws.scrape_discovered
+        assert not any(dict(labels).get("instance") == "orders-0001-001" for _, labels in call(app, "/metrics").samples())
         assert sample(call(app, "/scrape", "target=orders-0001-001").samples(), "redis_up") == 1
         assert call(app, "/scrape", f"target=127.0.0.1:{plain_redis.port}").code == 200
         import json
@@ -379,7 +381,7 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
             return any(name == "aws_elasticache_cpuutilization_average" for name, _ in samples) and samples
 
         samples = wait_until(has_values, timeout=20, what="CloudWatch values")
-        assert sample(samples, "elasticache_exporter_discovered_nodes", region=REGION) == len(cluster_ids)
+        assert sample(samples, "elasticache_exporter_discovered_nodes", account_id=ACCOUNT, region=REGION) == len(cluster_ids)
         result = subprocess.run(
             [sys.executable, "-m", "exporter", "cost", "--config.file", str(config)],
             capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},

@@ -187,7 +187,7 @@ CPU = {"instance": "a", "source": "info", "node_type": "cache.r6g.large"}
 case("ElastiCacheEngineCPUSaturated", [(series("elasticache_engine_cpu_utilization_percent", **CPU), "95+0x10")], "6m", "4m", CPU,
      [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "instance": "q"}), "80+0x10")])  # fmt: skip
 
-CW = {"dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
+CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 for alert, metric in (
     ("ElastiCacheBandwidthOutAllowanceExceeded", "aws_elasticache_network_bandwidth_out_allowance_exceeded_maximum"),
     ("ElastiCacheBandwidthInAllowanceExceeded", "aws_elasticache_network_bandwidth_in_allowance_exceeded_maximum"),
@@ -277,8 +277,12 @@ case("RedisMissingBackup",
       (series("redis_rdb_last_bgsave_status", instance="q"), "1+0x5")])  # fmt: skip
 NODE = {**CW, "instance": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
         "role": "primary", "engine": "redis", "engine_version": "7.1", "az": "eu-west-1a"}  # fmt: skip
+OTHER_ACCOUNT = {"account_id": "222222222222", "instance": "222222222222/eu-west-1/rg-001", "node_type": "cache.r6g.4xlarge"}
 case("ElastiCacheHostCPUHigh",
-     [(series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"), (series("elasticache_node_info", **NODE), "1+0x15")],
+     [(series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"), (series("elasticache_node_info", **NODE), "1+0x15"),
+      # the same CacheClusterId in another account, a larger node type, idle: joined to its own node_info only
+      (series("aws_elasticache_cpuutilization_average", **{**CW, "account_id": "222222222222"}), "5+0x15"),
+      (series("elasticache_node_info", **{**NODE, **OTHER_ACCOUNT}), "1+0x15")],
      "11m", "9m", {**CW, "node_type": "cache.r6g.large"},
      [(series("aws_elasticache_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "40+0x15"),
       (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "instance": "q", "node": "q"}), "1+0x15")])  # fmt: skip
@@ -349,7 +353,7 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
         if guard in ("redis", "utilization") and "instance" in labels:
             extra[series("redis_up", instance=labels["instance"])] = "1+0x40" if fresh else "0+0x40"
         elif guard == "cloudwatch" and "dimension_CacheClusterId" in labels:
-            dims = {k: labels[k] for k in ("dimension_CacheClusterId", "dimension_CacheNodeId", "region")}
+            dims = {k: labels[k] for k in ("account_id", "dimension_CacheClusterId", "dimension_CacheNodeId", "region")}
             metric = CW_SERIES.search(expr).group(0)
             # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
             extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x40" if fresh else "-1000+0x40"

@@ -167,6 +167,11 @@ class AwsApi:
             user_agent_extra="elasticache-exporter",
         )
 
+    @property
+    def account_id(self) -> str:
+        """The account a role acts in, from its ARN; "" for the default credentials (each node's ARN names its account)."""
+        return self.role_arn.split(":")[4] if self.role_arn else ""
+
     def client(self, service: str, region: str) -> Any:
         with self._lock:
             session = self._boto_session(region)

@@ -7,7 +7,7 @@ paginated calls through an :class:`~exporter.aws.AwsApi`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Node:
-    """One ElastiCache cache node; ``cluster_id`` is CloudWatch's CacheClusterId."""
+    """One ElastiCache cache node; ``cluster_id`` is CloudWatch's CacheClusterId, unique only within its account and
+    region: (account_id, region, cluster_id, node_id) is the node's identity."""
 
     region: str
     cluster_id: str
@@ -36,20 +37,53 @@ class Node:
     arn: str = ""
     cluster_mode: bool = False
     tags: tuple[tuple[str, str], ...] = field(default=())
+    account_id: str = ""
 
     @property
     def node_type_short(self) -> str:
         return self.node_type.removeprefix("cache.")
 
+    @property
+    def key(self) -> NodeKey:
+        return (self.account_id, self.region, self.cluster_id, self.node_id)
+
+
+NodeKey = tuple[str, str, str, str]  # account, region, CacheClusterId, CacheNodeId
+
+
+def instance_names(nodes: Iterable[Node]) -> dict[NodeKey, str]:
+    """The ``instance`` of each node: its CacheClusterId where that is unique in the fleet, else
+    ``<account>/<region>/<CacheClusterId>`` for every node sharing it (every environment account has its ``sessions-001``)."""
+    nodes = list(nodes)
+    places: dict[str, set[tuple[str, str]]] = {}
+    for node in nodes:
+        places.setdefault(node.cluster_id, set()).add((node.account_id, node.region))
+    return {
+        node.key: node.cluster_id if len(places[node.cluster_id]) == 1 else f"{node.account_id}/{node.region}/{node.cluster_id}"
+        for node in nodes
+    }
+
+
+def arn_account(arn: str) -> str:
+    """The account of an ARN (``arn:aws:elasticache:eu-west-1:123456789012:cluster:x``), or ""."""
+    parts = arn.split(":")
+    return parts[4] if len(parts) > 5 and parts[4].isdigit() else ""
+
 
 @dataclass(frozen=True)
 class ServerlessCache:
+    """An ElastiCache Serverless cache: no node type; its limits are ECPUs per second and data storage."""
+
     region: str
     name: str
     engine: str
     engine_version: str
     address: str = ""
     port: int = 6379
+    account_id: str = ""
+    status: str = ""
+    ecpu_per_second_max: float | None = None
+    data_storage_max_bytes: float | None = None
 
 
 def build_nodes(
@@ -57,6 +91,7 @@ def build_nodes(
     replication_groups: list[dict[str, Any]],
     cache_clusters: list[dict[str, Any]],
     tags: Mapping[str, dict[str, str]] | None = None,
+    account_id: str = "",
 ) -> list[Node]:
     """Join DescribeReplicationGroups and DescribeCacheClusters(ShowCacheNodeInfo) replies.
 
@@ -104,9 +139,10 @@ def build_nodes(
                     arn=cluster.get("ARN", ""),
                     cluster_mode=bool(group.get("ClusterEnabled", False)),
                     tags=tuple(sorted((tags or {}).get(cluster.get("ARN", ""), {}).items())),
+                    account_id=arn_account(cluster.get("ARN", "")) or account_id,
                 )
             )
-    return sorted(nodes, key=lambda n: (n.region, n.cluster_id, n.node_id))
+    return sorted(nodes, key=lambda n: (n.account_id, n.region, n.cluster_id, n.node_id))
 
 
 def matches_tag_filters(tags: Mapping[str, str], filters: Mapping[str, tuple[str, ...]]) -> bool:
@@ -117,7 +153,9 @@ def matches_tag_filters(tags: Mapping[str, str], filters: Mapping[str, tuple[str
 GONE = frozenset({"deleting", "deleted"})
 
 
-def discover_region(api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]]) -> tuple[list[Node], list[ServerlessCache]]:
+def discover_region(
+    api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]], account_id: str = ""
+) -> tuple[list[Node], list[ServerlessCache]]:
     client = api.client("elasticache", region)
     groups = api.paginate(client, "describe_replication_groups", "ReplicationGroups")
     clusters = api.paginate(client, "describe_cache_clusters", "CacheClusters", ShowCacheNodeInfo=True)
@@ -128,24 +166,28 @@ def discover_region(api: AwsApi, region: str, tag_filters: Mapping[str, tuple[st
             if arn:
                 reply = api.call(client, "list_tags_for_resource", ResourceName=arn)
                 tags[arn] = {tag["Key"]: tag["Value"] for tag in reply.get("TagList", [])}
-    nodes = build_nodes(region, groups, clusters, tags)
+    nodes = build_nodes(region, groups, clusters, tags, account_id)
     if tag_filters:
         nodes = [node for node in nodes if matches_tag_filters(dict(node.tags), tag_filters)]
-    return nodes, _serverless(api, client, region)
+    return nodes, _serverless(api, client, region, account_id)
 
 
-def _serverless(api: AwsApi, client: Any, region: str) -> list[ServerlessCache]:
-    try:
-        caches = api.paginate(client, "describe_serverless_caches", "ServerlessCaches")
-    except Exception as err:  # noqa: BLE001 - an API some endpoints (and moto) lack must not stop discovery
-        log.debug("describe_serverless_caches in %s failed: %s", region, err)
-        return []
+_STORAGE_UNITS = {"GB": 1e9, "GIB": 2**30, "MB": 1e6, "TB": 1e12}
+
+
+def build_serverless(region: str, caches: list[dict[str, Any]], account_id: str = "") -> list[ServerlessCache]:
+    """DescribeServerlessCaches → the Redis and Valkey caches, with their usage limits where set."""
     result = []
     for cache in caches:
         engine = (cache.get("Engine") or "").lower()
-        if engine not in ("redis", "valkey"):
+        if engine not in ("redis", "valkey") or (cache.get("Status") or "").lower() in GONE:
             continue
         endpoint = cache.get("Endpoint") or {}
+        limits = cache.get("CacheUsageLimits") or {}
+        storage = limits.get("DataStorage") or {}
+        ecpu = limits.get("ECPUPerSecond") or {}
+        storage_max = storage.get("Maximum")
+        unit = _STORAGE_UNITS.get(str(storage.get("Unit", "GB")).upper(), 1e9)
         result.append(
             ServerlessCache(
                 region=region,
@@ -154,6 +196,35 @@ def _serverless(api: AwsApi, client: Any, region: str) -> list[ServerlessCache]:
                 engine_version=cache.get("FullEngineVersion") or cache.get("MajorEngineVersion", "") or "",
                 address=endpoint.get("Address", ""),
                 port=int(endpoint.get("Port") or 6379),
+                account_id=arn_account(cache.get("ARN", "")) or account_id,
+                status=cache.get("Status", "") or "",
+                ecpu_per_second_max=float(ecpu["Maximum"]) if ecpu.get("Maximum") is not None else None,
+                data_storage_max_bytes=float(storage_max) * unit if storage_max is not None else None,
             )
         )
-    return result
+    return sorted(result, key=lambda c: (c.account_id, c.region, c.name))
+
+
+def _serverless(api: AwsApi, client: Any, region: str, account_id: str) -> list[ServerlessCache]:
+    try:
+        caches = api.paginate(client, "describe_serverless_caches", "ServerlessCaches")
+    except Exception as err:  # noqa: BLE001 - an API some endpoints (and moto) lack must not stop discovery
+        log.debug("describe_serverless_caches in %s failed: %s", region, err)
+        return []
+    return build_serverless(region, caches, account_id)
+
+
+SERVERLESS = "serverless"  # the node_type of a serverless cache's target: no baseline applies
+
+
+def serverless_as_nodes(caches: Iterable[ServerlessCache], taken: set[str]) -> list[tuple[str, Node]]:
+    """Serverless caches as Redis targets (always TLS), named by the cache (qualified where a name is taken)."""
+    named = []
+    for cache in caches:
+        if not cache.address:
+            continue
+        name = cache.name if cache.name not in taken else f"{cache.account_id}/{cache.region}/{cache.name}"
+        node = Node(region=cache.region, cluster_id=cache.name, node_id="", node_type=SERVERLESS, engine=cache.engine,
+                    engine_version=cache.engine_version, address=cache.address, port=cache.port, tls=True, account_id=cache.account_id)  # fmt: skip
+        named.append((name, node))
+    return named

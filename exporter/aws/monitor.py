@@ -18,12 +18,12 @@ from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .api import AwsApi, AwsCallError
 from .cloudwatch import FRESH_SECONDS, Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
-from .discovery import Node, ServerlessCache, discover_region
+from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
 
-SeriesKey = tuple[str, str, str, str, str]  # region, CacheClusterId, CacheNodeId, metric, statistic
+SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId, CacheNodeId, metric, statistic
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class AwsMonitor:
         self,
         config: AwsConfig,
         *,
-        on_nodes: Callable[[list[Node]], None] | None = None,
+        on_nodes: Callable[[list[tuple[str, Node]]], None] | None = None,
         apis: dict[AwsAccount, AwsApi] | None = None,
         log_failures: bool = True,
         owns: Callable[[str], bool] | None = None,
@@ -54,6 +54,7 @@ class AwsMonitor:
         self._nodes: dict[tuple[AwsAccount, str], list[Node]] = {}
         self._serverless: dict[tuple[AwsAccount, str], list[ServerlessCache]] = {}
         self._cache: dict[SeriesKey, CachedValue] = {}
+        self._names: dict[NodeKey, str] = {}
         self.last_discovery = 0.0
         self.last_poll = 0.0
         self.last_poll_duration = 0.0
@@ -106,7 +107,7 @@ class AwsMonitor:
             api = self.apis[account]
             for region in account.regions:
                 try:
-                    nodes, serverless = discover_region(api, region, self.config.tag_filters)
+                    nodes, serverless = discover_region(api, region, self.config.tag_filters, api.account_id)
                 except AwsCallError as err:
                     self._report(err, f"discovery in {region}")
                     failures.append((region, err))
@@ -115,16 +116,28 @@ class AwsMonitor:
                 with self._lock:
                     self._nodes[(account, region)] = nodes
                     self._serverless[(account, region)] = serverless
+        with self._lock:
+            self._names = instance_names(node for nodes in self._nodes.values() for node in nodes)
         if ok:
             self.last_discovery = time.time()
         self._discovered.set()
         if self._on_nodes is not None:
-            self._on_nodes(self.nodes())
+            self._on_nodes(self.named_nodes())
         return failures
 
     def nodes(self) -> list[Node]:
         with self._lock:
             return [node for nodes in self._nodes.values() for node in nodes]
+
+    def named_nodes(self) -> list[tuple[str, Node]]:
+        """Every discovered node with its ``instance`` name (unique in the fleet), sorted by name."""
+        with self._lock:
+            named = [(self._names.get(node.key, node.cluster_id), node) for nodes in self._nodes.values() for node in nodes]
+        return sorted(named, key=lambda item: (item[0], item[1].key))
+
+    def name_of(self, node: Node) -> str:
+        with self._lock:
+            return self._names.get(node.key, node.cluster_id)
 
     def nodes_by_account(self) -> dict[AwsAccount, list[Node]]:
         with self._lock:
@@ -157,7 +170,8 @@ class AwsMonitor:
         queried: set[SeriesKey] = set()
         total_queries = 0
         with self._lock:
-            groups = {key: [node for node in nodes if self.owns(node.cluster_id)] for key, nodes in self._nodes.items()}
+            groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))]
+                      for key, nodes in self._nodes.items()}  # fmt: skip
         for (account, region), nodes in groups.items():
             queries = build_queries(nodes, self.config.metrics)
             total_queries += len(queries)
@@ -177,9 +191,9 @@ class AwsMonitor:
                     if query is not None:
                         fresh[keys[query_id]] = CachedValue(query, datapoint)
         with self._lock:
-            live = {_node_key(node) for nodes in self._nodes.values() for node in nodes}
+            live = {node.key for nodes in self._nodes.values() for node in nodes}
             # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
-            merged = {key: value for key, value in self._cache.items() if key[:3] in live and key not in fresh}
+            merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in fresh}
             merged.update(fresh)
             self._cache = merged
             if fresh or not queried:
@@ -210,11 +224,12 @@ class AwsMonitor:
         config = self.config
         return max(FRESH_SECONDS, config.delay + config.period * (config.lookback_periods + 1) + config.poll_interval)
 
-    def latest(self, cluster_id: str, metric: str, statistic: str) -> Datapoint | None:
-        """The newest datapoint of a node's metric (node id 0001, as Redis nodes have), in any region."""
+    def latest(self, instance: str, metric: str, statistic: str) -> Datapoint | None:
+        """The newest datapoint of a metric of the node named ``instance`` (its CacheClusterId where unique, else
+        ``account/region/CacheClusterId``): never another account's node of the same id."""
         with self._lock:
-            for (_, cluster, _node, name, stat), value in self._cache.items():
-                if cluster == cluster_id and name == metric and stat == statistic:
+            for (account, region, cluster, node_id, name, stat), value in self._cache.items():
+                if name == metric and stat == statistic and self._names.get((account, region, cluster, node_id), cluster) == instance:
                     return value.datapoint
         return None
 
@@ -224,11 +239,7 @@ class AwsMonitor:
 
 
 def _series_key(query: Query) -> SeriesKey:
-    return (query.node.region, query.node.cluster_id, query.node.node_id, query.metric, query.statistic)
-
-
-def _node_key(node: Node) -> tuple[str, str, str]:
-    return (node.region, node.cluster_id, node.node_id)
+    return (*query.node.key, query.metric, query.statistic)
 
 
 class AwsCollector(FamilyCollector):
@@ -243,6 +254,7 @@ class AwsCollector(FamilyCollector):
         for value in sorted(monitor.cache().values(), key=lambda v: _series_key(v.query)):
             query = value.query
             labels = {
+                "account_id": query.node.account_id,
                 "dimension_CacheClusterId": query.node.cluster_id,
                 "dimension_CacheNodeId": query.node.node_id,
                 "region": query.node.region,
@@ -256,15 +268,16 @@ class AwsCollector(FamilyCollector):
                 {**labels, "metric": name},
                 value.datapoint.timestamp,
             )
-        for node in monitor.nodes():
-            if not monitor.owns(node.cluster_id):
+        for name, node in monitor.named_nodes():
+            if not monitor.owns(name):
                 continue
             out.add(
                 "elasticache_node_info",
                 GAUGE,
-                "A discovered ElastiCache node; join on instance or dimension_CacheClusterId.",
+                "A discovered ElastiCache node; join on instance, or on account_id, region and dimension_CacheClusterId.",
                 {
-                    "instance": node.cluster_id,
+                    "instance": name,
+                    "account_id": node.account_id,
                     "replication_group": node.replication_group,
                     "shard": node.shard,
                     "node": node.cluster_id,
@@ -280,15 +293,22 @@ class AwsCollector(FamilyCollector):
                 1.0,
             )
         for cache in monitor.serverless():
-            out.add(
-                "elasticache_serverless_cache_info",
-                GAUGE,
-                "A discovered ElastiCache serverless cache (listed only).",
-                {"cache": cache.name, "engine": cache.engine, "engine_version": cache.engine_version, "region": cache.region},
-                1.0,
-            )
+            _add_serverless(cache, out)
         _add_api_health(monitor, out)
         return out
+
+
+def _add_serverless(cache: ServerlessCache, out: FamilySet) -> None:
+    """A serverless cache has no node type: its limits are the ECPUs per second and the data storage it may use."""
+    labels = {"account_id": cache.account_id, "region": cache.region, "cache": cache.name}
+    out.add("elasticache_serverless_cache_info", GAUGE, "A discovered ElastiCache Serverless cache.",
+            {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status}, 1.0)  # fmt: skip
+    if cache.ecpu_per_second_max is not None:
+        out.add("elasticache_serverless_ecpu_per_second_limit", GAUGE, "The cache's maximum ElastiCache Processing Units per second.",
+                labels, cache.ecpu_per_second_max)  # fmt: skip
+    if cache.data_storage_max_bytes is not None:
+        out.add("elasticache_serverless_data_storage_limit_bytes", GAUGE, "The cache's maximum data storage, in bytes.", labels,
+                cache.data_storage_max_bytes)  # fmt: skip
 
 
 def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
@@ -331,8 +351,9 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
         {},
         monitor.last_discovery,
     )
-    counts: dict[str, int] = {}
+    counts: dict[tuple[str, str], int] = {}
     for node in monitor.nodes():
-        counts[node.region] = counts.get(node.region, 0) + 1
-    for region, count in sorted(counts.items()):
-        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"region": region}, count)
+        counts[(node.account_id, node.region)] = counts.get((node.account_id, node.region), 0) + 1
+    for (account_id, region), count in sorted(counts.items()):
+        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"account_id": account_id, "region": region},
+                count)  # fmt: skip

@@ -55,11 +55,22 @@ def target_utilization(target: Target, table: BaselineTable, window: float, now:
 
 
 class BaselineCollector(FamilyCollector):
-    def __init__(self, targets: Iterable[Target], table: BaselineTable, window: float, aws_monitor: Any = None) -> None:
+    """``targets``: Redis targets (INFO rates, and CloudWatch's where polled); ``cloudwatch_only``: (instance, node type)
+    of discovered nodes that are not targets here, compared from their CloudWatch data alone."""
+
+    def __init__(
+        self,
+        targets: Iterable[Target],
+        table: BaselineTable,
+        window: float,
+        aws_monitor: Any = None,
+        cloudwatch_only: Iterable[tuple[str, str]] = (),
+    ) -> None:
         self._targets = list(targets)
         self._table = table
         self._window = window
         self._aws = aws_monitor
+        self._cloudwatch_only = list(cloudwatch_only)
 
     def build(self) -> FamilySet:
         out = FamilySet()
@@ -78,10 +89,20 @@ class BaselineCollector(FamilyCollector):
                 # traffic of a node that stopped answering is not served: old rates would keep alerts firing
                 rates = window_rates(list(target.state.counters), self._window, now) if target.state.up else None
             if rates is not None:
-                _add_utilization(target, baseline, self._table.basis, "info", rates, out)
-            cloudwatch = self._cloudwatch_rates(target)
+                _add_utilization(target.name, target.node_type, baseline, self._table.basis, "info", rates, out)
+            cloudwatch = self._cloudwatch_rates(target.name)
             if cloudwatch is not None:
-                _add_utilization(target, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
+                _add_utilization(target.name, target.node_type, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
+        for name, node_type in self._cloudwatch_only:
+            baseline = self._table.get(node_type)
+            if baseline is not None and baseline.levels(self._table.basis) is None:
+                baseline = None
+            if baseline is not None and node_type not in seen_types:
+                seen_types.add(node_type)
+                _add_baseline(node_type, baseline, self._table.basis, out)
+            cloudwatch = self._cloudwatch_rates(name)
+            if cloudwatch is not None:
+                _add_utilization(name, node_type, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
         return out
 
     def _missing(self, target: Target, out: FamilySet) -> None:
@@ -99,13 +120,13 @@ class BaselineCollector(FamilyCollector):
             count,
         )
 
-    def _cloudwatch_rates(self, target: Target) -> tuple[float | None, float | None, float | None] | None:
+    def _cloudwatch_rates(self, instance: str) -> tuple[float | None, float | None, float | None] | None:
         if self._aws is None:
             return None
         period = self._aws.config.period
         fresh_after = time.time() - self._aws.fresh_seconds()
         out, received, cpu = (
-            _fresh(self._aws.latest(target.name, metric, statistic), fresh_after)
+            _fresh(self._aws.latest(instance, metric, statistic), fresh_after)
             for metric, statistic in (("NetworkBytesOut", "Sum"), ("NetworkBytesIn", "Sum"), ("EngineCPUUtilization", "Average"))
         )
         if out is None and received is None and cpu is None:
@@ -146,7 +167,8 @@ def _add_baseline(node_type: str, baseline: NodeBaseline, basis: str, out: Famil
 
 
 def _add_utilization(
-    target: Target,
+    instance: str,
+    node_type: str,
     baseline: NodeBaseline | None,
     basis: str,
     source: str,
@@ -159,7 +181,7 @@ def _add_utilization(
     for direction, rate in (("out", out_rate), ("in", in_rate)):
         if rate is None:
             continue
-        labels = {"instance": target.name, "direction": direction, "source": source, "node_type": target.node_type}
+        labels = {"instance": instance, "direction": direction, "source": source, "node_type": node_type}
         out.add("elasticache_network_bytes_per_second", GAUGE, "Network traffic of the node.", labels, rate)
         if not full:
             continue
@@ -179,7 +201,7 @@ def _add_utilization(
         )
     if cpu is None:
         return
-    labels = {"instance": target.name, "source": source, "node_type": target.node_type}
+    labels = {"instance": instance, "source": source, "node_type": node_type}
     out.add("elasticache_engine_cpu_utilization_percent", GAUGE, "CPU of Redis' main thread, in percent of one core.", labels, cpu)
     engine = baseline.measured.engine_cpu_utilization_p90 if baseline is not None and baseline.measured else None
     if engine:

@@ -105,13 +105,19 @@ BASELINES = [
 ]  # fmt: skip
 
 AWS = [
-    Doc("aws_elasticache_<metric>_<statistic>", "gauge", "`dimension_CacheClusterId`, `dimension_CacheNodeId`, `region`", "CloudWatch",
-        "the newest complete datapoint, named as YACE names it"),
-    Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge", "`dimension_CacheClusterId`, `dimension_CacheNodeId`, `region`, `metric`",
-        "CloudWatch", "time of that datapoint"),
-    Doc("elasticache_node_info", "gauge", f"{T}, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, `engine_version`, `az`, "
-        "`region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`", "discovery", "always 1, one per discovered node, for joins"),
-    Doc("elasticache_serverless_cache_info", "gauge", "`cache`, `engine`, `engine_version`, `region`", "discovery", "always 1; listed only"),
+    Doc("aws_elasticache_<metric>_<statistic>", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`",
+        "CloudWatch", "the newest complete datapoint, named and labelled as YACE does"),
+    Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge",
+        "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch", "time of that datapoint"),
+    Doc("elasticache_node_info", "gauge", f"{T}, `account_id`, `region`, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, "
+        "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`", "discovery",
+        "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),
+    Doc("elasticache_serverless_cache_info", "gauge", "`account_id`, `region`, `cache`, `engine`, `engine_version`, `status`", "discovery",
+        "always 1, one per serverless cache"),
+    Doc("elasticache_serverless_ecpu_per_second_limit", "gauge", "`account_id`, `region`, `cache`", "discovery",
+        "the cache's ECPU-per-second maximum, where set"),
+    Doc("elasticache_serverless_data_storage_limit_bytes", "gauge", "`account_id`, `region`, `cache`", "discovery",
+        "the cache's data storage maximum, where set"),
     Doc("elasticache_exporter_aws_api_calls_total", "counter", "`api`", "the AWS client", "calls made"),
     Doc("elasticache_exporter_aws_api_errors_total", "counter", "`api`, `kind` (`throttling`, `server`, `timeout`, `connection`, "
         "`credentials`, `access_denied`, `client`, `unsupported`)", "the AWS client", "failed calls, each retry counted"),
@@ -121,7 +127,7 @@ AWS = [
     Doc("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", "gauge", "", "the poller", "when a poll last brought data (0: never)"),
     Doc("elasticache_exporter_cloudwatch_poll_duration_seconds", "gauge", "", "the poller", "duration of the last poll"),
     Doc("elasticache_exporter_discovery_last_success_timestamp_seconds", "gauge", "", "discovery", "when discovery last succeeded (0: never)"),
-    Doc("elasticache_exporter_discovered_nodes", "gauge", "`region`", "discovery", "nodes found"),
+    Doc("elasticache_exporter_discovered_nodes", "gauge", "`account_id`, `region`", "discovery", "nodes found"),
 ]  # fmt: skip
 
 EXPORTER = [

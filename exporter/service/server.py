@@ -123,8 +123,7 @@ class ExporterApp:
         if config.aws.enabled:
             from exporter.aws.monitor import AwsCollector, AwsMonitor
 
-            on_nodes = self.targets.set_discovered if config.aws.scrape_discovered else None
-            self.aws_monitor = AwsMonitor(config.aws, on_nodes=on_nodes, owns=self.targets.owns)
+            self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
             self._extra_collectors.append(AwsCollector(self.aws_monitor))
             self.aws_monitor.start()
 
@@ -159,7 +158,7 @@ class ExporterApp:
                 return _plain(start_response, "405 Method Not Allowed", "only GET and HEAD\n")
             if path == self.config.telemetry_path:
                 targets = self.targets.configured
-                collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets)]
+                collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets, discovered=True)]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
                 # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true)
@@ -204,21 +203,31 @@ class ExporterApp:
         # one node: its instance is the one Prometheus' relabelling gives the scrape, as with redis_exporter
         return self._metrics(environ, start_response, [c for c in collectors if c is not None], drop_instance=True)
 
+    def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
+        """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when
+        aws.scrape_discovered is on)."""
+        from exporter.aws.discovery import serverless_as_nodes
+
+        taken = {name for name, _ in named}
+        self.targets.set_discovered(named + serverless_as_nodes(self.aws_monitor.serverless(), taken))
+
     def _discovery(self, start_response: StartResponse) -> list[bytes]:
-        """Prometheus HTTP service discovery: one group per discovered node, its address as the target
-        (so that /scrape on any exporter whose allow-list covers it can serve it: shards need no shared state)."""
+        """Prometheus HTTP service discovery: one group per discovered node and serverless cache, its address as the
+        target (so that /scrape on any exporter whose allow-list covers it can serve it: shards need no shared state)."""
         groups = [
             {
                 "targets": [f"{'rediss' if target.node.endpoint.tls else 'redis'}://{target.node.endpoint.host_port}"],
                 "labels": {
                     "__meta_elasticache_node": target.name,
+                    "__meta_elasticache_account_id": node.account_id,
+                    "__meta_elasticache_region": node.region,
+                    "__meta_elasticache_cluster": node.cluster_id,
                     "__meta_elasticache_replication_group": node.replication_group,
                     "__meta_elasticache_shard": node.shard,
                     "__meta_elasticache_role": node.role,
                     "__meta_elasticache_node_type": node.node_type,
                     "__meta_elasticache_engine": node.engine,
                     "__meta_elasticache_engine_version": node.engine_version,
-                    "__meta_elasticache_region": node.region,
                     "__meta_elasticache_az": node.az,
                 },
             }
@@ -228,10 +237,16 @@ class ExporterApp:
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
 
-    def _baseline_collector(self, targets: list[Target]) -> BaselineCollector | None:
-        if not any(target.node_type for target in targets):
+    def _baseline_collector(self, targets: list[Target], *, discovered: bool = False) -> BaselineCollector | None:
+        """``discovered``: also every discovered node of this exporter that is not among ``targets``, from CloudWatch."""
+        cloudwatch_only: list[tuple[str, str]] = []
+        if discovered and self.aws_monitor is not None:
+            names = {target.name for target in targets}
+            cloudwatch_only = [(name, node.node_type) for name, node in self.aws_monitor.named_nodes()
+                               if name not in names and node.node_type and self.targets.owns(name)]  # fmt: skip
+        if not cloudwatch_only and not any(target.node_type for target in targets):
             return None
-        return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor)
+        return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor, cloudwatch_only)
 
     def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
         return RedisCollector(

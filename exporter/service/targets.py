@@ -89,13 +89,15 @@ class TargetSet:
         self._discovered_nodes: dict[str, Node] = {}
         self._discovered_credentials = config.discovered_credentials
         self._key_probes = config.keys
+        # discovered nodes are always resolvable by /scrape (Prometheus finds them in /discovery); on /metrics only if asked
+        self._discovered_on_metrics = config.aws.scrape_discovered
 
     @property
     def configured(self) -> list[Target]:
         """The targets of /metrics: those of the configuration, then the discovered ones (of this shard only,
         when the exporter is one of several shards)."""
         with self._lock:
-            targets = list(self._by_name.values()) + list(self._discovered.values())
+            targets = list(self._by_name.values()) + (list(self._discovered.values()) if self._discovered_on_metrics else [])
         if self.shard is None:
             return targets
         return [target for target in targets if self.owns(target.name)]
@@ -104,10 +106,13 @@ class TargetSet:
         """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
         return self.shard is None or self.shard.owns(name)
 
-    def set_discovered(self, nodes: list[Node]) -> None:
-        """Make discovered nodes targets (by endpoint, TLS when in-transit encryption is on), keeping live connections."""
+    def set_discovered(self, nodes: list[tuple[str, Node]]) -> None:
+        """Make discovered nodes targets under their instance names (by endpoint, TLS when in-transit encryption is on),
+        keeping live connections."""
+        from exporter.aws.discovery import SERVERLESS
+
         keys = tuple(key for _, key in self.heartbeat_sources)
-        wanted = {node.cluster_id: node for node in nodes if node.address and node.cluster_id not in self._by_name}
+        wanted = {name: node for name, node in nodes if node.address and name not in self._by_name}
         with self._lock:
             for name in list(self._discovered):
                 current = self._discovered_nodes[name]
@@ -128,7 +133,8 @@ class TargetSet:
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
                 redis_node = RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes)
                 redis_node.key_probes = self._key_probes
-                self._discovered[name] = Target(name, redis_node, node.node_type, node.replication_group, node.shard)
+                node_type = "" if node.node_type == SERVERLESS else node.node_type  # no node-type baseline applies
+                self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 
