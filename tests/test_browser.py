@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -55,15 +56,30 @@ def test_capacity_report_in_chromium(browser, tmp_path, monkeypatch):
     cells = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")] for row in rows]
     assert [row[0] for row in cells] == ["hot-001", "rising-001", "calm-001", "odd-001", "silent-001"]
     assert cells[0][2] == "critical"
-    assert cells[0][8].startswith("cache.r6g.xlarge (4 vCPU, 26.32 GiB, Graviton)")
+    assert cells[0][9].startswith("cache.r6g.xlarge (4 vCPU, 26.32 GiB, Graviton)")
+    assert cells[1][6] in ("linear", "compound") or cells[1][6].startswith("compound (+")
     assert cells[1][2] == "watch"
     assert cells[3][2] == "no baseline"
-    assert "not in the baseline table" in cells[3][8]
+    assert "not in the baseline table" in cells[3][9]
     assert cells[4][2] == "no data"
     assert cells[4][4] == "-"
     charts = browser.find_elements(By.CSS_SELECTOR, "section.node svg.chart")
     assert len(charts) == 5
-    assert len(browser.find_elements(By.CSS_SELECTOR, "section.node polyline")) == 8  # out and in for the four nodes with data
+    # out and in for the four nodes with data, and the growth model of the three with a baseline and a trend
+    assert len(browser.find_elements(By.CSS_SELECTOR, "section.node polyline:not(.model)")) == 8
+    assert len(browser.find_elements(By.CSS_SELECTOR, "section.node polyline.model")) == 3
+    # labelled axes: dates (UTC) along x, MB/s up y, the baseline levels drawn as lines; all rendered with a size
+    first = charts[0]
+    dates = [tick.text for tick in first.find_elements(By.CSS_SELECTOR, "text.xtick")]
+    assert len(dates) >= 4
+    assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", date) for date in dates)
+    assert dates == sorted(dates)
+    assert "date (UTC)" in first.text
+    assert "MB/s" in first.text
+    assert len(first.find_elements(By.CSS_SELECTOR, "line.ytick")) >= 3
+    assert len(first.find_elements(By.CSS_SELECTOR, "line.baseline")) == 2
+    assert first.size["width"] >= 600
+    assert first.size["height"] >= 200
     keep_screenshot(browser, tmp_path, "capacity-report.png")
 
 

@@ -11,7 +11,8 @@ import pytest
 from moto import mock_aws
 
 from exporter.baselines.table import load_table
-from exporter.capacity.report import DAY, build_reports, daily_p90, linear_fit, plan_calls, projected_time, render_html, render_text
+from exporter.capacity.report import DAY, build_reports, daily_p90, plan_calls, render_html, render_text
+from exporter.capacity.trend import BAND_Z, project
 from exporter.cli.main import main
 
 REGION = "eu-west-1"
@@ -33,15 +34,68 @@ def test_plan_calls_respects_the_datapoint_limit():
     assert max(plan_calls(1000, 1)) <= 70
 
 
-def test_fit_and_projection():
-    day0 = 1_700_000_000.0
-    series = [(day0 + d * DAY, 100.0 + 10.0 * d) for d in range(14)]
-    slope, intercept = linear_fit(series)
-    assert slope * DAY == pytest.approx(10.0)
-    now = day0 + 13 * DAY
-    assert projected_time((slope, intercept), 300.0, now) == pytest.approx(day0 + 20 * DAY)
-    assert projected_time((slope, intercept), 100.0, now) == now  # already above
-    assert projected_time((-slope, intercept), 10_000, now) is None  # falling: never
+def reference_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Ordinary least squares written out, as a reference independent of the code under test."""
+    n = len(xs)
+    sx, sy, sxx, sxy = sum(xs), sum(ys), sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys, strict=True))
+    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    return slope, (sy - slope * sx) / n
+
+
+DAY0 = 1_700_000_000.0
+
+
+def test_linear_growth_is_projected_as_a_line():
+    series = [(DAY0 + d * DAY, 100.0 + 10.0 * d) for d in range(14)]
+    projection = project(series)
+    assert projection.fit.model == "linear"
+    assert not projection.step
+    now = DAY0 + 13 * DAY
+    earliest, central = projection.reaches(300.0, now)
+    assert central == pytest.approx(DAY0 + 20 * DAY)
+    assert earliest == pytest.approx(central)  # an exact line: no residuals, no range
+    assert projection.reaches(100.0, now) == (now, now)  # already above
+    assert project([(t, -v) for t, v in series]).reaches(0.0, now) == (None, None)  # falling: never
+
+
+def test_compound_growth_of_5_percent_a_week_for_8_weeks_is_projected_as_compound():
+    """A line under-projects compound growth: it must not be chosen, and the date must match a log-linear reference."""
+    import math
+    import random
+
+    rng = random.Random(7)
+    days = list(range(56))
+    values = [1e6 * 1.05 ** (d / 7) * (1 + rng.uniform(-0.01, 0.01)) for d in days]
+    series = [(DAY0 + d * DAY, v) for d, v in zip(days, values, strict=True)]
+    projection = project(series)
+    assert projection.fit.model == "compound"
+    assert projection.fit.growth_per_week == pytest.approx(0.05, abs=0.003)
+    slope, intercept = reference_line([t for t, _ in series], [math.log(v) for v in values])
+    level = 3e6
+    reference = (math.log(level) - intercept) / slope
+    now = series[-1][0]
+    earliest, central = projection.reaches(level, now)
+    assert central == pytest.approx(reference, abs=3600)
+    assert now < earliest <= central  # the range starts earlier, never later
+    line_slope, line_intercept = reference_line([t for t, _ in series], values)
+    assert central < (level - line_intercept) / line_slope - 7 * DAY  # the line would have said weeks later
+    residuals = [math.log(v) - (slope * t + intercept) for t, v in series]
+    sigma = math.sqrt(sum(r * r for r in residuals) / (len(series) - 2))
+    assert earliest == pytest.approx((math.log(level) - intercept - BAND_Z * sigma) / slope, abs=3600)
+
+
+def test_a_step_change_is_detected_and_the_recent_regime_used():
+    """Traffic doubled 10 days ago: the projection starts at the step, so the old regime cannot pull the trend down."""
+    series = [(DAY0 + d * DAY, (200.0 if d >= 18 else 100.0) + (d % 3)) for d in range(28)]
+    projection = project(series)
+    assert projection.step
+    assert projection.regime_start == DAY0 + 18 * DAY
+    now = series[-1][0]
+    assert projection.fit.value_at(now) == pytest.approx(201.0, abs=1.5)
+    whole_line = reference_line([t for t, _ in series], [v for _, v in series])
+    assert whole_line[0] * DAY > 3  # one line through both regimes: a steep false trend
+    assert abs(projection.fit.slope * DAY * (projection.fit.value_at(now) if projection.fit.model == "compound" else 1)) < 1
+    assert not project([(DAY0 + d * DAY, 100.0 + (d % 3)) for d in range(28)]).step  # noise alone is no step
 
 
 def seed_history(now: float) -> None:
@@ -136,3 +190,49 @@ def test_render_text_handles_every_status():
     reports = build_reports([], {}, table, 14)
     assert render_text(reports).count("\n") == 2
     assert "<table" in render_html(reports, 14, time.time())
+
+
+def test_persistent_throttling_ends_in_one_line_and_exit_1(aws_credentials, capsys, monkeypatch):
+    """CloudWatch throttles every GetMetricData: retried with backoff, then one line on stderr and exit 1."""
+    from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
+
+    real = BaseClient._make_api_call
+    throttled = []
+
+    def throttling(self, operation, params):
+        if operation == "GetMetricData":
+            throttled.append(operation)
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+                              operation)  # fmt: skip
+        return real(self, operation, params)
+
+    with mock_aws():
+        seed_history(time.time())
+        monkeypatch.setattr(BaseClient, "_make_api_call", throttling)
+        assert main(["capacity", "--aws.region", REGION, "--period", "3600s"]) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if not line.startswith("capacity: ")]
+    assert len(errors) == 1, err
+    assert "throttling" in errors[0]
+    assert "Traceback" not in err
+    assert len(throttled) >= 2  # retried before giving up
+
+
+def test_unknown_nodes_name_the_nearest_and_progress_speaks_of_capacity(aws_credentials, capsys):
+    with mock_aws():
+        seed_history(time.time())
+        assert main(["capacity", "--aws.region", REGION, "--period", "3600s", "--node", "risin-001"]) == 2
+        err = capsys.readouterr().err
+        assert "--node risin-001: no such cache cluster" in err
+        assert "nearest: rising-001" in err
+        assert main(["capacity", "--aws.region", REGION, "--node", "rising-001", "--days", "60", "--format", "json"]) == 0
+        captured = capsys.readouterr()
+    assert "benchmark" not in captured.err
+    assert "capacity: 100% CloudWatch history" in captured.err
+    (report,) = json.loads(captured.out)
+    assert report["model"] in ("linear", "compound")  # 60 days read as five-minute data (auto period)
+    assert main(["capacity", "--aws.region", REGION, "--days", "500"]) == 2
+    assert "455" in capsys.readouterr().err
+    assert main(["capacity", "--aws.region", REGION, "--days", "30", "--period", "60s"]) == 2
+    assert "300s or more" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from html import escape
 from typing import Any
 
 from exporter.aws.api import AwsApi
@@ -20,6 +21,8 @@ from exporter.aws.cloudwatch import NAMESPACE
 from exporter.aws.discovery import Node
 from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import BaselineTable
+
+from .trend import BAND_Z, Projection, project
 
 DAY = 86400
 MAX_DATAPOINTS_PER_CALL = 100_800
@@ -131,33 +134,6 @@ def daily_p90(points: list[tuple[float, float]], now: float, days: int) -> list[
     return [(start + day * DAY, percentile(values, 0.9)) for day, values in sorted(buckets.items())]
 
 
-def linear_fit(series: list[tuple[float, float]]) -> tuple[float, float] | None:
-    """(slope per second, value at t=0) of the least-squares line; None with fewer than two points."""
-    if len(series) < 2:
-        return None
-    n = len(series)
-    mean_t = sum(t for t, _ in series) / n
-    mean_v = sum(v for _, v in series) / n
-    denominator = sum((t - mean_t) ** 2 for t, _ in series)
-    if denominator == 0:
-        return None
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in series) / denominator
-    return slope, mean_v - slope * mean_t
-
-
-def projected_time(fit: tuple[float, float] | None, level: float, now: float) -> float | None:
-    """When the fitted line reaches ``level``: now if it is already there, None if it never does."""
-    if fit is None:
-        return None
-    slope, intercept = fit
-    current = slope * now + intercept
-    if current >= level:
-        return now
-    if slope <= 0:
-        return None
-    return (level - intercept) / slope
-
-
 @dataclass
 class NodeReport:
     node: Node
@@ -170,8 +146,11 @@ class NodeReport:
     peak_p90: float | None = None
     percent_of_baseline: float | None = None
     trend_bytes_per_second_per_day: float | None = None
-    reaches_80: float | None = None
+    reaches_80: float | None = None  # the earliest date of the range: the model's upper band reaches 80 %
     reaches_100: float | None = None
+    reaches_80_central: float | None = None  # the model's own date, the later end of the range
+    reaches_100_central: float | None = None
+    projection: Projection | None = None
     engine_cpu_p90: float | None = None
     memory_p90: float | None = None
     connections_p90: float | None = None
@@ -191,6 +170,7 @@ class NodeReport:
         return {
             "node": self.node.cluster_id,
             "node_id": self.node.node_id,
+            "account_id": self.node.account_id,
             "region": self.node.region,
             "replication_group": self.node.replication_group,
             "node_type": self.node.node_type,
@@ -204,6 +184,13 @@ class NodeReport:
             "trend_bytes_per_second_per_day": self.trend_bytes_per_second_per_day,
             "reaches_80_percent": iso(self.reaches_80),
             "reaches_100_percent": iso(self.reaches_100),
+            "reaches_80_percent_central": iso(self.reaches_80_central),
+            "reaches_100_percent_central": iso(self.reaches_100_central),
+            "model": self.projection.fit.model if self.projection else None,
+            "growth_per_week_percent": (round(self.projection.fit.growth_per_week * 100, 2)
+                                        if self.projection and self.projection.fit.model == "compound" else None),
+            "regime_start": iso(self.projection.regime_start) if self.projection else None,
+            "step_change": self.projection.step if self.projection else False,
             "engine_cpu_p90_percent": self.engine_cpu_p90,
             "memory_p90_percent": self.memory_p90,
             "connections_p90": self.connections_p90,
@@ -264,11 +251,13 @@ def assess(node: Node, history: dict[tuple[str, str], list[tuple[float, float]]]
     report.baseline_bytes_per_second, report.baseline_source = full
     current = series[-1][1]
     report.percent_of_baseline = round(current / full[0] * 100, 1)
-    fit = linear_fit(series)
-    if fit is not None:
-        report.trend_bytes_per_second_per_day = fit[0] * DAY
-    report.reaches_80 = projected_time(fit, 0.8 * full[0], now)
-    report.reaches_100 = projected_time(fit, full[0], now)
+    projection = report.projection = project(series)
+    if projection is not None:
+        fit = projection.fit
+        # the rate of growth now: the slope of a line, the derivative of compound growth at today's value
+        report.trend_bytes_per_second_per_day = fit.slope * DAY * (fit.value_at(now) if fit.model == "compound" else 1.0)
+        report.reaches_80, report.reaches_80_central = projection.reaches(0.8 * full[0], now)
+        report.reaches_100, report.reaches_100_central = projection.reaches(full[0], now)
     if report.percent_of_baseline >= 90:
         report.status = "critical"
     elif report.percent_of_baseline >= 80:
@@ -279,8 +268,8 @@ def assess(node: Node, history: dict[tuple[str, str], list[tuple[float, float]]]
     if report.memory_p90 is not None and baseline and baseline.memory_gib:
         memory_needed = baseline.memory_gib * report.memory_p90 / 100 / 0.8
     if report.status != "ok":
-        # size for the observed peak or where the trend goes in 30 days, whichever is higher
-        ahead = fit[0] * (now + 30 * DAY) + fit[1] if fit is not None else 0.0
+        # size for the observed peak (of the latest regime) or where the upper band goes in 30 days, whichever is higher
+        ahead = projection.fit.value_at(now + 30 * DAY, BAND_Z) if projection is not None else 0.0
         report.recommendation = recommend(table, max(report.peak_p90, ahead), memory_needed)
     return report
 
@@ -306,7 +295,8 @@ def _human_bytes(value: float | None) -> str:
 
 
 def render_text(reports: list[NodeReport]) -> str:
-    header = f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'trend/day':>11} {'80 % on':>10} {'100 % on':>10}  suggestion"
+    header = (f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'trend/day':>11} {'model':<9} "
+              f"{'80 % on':>10} {'100 % on':>10}  suggestion")  # fmt: skip
     lines = [header, "-" * len(header)]
     for report in reports:
         data = report.as_dict()
@@ -315,7 +305,7 @@ def render_text(reports: list[NodeReport]) -> str:
         lines.append(
             f"{report.node.cluster_id:<24.24} {report.node.node_type:<18.18} {report.status:<11} "
             f"{_human_bytes(series_now(report)):>11} {percent:>8} "
-            f"{_human_bytes(report.trend_bytes_per_second_per_day):>11} {data['reaches_80_percent'] or '-':>10} "
+            f"{_human_bytes(report.trend_bytes_per_second_per_day):>11} {data['model'] or '-':<9} {data['reaches_80_percent'] or '-':>10} "
             f"{data['reaches_100_percent'] or '-':>10}  {suggestion}"
         )
     return "\n".join(lines) + "\n"
@@ -326,30 +316,74 @@ def series_now(report: NodeReport) -> float | None:
     return max(values) if values else None
 
 
-def svg_chart(report: NodeReport, width: int = 560, height: int = 160) -> str:
-    """An inline SVG of the daily p90 (out and in) against the 80 % and 100 % baseline lines."""
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round values (1, 2 or 5 times a power of ten) from ``low`` to ``high``."""
+    raw = (high - low) / max(1, count) or 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step) + 1)]
+
+
+def svg_chart(report: NodeReport, width: int = 640, height: int = 220) -> str:
+    """An inline SVG (no script, nothing fetched) of the daily p90 out and in, with a date axis (UTC), a bandwidth
+    axis in MB/s, the 80 % and 100 % baseline lines, and the chosen growth model over its regime and 30 days on."""
     series = {name: report.daily.get(name, []) for name in ("network_out", "network_in")}
     points = [p for values in series.values() for p in values]
     if not points:
-        return '<svg class="chart" width="560" height="40" role="img"><text x="8" y="24">no data</text></svg>'
-    t0, t1 = min(t for t, _ in points), max(t for t, _ in points)
-    top = max([v for _, v in points] + [report.baseline_bytes_per_second or 0]) * 1.1 or 1.0
+        return '<svg class="chart" width="640" height="40" role="img"><text x="8" y="24">no data</text></svg>'
+    left, right, top_pad, bottom = 70, 20, 12, 40
+    t0 = min(t for t, _ in points)
+    t1 = max(t for t, _ in points) + (30 * DAY if report.projection else 0)
+    fit = report.projection.fit if report.projection else None
+    highest = max([v for _, v in points] + [report.baseline_bytes_per_second or 0.0])
+    if fit is not None:
+        highest = max(highest, min(fit.value_at(t1), 1.5 * highest))
+    top = highest * 1.1 or 1.0
     span = (t1 - t0) or 1.0
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
 
-    def xy(t: float, v: float) -> str:
-        return f"{40 + (t - t0) / span * (width - 50):.1f},{height - 20 - v / top * (height - 30):.1f}"
+    def x(t: float) -> float:
+        return left + (t - t0) / span * plot_w
 
-    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">']
-    parts.append(f'<rect x="40" y="10" width="{width - 50}" height="{height - 30}" fill="#fafafa" stroke="#ccc"/>')
+    def y(v: float) -> float:
+        return top_pad + plot_h - max(0.0, min(v, top)) / top * plot_h
+
+    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="daily p90 network of {escape(report.node.cluster_id)}">']  # fmt: skip
+    parts.append(f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#999"/>')
+    for value in _ticks(0.0, top):
+        parts.append(f'<line class="ytick" x1="{left - 4}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" font-size="10" text-anchor="end">{value / 1e6:g}</text>')
+    days = max(1, round(span / DAY / 6))
+    tick = math.ceil(t0 / DAY) * DAY
+    while tick <= t1:
+        label = datetime.fromtimestamp(tick, tz=timezone.utc).strftime("%Y-%m-%d")
+        parts.append(f'<line x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top_pad + plot_h}" y2="{top_pad + plot_h + 4}" stroke="#999"/>')
+        parts.append(f'<text class="xtick" x="{x(tick):.1f}" y="{top_pad + plot_h + 16}" font-size="10" text-anchor="middle">{label}</text>')
+        tick += days * DAY
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" font-size="11" text-anchor="middle">date (UTC)</text>')
+    parts.append(f'<text x="12" y="{top_pad + plot_h / 2:.0f}" font-size="11" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {top_pad + plot_h / 2:.0f})">network, MB/s (daily p90)</text>')  # fmt: skip
     if report.baseline_bytes_per_second:
-        for fraction, color, label in ((1.0, "#b00020", "100 %"), (0.8, "#e69500", "80 %")):
-            y = height - 20 - report.baseline_bytes_per_second * fraction / top * (height - 30)
-            parts.append(f'<line x1="40" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="{color}" stroke-dasharray="4 3"/>')
-            parts.append(f'<text x="2" y="{y + 4:.1f}" font-size="10" fill="{color}">{label}</text>')
+        for fraction, color, label in ((1.0, "#b00020", "100 % baseline"), (0.8, "#e69500", "80 %")):
+            level = y(report.baseline_bytes_per_second * fraction)
+            parts.append(f'<line class="baseline" x1="{left}" x2="{left + plot_w}" y1="{level:.1f}" y2="{level:.1f}" stroke="{color}" '
+                         f'stroke-dasharray="4 3"/>')  # fmt: skip
+            parts.append(f'<text x="{left + plot_w - 4}" y="{level - 3:.1f}" font-size="10" text-anchor="end" fill="{color}">{label}</text>')
+    if fit is not None and report.projection is not None:
+        start = report.projection.regime_start
+        steps = [start + (t1 - start) * i / 40 for i in range(41)]
+        path = " ".join(f"{x(t):.1f},{y(fit.value_at(t)):.1f}" for t in steps)
+        parts.append(f'<polyline class="model" fill="none" stroke="#555" stroke-dasharray="2 3" points="{path}">'
+                     f"<title>{fit.model} growth</title></polyline>")  # fmt: skip
+        if report.projection.step:
+            parts.append(f'<line x1="{x(start):.1f}" x2="{x(start):.1f}" y1="{top_pad}" y2="{top_pad + plot_h}" stroke="#7a3db8"/>'
+                         f'<text x="{x(start) + 3:.1f}" y="{top_pad + 10}" font-size="10" fill="#7a3db8">step change</text>')  # fmt: skip
     for name, color in (("network_out", "#1f5fbf"), ("network_in", "#2e8b57")):
         values = series[name]
         if values:
-            path = " ".join(xy(t, v) for t, v in values)
+            path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in values)
             parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{path}"><title>{name}</title></polyline>')
     parts.append("</svg>")
     return "".join(parts)

@@ -81,6 +81,10 @@ def print_cost(config: Config) -> int:
     return 0
 
 
+# (period in seconds, days CloudWatch keeps datapoints of that period): one-minute 15 days, five-minute 63, hourly 455
+RETENTION_DAYS = ((60.0, 15), (300.0, 63), (3600.0, 455))
+
+
 def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     import json
     import time
@@ -90,23 +94,29 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from exporter.capacity.report import build_reports, fetch_history, render_html, render_text
     from exporter.common.progress import Progress
 
-    if not 1 <= args.days <= 15:
-        raise ExporterError("--days: one-minute CloudWatch data is kept 15 days; give 1 to 15")
-    period = parse_duration(args.period)
+    if not 1 <= args.days <= RETENTION_DAYS[-1][1]:
+        raise UsageError(f"--days: CloudWatch keeps hourly data {RETENTION_DAYS[-1][1]} days; give 1 to {RETENTION_DAYS[-1][1]}")
+    finest = next(period for period, days in RETENTION_DAYS if args.days <= days)
+    period = finest if args.period == "auto" else parse_duration(args.period)
     if period is None or period < 60 or period % 60:
-        raise ExporterError(f"--period: must be a multiple of 60s, got {args.period!r}")
+        raise UsageError(f"--period: must be auto or a multiple of 60s, got {args.period!r}")
+    if period < finest:
+        raise UsageError(f"--period: CloudWatch keeps {args.period} datapoints for less than {args.days} days; give {finest:.0f}s or more")
     config = _aws_config(vars(args), environ)
     table = load_table(args.baselines)
     monitor = AwsMonitor(config.aws, log_failures=False)
     discover(monitor)
-    check_names(args.node, {node.cluster_id for node in monitor.nodes()}, "--node")
+    named = monitor.named_nodes()
+    # a node by its instance name, or by its CacheClusterId (every account's and region's node of that id)
+    check_names(args.node, {name for name, _ in named} | {node.cluster_id for _, node in named}, "--node")
+    wanted = {node.key for name, node in named if not args.node or name in args.node or node.cluster_id in args.node}
     now = time.time()
     reports = []
     for account, discovered in monitor.nodes_by_account().items():
-        nodes = [node for node in discovered if not args.node or node.cluster_id in args.node]
+        nodes = [node for node in discovered if node.key in wanted]
         if not nodes:
             continue
-        progress = Progress(len(nodes) * 5)
+        progress = Progress(len(nodes) * 5, command="capacity")
         history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
         progress.finish()
         reports += build_reports(nodes, history, table, args.days, now)

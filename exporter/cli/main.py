@@ -173,9 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     _add_aws_source(capacity)
-    capacity.add_argument("--node", action="append", default=[], help="only these CacheClusterIds (repeatable)")
-    capacity.add_argument("--days", type=int, default=14, help="history window in days, at most 15 (default 14)")
-    capacity.add_argument("--period", default="60s", help="datapoint period, a multiple of 60s (default 60s: per-minute, as the baselines)")
+    capacity.add_argument("--node", action="append", default=[], help="only these nodes, by instance name or CacheClusterId (repeatable)")
+    capacity.add_argument("--days", type=int, default=14,
+                          help="history window in days, up to CloudWatch's retention: 15 per-minute, 63 five-minute, 455 hourly (default 14)")
+    capacity.add_argument("--period", default="auto",
+                          help="datapoint period, a multiple of 60s; auto: the finest CloudWatch keeps for --days (60s up to 15 days)")
     capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
     capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     bench = commands.add_parser(

@@ -9,8 +9,10 @@ from collections.abc import Callable
 class Progress:
     """A bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: float, stream=sys.stderr) -> None:
+    def __init__(self, total: float, stream=None, command: str = "benchmark") -> None:
+        stream = sys.stderr if stream is None else stream  # looked up now: stderr may have been replaced since import
         self.total = total
+        self.command = command  # the command's own word at the start of each plain line
         self.stream = stream
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self.done = 0.0
@@ -25,7 +27,7 @@ class Progress:
             self.stream.flush()
         elif int(fraction * 10) != self._last_line:
             self._last_line = int(fraction * 10)
-            self.stream.write(f"benchmark: {fraction * 100:3.0f}% {label}\n")
+            self.stream.write(f"{self.command}: {fraction * 100:3.0f}% {label}\n")
             self.stream.flush()
 
     def counter(self, label: str) -> Callable[[int, int], None]:
