@@ -168,3 +168,23 @@ def test_serverless_caches_are_read_with_their_limits():
     assert (cache.name, cache.engine, cache.account_id) == ("carts", "valkey", PROD)
     assert cache.ecpu_per_second_max == 5000
     assert cache.data_storage_max_bytes == 10e9
+
+
+def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path):  # noqa: F811
+    import yaml
+
+    from exporter.cli.main import main
+
+    config = tmp_path / "fleet.yml"
+    config.write_text(yaml.safe_dump(fleet_config()))
+    with mock_aws():
+        seed_fleet()
+        assert main(["cost", "--config.file", str(config)]) == 0
+    out = capsys.readouterr().out
+    per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    rows = {tuple(line.split()[:3]) for line in out.splitlines()}
+    assert (DEV, EU, "2") in rows
+    assert (DEV, US, "2") in rows
+    assert (PROD, EU, "2") in rows
+    assert "nodes discovered: 6" in out
+    assert f"{2 * per_node:>14,}" in out

@@ -77,6 +77,17 @@ def print_cost(config: Config) -> int:
             f"{interval:>9.0f}s {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
             f"{cost.metrics_per_month:>15,.0f} {cost.usd_per_month:>10.2f}{marker}"
         )
+    places: dict[tuple[str, str], int] = {}
+    for node in nodes:
+        places[(node.account_id, node.region)] = places.get((node.account_id, node.region), 0) + 1
+    if places:
+        print(f"at the configured interval ({config.aws.poll_interval:.0f}s), per account and region:")
+        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'queries/cycle':>14} {'calls/cycle':>12} {'USD/month':>10}")
+        for (account_id, region), count in sorted(places.items()):
+            cost = estimate_cost(count, config.aws.metrics, config.aws.poll_interval)
+            print(f"{account_id or '-':<14} {region:<16} {count:>6} {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
+                  f"{cost.usd_per_month:>10.2f}")  # fmt: skip
+        print("Calls are made per account and region: ceil(queries / 500) each, every cycle.")
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
     return 0
 
