@@ -207,6 +207,9 @@ def test_persistent_throttling_ends_in_one_line_and_exit_1(aws_credentials, caps
                               operation)  # fmt: skip
         return real(self, operation, params)
 
+    import logging
+
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in a fresh process: handlers other tests left write elsewhere
     with mock_aws():
         seed_history(time.time())
         monkeypatch.setattr(BaseClient, "_make_api_call", throttling)
