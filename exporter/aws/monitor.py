@@ -55,6 +55,8 @@ class AwsMonitor:
         self._serverless: dict[tuple[AwsAccount, str], list[ServerlessCache]] = {}
         self._cache: dict[SeriesKey, CachedValue] = {}
         self._names: dict[NodeKey, str] = {}
+        # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
+        self._by_instance: dict[tuple[str, str, str], CachedValue] = {}
         self.last_discovery = 0.0
         self.last_poll = 0.0
         self.last_poll_duration = 0.0
@@ -118,6 +120,7 @@ class AwsMonitor:
                     self._serverless[(account, region)] = serverless
         with self._lock:
             self._names = instance_names(node for nodes in self._nodes.values() for node in nodes)
+            self._index()
         if ok:
             self.last_discovery = time.time()
         self._discovered.set()
@@ -196,6 +199,7 @@ class AwsMonitor:
             merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in fresh}
             merged.update(fresh)
             self._cache = merged
+            self._index()
             if fresh or not queried:
                 self.last_poll = time.time()
             self.last_poll_duration = time.monotonic() - started
@@ -228,10 +232,14 @@ class AwsMonitor:
         """The newest datapoint of a metric of the node named ``instance`` (its CacheClusterId where unique, else
         ``account/region/CacheClusterId``): never another account's node of the same id."""
         with self._lock:
-            for (account, region, cluster, node_id, name, stat), value in self._cache.items():
-                if name == metric and stat == statistic and self._names.get((account, region, cluster, node_id), cluster) == instance:
-                    return value.datapoint
-        return None
+            value = self._by_instance.get((instance, metric, statistic))
+        return value.datapoint if value is not None else None
+
+    def _index(self) -> None:
+        """Rebuild the lookup by instance name; called with the lock held, after the cache or the names change."""
+        self._by_instance = {
+            (self._names.get(key[:4], key[2]), key[4], key[5]): value for key, value in self._cache.items()
+        }
 
     def cache(self) -> dict[SeriesKey, CachedValue]:
         with self._lock:

@@ -77,9 +77,7 @@ class BaselineCollector(FamilyCollector):
         now = time.monotonic()
         seen_types: set[str] = set()
         for target in self._targets:
-            baseline = self._table.get(target.node_type) if target.node_type else None
-            if baseline is not None and baseline.levels(self._table.basis) is None:
-                baseline = None
+            baseline = self._baseline(target.node_type)
             if target.node_type and baseline is None:
                 self._missing(target, out)
             if baseline is not None and target.node_type not in seen_types:
@@ -94,9 +92,7 @@ class BaselineCollector(FamilyCollector):
             if cloudwatch is not None:
                 _add_utilization(target.name, target.node_type, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
         for name, node_type in self._cloudwatch_only:
-            baseline = self._table.get(node_type)
-            if baseline is not None and baseline.levels(self._table.basis) is None:
-                baseline = None
+            baseline = self._baseline(node_type)
             if baseline is not None and node_type not in seen_types:
                 seen_types.add(node_type)
                 _add_baseline(node_type, baseline, self._table.basis, out)
@@ -104,6 +100,11 @@ class BaselineCollector(FamilyCollector):
             if cloudwatch is not None:
                 _add_utilization(name, node_type, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
         return out
+
+    def _baseline(self, node_type: str) -> NodeBaseline | None:
+        """The node type's baseline, where the table has levels for it in the configured basis."""
+        baseline = self._table.get(node_type) if node_type else None
+        return baseline if baseline is not None and baseline.levels(self._table.basis) is not None else None
 
     def _missing(self, target: Target, out: FamilySet) -> None:
         with target.lock:
