@@ -420,6 +420,9 @@ def test_assume_role_per_account(aws_credentials):
         ({"aws": {"regions": [REGION], "cloudwatch": {"delay": "30s"}}}, "aws.cloudwatch.delay"),
         ({"aws": {"regions": [REGION], "cloudwatch": {"metrics": [{"name": "CPUUtilization", "statistics": ["Median"]}]}}},
          "aws.cloudwatch.metrics[0].statistics"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"serverless_metrics": [{"name": "ThrottledCmds", "statistic": "Sum"}]}}},
+         "aws.cloudwatch.serverless_metrics[0].statistic"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"serverless_metrics": "ThrottledCmds"}}}, "aws.cloudwatch.serverless_metrics"),
         ({"aws": {"accounts": [{"role_arn": "arn:aws:iam::123456789012:role/x"}]}}, "aws.accounts[0].regions"),
     ],
 )  # fmt: skip

@@ -6,15 +6,18 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import boto3
 import pytest
 from helpers import call, make_app, parse_samples, sample
 from moto import mock_aws
+from moto_serverless import serverless_in_moto
 from servers import wait_until
 from test_aws import aws_credentials  # noqa: F401 - the fixture
 
-from exporter.aws.cloudwatch import DEFAULT_METRICS, window
+from exporter.aws.cloudwatch import DEFAULT_METRICS, SERVERLESS_METRICS, window
 from exporter.aws.discovery import build_serverless, instance_names
 from exporter.aws.monitor import AwsCollector, AwsMonitor
 from exporter.common.exposition import encode_text
@@ -28,6 +31,15 @@ FLEET = [
     (DEV, US, "sessions", ["sessions-001"], "cache.m6g.large", "redis"),
     (DEV, US, "flags", ["flags-001"], "cache.r7g.large", "valkey"),
     (PROD, EU, "sessions", ["sessions-001", "sessions-002"], "cache.r6g.xlarge", "redis"),
+]
+
+# (account, region, name, engine, ECPU/s maximum, storage maximum in GB, ECPU/s used, GB stored) of serverless caches;
+# "carts" is in two accounts, and the third cache of a region is on moto's second page
+SERVERLESS = [
+    (DEV, US, "carts", "valkey", 5000, 10, 1000, 2.5),
+    (DEV, US, "search", "redis", None, None, 50, 1.0),
+    (DEV, US, "ranking", "redis", 20000, 100, 19000, 10.0),
+    (PROD, EU, "carts", "valkey", 10000, 20, 4000, 15.0),
 ]
 
 
@@ -65,6 +77,29 @@ def seed_fleet() -> None:
                              "Dimensions": dimensions})  # fmt: skip
                 data.append({"MetricName": "NetworkBytesOut", "Timestamp": stamp, "Value": 60 * 1_000_000.0, "Dimensions": dimensions})
             cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+    for account, region, name, engine, ecpu_max, storage_max, ecpu_used, stored_gb in SERVERLESS:
+        aws = session(account)
+        limits = {"DataStorage": {"Maximum": storage_max, "Unit": "GB"}, "ECPUPerSecond": {"Maximum": ecpu_max}} if ecpu_max else {}
+        aws.client("elasticache", region_name=region).create_serverless_cache(ServerlessCacheName=name, Engine=engine, CacheUsageLimits=limits)
+        dimensions = [{"Name": "clusterId", "Value": name}]
+        data = []
+        for minutes_ago in range(1, 6):
+            stamp = end - datetime.timedelta(minutes=minutes_ago)
+            data.append({"MetricName": "ElastiCacheProcessingUnits", "Timestamp": stamp, "Value": ecpu_used * 60.0, "Dimensions": dimensions})
+            data.append({"MetricName": "BytesUsedForCache", "Timestamp": stamp, "Value": stored_gb * 1e9, "Dimensions": dimensions})
+            data.append({"MetricName": "ThrottledCmds", "Timestamp": stamp, "Value": 3.0 if ecpu_used > 0.9 * (ecpu_max or 1e9) else 0.0,
+                         "Dimensions": dimensions})  # fmt: skip
+        aws.client("cloudwatch", region_name=region).put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+    # a cache being deleted is no longer served
+    session(DEV).client("elasticache", region_name=EU).create_serverless_cache(ServerlessCacheName="old", Engine="redis")
+    session(DEV).client("elasticache", region_name=EU).delete_serverless_cache(ServerlessCacheName="old")
+
+
+@contextmanager
+def moto_fleet() -> Iterator[None]:
+    with mock_aws(), serverless_in_moto():
+        seed_fleet()
+        yield
 
 
 def fleet_config(**extra) -> dict:
@@ -72,13 +107,17 @@ def fleet_config(**extra) -> dict:
     return {"redis": {"addr": ""}, "aws": {"accounts": accounts, **extra}}
 
 
-def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_credentials):  # noqa: F811
-    with mock_aws():
-        seed_fleet()
+def polled_fleet() -> tuple[AwsMonitor, dict]:
+    """The fleet discovered and polled once, and what the AWS collector serves of it."""
+    with moto_fleet():
         monitor = AwsMonitor(build_config(fleet_config(), environ={}).aws)
         assert monitor.discover_once() == []
         monitor.poll_once()
-        samples = parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
+        return monitor, parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
+
+
+def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_credentials):  # noqa: F811
+    _, samples = polled_fleet()
     expected_nodes = {(account, region, cluster_id) for account, region, _, members, _, _ in FLEET for cluster_id in members}
     info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["dimension_CacheClusterId"]): dict(labels)
             for name, labels in samples if name == "elasticache_node_info"}  # fmt: skip
@@ -97,14 +136,64 @@ def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_c
     # one GetMetricData call per account-region with nodes (each well under 500 queries)
     queries_per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == 3
-    assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == len(expected_nodes) * queries_per_node
+    queries_per_cache = sum(len(spec.statistics) for spec in SERVERLESS_METRICS)
+    assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == (
+        len(expected_nodes) * queries_per_node + len(SERVERLESS) * queries_per_cache
+    )
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="assume_role") == 2  # once per account
     assert sample(samples, "elasticache_exporter_discovered_nodes", account_id=DEV, region=US) == 2
 
 
+def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_limits(aws_credentials):  # noqa: F811
+    monitor, samples = polled_fleet()
+    # every live cache, read across moto's pages; "carts" once per account; the cache being deleted left out
+    info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["cache"]): dict(labels)
+            for name, labels in samples if name == "elasticache_serverless_cache_info"}  # fmt: skip
+    assert set(info) == {(account, region, name) for account, region, name, *_ in SERVERLESS}
+    assert info[(PROD, EU, "carts")]["engine"] == "valkey"
+    for account, region, name, _, ecpu_max, storage_max, ecpu_used, stored_gb in SERVERLESS:
+        where = {"account_id": account, "region": region, "cache": name}
+        dimensions = {"account_id": account, "region": region, "dimension_clusterId": name}
+        # YACE's names and labels: the serverless dimension is clusterId
+        assert sample(samples, "aws_elasticache_elasti_cache_processing_units_sum", **dimensions) == ecpu_used * 60
+        assert sample(samples, "aws_elasticache_bytes_used_for_cache_maximum", **dimensions) == stored_gb * 1e9
+        if ecpu_max is None:
+            assert not [labels for name_, labels in samples if name_.startswith("elasticache_serverless_") and dict(labels).get("cache") == name
+                        and name_ != "elasticache_serverless_cache_info"]  # fmt: skip
+            continue
+        assert sample(samples, "elasticache_serverless_ecpu_per_second_limit", **where) == ecpu_max
+        assert sample(samples, "elasticache_serverless_data_storage_limit_bytes", **where) == storage_max * 1e9
+        assert sample(samples, "elasticache_serverless_ecpu_utilization_ratio", **where) == pytest.approx(ecpu_used / ecpu_max)
+        assert sample(samples, "elasticache_serverless_data_storage_utilization_ratio", **where) == pytest.approx(stored_gb / storage_max)
+    # a serverless cache's series never carry the node dimensions, and no node's series carries clusterId
+    for name, labels in samples:
+        keys = set(dict(labels))
+        assert not ({"dimension_clusterId", "dimension_CacheClusterId"} <= keys), (name, labels)
+    # once its datapoints are older than the exporter trusts, a ratio is gone; the limits stay (they come from discovery)
+    monitor.fresh_seconds = lambda: 60.0  # the datapoints are 3 to 7 minutes old
+    stale = parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
+    assert not [name for name, _ in stale if name.endswith("_utilization_ratio")]
+    assert sample(stale, "elasticache_serverless_ecpu_per_second_limit", account_id=PROD, region=EU, cache="carts") == 10000
+
+
+def test_serverless_metrics_can_be_chosen_or_switched_off(aws_credentials):  # noqa: F811
+    with moto_fleet():
+        chosen = AwsMonitor(build_config(fleet_config(cloudwatch={"serverless_metrics": ["ThrottledCmds"]}), environ={}).aws)
+        chosen.discover_once()
+        chosen.poll_once()
+        off = AwsMonitor(build_config(fleet_config(cloudwatch={"serverless_metrics": []}), environ={}).aws)
+        off.discover_once()
+        off.poll_once()
+    serverless = {key[4:] for key in chosen.cache() if key[3] == ""}
+    assert serverless == {("ThrottledCmds", "Average")}
+    queries_per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    assert chosen.last_queries == 6 * queries_per_node + len(SERVERLESS)
+    assert off.last_queries == 6 * queries_per_node
+    assert not [key for key in off.cache() if key[3] == ""]
+
+
 def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilization(aws_credentials):  # noqa: F811
-    with mock_aws():
-        seed_fleet()
+    with moto_fleet():
         app = make_app(fleet_config(discovery_interval="1h", cloudwatch={"interval": "1h"}))
         try:
             monitor = app.aws_monitor
@@ -115,10 +204,18 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
         finally:
             app.close()
     assert len(named) == 6
-    # every node with an endpoint (moto gives one to a group's first member only), without scrape_discovered
-    assert sorted(group["labels"]["__meta_elasticache_node"] for group in groups) == sorted(name for name, node in named if node.address)
-    assert len(groups) == 4
+    # every node with an endpoint (moto gives one to a group's first member only) and every live serverless cache, by
+    # default; "carts" is in two accounts, so both are qualified
+    serverless_names = {f"{DEV}/{US}/carts", f"{PROD}/{EU}/carts", "search", "ranking"}
+    node_names = [name for name, node in named if node.address]
+    assert sorted(group["labels"]["__meta_elasticache_node"] for group in groups) == sorted([*node_names, *serverless_names])
+    assert len(groups) == 4 + len(SERVERLESS)
     by_node = {group["labels"]["__meta_elasticache_node"]: group for group in groups}
+    carts = by_node[f"{PROD}/{EU}/carts"]
+    assert carts["targets"][0].startswith("rediss://carts-")
+    assert carts["labels"]["__meta_elasticache_account_id"] == PROD
+    assert carts["labels"]["__meta_elasticache_node_type"] == "serverless"
+    assert carts["labels"]["__meta_elasticache_engine"] == "valkey"
     dev_eu = by_node[f"{DEV}/{EU}/sessions-001"]["labels"]
     assert dev_eu["__meta_elasticache_account_id"] == DEV
     assert dev_eu["__meta_elasticache_region"] == EU
@@ -177,8 +274,7 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
 
     config = tmp_path / "fleet.yml"
     config.write_text(yaml.safe_dump(fleet_config()))
-    with mock_aws():
-        seed_fleet()
+    with moto_fleet():
         assert main(["cost", "--config.file", str(config)]) == 0
     out = capsys.readouterr().out
     per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
@@ -186,5 +282,72 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
     assert (DEV, EU, "2") in rows
     assert (DEV, US, "2") in rows
     assert (PROD, EU, "2") in rows
-    assert "nodes discovered: 6" in out
+    per_cache = sum(len(spec.statistics) for spec in SERVERLESS_METRICS)
+    dev_us = next(line.split() for line in out.splitlines() if line.startswith(f"{DEV} {US}".replace(" ", " " * (15 - len(DEV)))))
+    assert dev_us[2:5] == ["2", "3", f"{2 * per_node + 3 * per_cache}"]
+    assert "nodes discovered: 6, serverless caches: 4" in out
     assert f"{2 * per_node:>14,}" in out
+
+
+def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts(aws_credentials, monkeypatch):  # noqa: F811
+    """Credentials are renewed 5 minutes before they expire; while STS fails, the ones in hand serve until they expire."""
+    from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
+
+    from exporter.aws.api import RENEW_BEFORE_EXPIRY, RENEW_RETRY_SECONDS, AwsApi, AwsCallError, Backoff
+
+    now = [time.time()]
+    api = AwsApi(role_arn=role(PROD), clock=lambda: now[0], backoff=Backoff(base=0.001, cap=0.001, attempts=2), sleep=lambda _: None)
+    real = BaseClient._make_api_call
+    sts_down = [False]
+    keys: list[str] = []
+
+    def calls(self, operation, params):
+        if operation == "AssumeRole" and sts_down[0]:
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
+                              operation)  # fmt: skip
+        if operation == "DescribeCacheClusters":
+            keys.append(self._request_signer._credentials.access_key)
+        return real(self, operation, params)
+
+    def assumed() -> int:
+        return api.stats.snapshot()[0].get("assume_role", 0)
+
+    def describe() -> list:
+        return api.call(api.client("elasticache", EU), "describe_cache_clusters")["CacheClusters"]
+
+    with moto_fleet():
+        monkeypatch.setattr(BaseClient, "_make_api_call", calls)
+        assert len(describe()) == 2
+        first = api.client("elasticache", EU)
+        expires = api._session_expires
+        assert expires > now[0] + 3000  # moto's default: an hour
+        now[0] = expires - RENEW_BEFORE_EXPIRY - 1
+        describe()
+        assert assumed() == 1
+        assert api.client("elasticache", EU) is first
+        now[0] = expires - RENEW_BEFORE_EXPIRY + 1
+        assert len(describe()) == 2
+        assert assumed() == 2  # renewed, with new keys, by a new client
+        assert api.client("elasticache", EU) is not first
+        assert keys[-1] != keys[0]
+        # STS down near the new expiry: the credentials in hand keep working, and STS is not asked again at every call
+        renewed = api._session_expires
+        sts_down[0] = True
+        now[0] = renewed - 100
+        assert len(describe()) == 2
+        failed = api.stats.snapshot()[1].get(("assume_role", "server"), 0)
+        assert failed == 2  # both attempts of one renewal
+        describe()
+        assert api.stats.snapshot()[1].get(("assume_role", "server"), 0) == failed
+        now[0] += RENEW_RETRY_SECONDS + 1
+        describe()
+        assert api.stats.snapshot()[1].get(("assume_role", "server"), 0) == 2 * failed
+        # past expiry with STS still down: the call fails, named and classified, instead of using dead credentials
+        now[0] = renewed + 1
+        with pytest.raises(AwsCallError) as caught:
+            describe()
+        assert caught.value.api == "assume_role"
+        assert caught.value.kind == "server"
+        sts_down[0] = False
+        assert len(describe()) == 2

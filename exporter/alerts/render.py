@@ -31,7 +31,9 @@ ENGINE_CPU_FLOOR_PERCENT = 65.0  # no engine-CPU warning below this: at 65 % of 
 GUARDS = ("none", "redis", "utilization", "cloudwatch")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
-CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"
+# a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
+CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
+SERVED_WHILE_FRESH = re.compile(r"\belasticache_serverless_[a-z_]+_utilization_ratio\b")
 BASELINE_NAMES = {"measured": "benchmarked", "published": "published"}
 HOST_CPU_PERCENT = 90.0  # AWS: alarm CPUUtilization at 90 % divided by the vCPUs
 SUGGESTION_FAMILIES = ("r7g", "r6g", "m7g", "m6g", "r5", "m5")  # current families, Graviton first
@@ -131,6 +133,8 @@ def _alert(item: Any, where: str) -> Alert:
 
 
 def _guard_for(expr: str | None, baseline: bool) -> str:
+    if expr and SERVED_WHILE_FRESH.search(expr) and not (CLOUDWATCH_SERIES.search(expr) or "redis_" in expr):
+        return "fresh"
     if baseline or (expr and UTILIZATION_SERIES.search(expr)):
         return "utilization"
     if expr and CLOUDWATCH_SERIES.search(expr):
@@ -139,7 +143,8 @@ def _guard_for(expr: str | None, baseline: bool) -> str:
 
 
 def guarded(expr: str, guard: str) -> str:
-    """The expression, silent when its data is stale: its target is down, or its CloudWatch datapoint is old."""
+    """The expression, silent when its data is stale: its target is down, or its CloudWatch datapoint is old. A "fresh"
+    expression reads only series the exporter drops once their data is old, so it needs no guard."""
     if guard == "redis":
         return f"({expr}) and on (instance) (redis_up == 1)"
     if guard == "utilization":

@@ -43,6 +43,10 @@ _TOKENS = {
 }
 
 
+RENEW_BEFORE_EXPIRY = 300.0  # seconds: an assumed role is renewed this long before its credentials expire
+RENEW_RETRY_SECONDS = 30.0  # after a failed renewal, while the old credentials last
+
+
 class AwsCallError(Exception):
     def __init__(self, api: str, kind: str, detail: str) -> None:
         super().__init__(f"{api}: {kind}: {detail}")
@@ -122,6 +126,7 @@ class AwsApi:
         stats: ApiStats | None = None,
         timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.role_arn = role_arn
         self.external_id = external_id
@@ -129,9 +134,11 @@ class AwsApi:
         self.stats = stats or ApiStats()
         self.timeout = timeout
         self._sleep = sleep
+        self._clock = clock
         self._clients: dict[tuple[str, str], Any] = {}
         self._session: Any = None
         self._session_expires = 0.0
+        self._renew_after = 0.0
         self._lock = threading.Lock()
 
     def _boto_session(self, region: str) -> Any:
@@ -141,21 +148,35 @@ class AwsApi:
             if self._session is None:
                 self._session = boto3.session.Session()
             return self._session
-        if self._session is None or time.time() > self._session_expires - 300:
-            sts = boto3.session.Session().client("sts", region_name=region, config=self._config())
-            kwargs = {"RoleArn": self.role_arn, "RoleSessionName": "elasticache-exporter"}
-            if self.external_id:
-                kwargs["ExternalId"] = self.external_id
-            credentials = self.call(sts, "assume_role", **kwargs)["Credentials"]
-            self._session = boto3.session.Session(
-                aws_access_key_id=credentials["AccessKeyId"],
-                aws_secret_access_key=credentials["SecretAccessKey"],
-                aws_session_token=credentials["SessionToken"],
-            )
-            expiration = credentials.get("Expiration")
-            self._session_expires = expiration.timestamp() if hasattr(expiration, "timestamp") else time.time() + 3600
-            self._clients.clear()
+        now = self._clock()
+        expired = self._session is None or now >= self._session_expires
+        if expired or (now > self._session_expires - RENEW_BEFORE_EXPIRY and now >= self._renew_after):
+            try:
+                self._assume_role(region)
+            except AwsCallError as err:
+                if expired:
+                    raise
+                # STS failing is no reason to stop while the credentials in hand are still good: tried again in a while
+                self._renew_after = now + RENEW_RETRY_SECONDS
+                log.warning("renewing %s failed (%s); its credentials stay valid for %.0f s more", self.role_arn, err, self._session_expires - now)
         return self._session
+
+    def _assume_role(self, region: str) -> None:
+        import boto3
+
+        sts = boto3.session.Session().client("sts", region_name=region, config=self._config())
+        kwargs = {"RoleArn": self.role_arn, "RoleSessionName": "elasticache-exporter"}
+        if self.external_id:
+            kwargs["ExternalId"] = self.external_id
+        credentials = self.call(sts, "assume_role", **kwargs)["Credentials"]
+        self._session = boto3.session.Session(
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"],
+        )
+        expiration = credentials.get("Expiration")
+        self._session_expires = expiration.timestamp() if hasattr(expiration, "timestamp") else self._clock() + 3600
+        self._clients.clear()  # every client made with the old credentials
 
     def _config(self) -> Any:
         from botocore.config import Config

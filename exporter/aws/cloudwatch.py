@@ -1,8 +1,9 @@
 """CloudWatch ``AWS/ElastiCache`` metrics: queries, batching, the time window, results. Pure functions.
 
 One query per (node, metric, statistic), node-level dimensions only
-(CacheClusterId with CacheNodeId, so no series is counted twice), at most 500
-queries per GetMetricData call, so a cycle makes ceil(queries / 500) calls.
+(CacheClusterId with CacheNodeId, so no series is counted twice; a serverless
+cache's are by clusterId), at most 500 queries per GetMetricData call, so a
+cycle makes ceil(queries / 500) calls per account and region.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("IsPrimary", ("Maximum",)),
 )
 
+# A serverless cache's usage, set against its CacheUsageLimits (ECPUs per second, data storage), and its throttling.
+SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("ElastiCacheProcessingUnits", ("Sum",)),
+    MetricSpec("BytesUsedForCache", ("Maximum",)),
+    MetricSpec("ThrottledCmds", ("Sum",)),
+    MetricSpec("CurrConnections", ("Maximum",)),
+)
+
 
 def valid_statistic(statistic: str) -> bool:
     if statistic in BASIC_STATISTICS:
@@ -86,10 +95,7 @@ class Query:
                 "Metric": {
                     "Namespace": NAMESPACE,
                     "MetricName": self.metric,
-                    "Dimensions": [
-                        {"Name": "CacheClusterId", "Value": self.node.cluster_id},
-                        {"Name": "CacheNodeId", "Value": self.node.node_id},
-                    ],
+                    "Dimensions": [{"Name": name, "Value": value} for name, value in self.node.dimensions],
                 },
                 "Period": period,
                 "Stat": self.statistic,
@@ -98,12 +104,13 @@ class Query:
         }
 
 
-def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec]) -> list[Query]:
+def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0) -> list[Query]:
+    """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call)."""
     queries = []
     for node in nodes:
         for spec in metrics:
             for statistic in spec.statistics:
-                queries.append(Query(f"q{len(queries)}", node, spec.name, statistic))
+                queries.append(Query(f"q{first + len(queries)}", node, spec.name, statistic))
     return queries
 
 
@@ -159,6 +166,14 @@ class CostEstimate:
         return self.metrics_per_month / 1000 * PRICE_PER_1000_METRICS
 
 
-def estimate_cost(nodes: int, metrics: Sequence[MetricSpec], interval: float) -> CostEstimate:
-    queries = nodes * sum(len(spec.statistics) for spec in metrics)
-    return CostEstimate(nodes, queries, math.ceil(queries / MAX_QUERIES_PER_CALL), interval)
+def estimate_cost(
+    nodes: int,
+    metrics: Sequence[MetricSpec],
+    interval: float,
+    *,
+    serverless: int = 0,
+    serverless_metrics: Sequence[MetricSpec] = SERVERLESS_METRICS,
+) -> CostEstimate:
+    """The cost of polling ``nodes`` nodes and ``serverless`` serverless caches of one account and region."""
+    queries = nodes * sum(len(spec.statistics) for spec in metrics) + serverless * sum(len(spec.statistics) for spec in serverless_metrics)
+    return CostEstimate(nodes + serverless, queries, math.ceil(queries / MAX_QUERIES_PER_CALL), interval)

@@ -47,6 +47,20 @@ class Node:
     def key(self) -> NodeKey:
         return (self.account_id, self.region, self.cluster_id, self.node_id)
 
+    @property
+    def serverless(self) -> bool:
+        return self.node_type == SERVERLESS
+
+    @property
+    def dimensions(self) -> tuple[tuple[str, str], ...]:
+        """The CloudWatch dimensions of the node's own series: a serverless cache's are by ``clusterId`` alone."""
+        if self.serverless:
+            return (("clusterId", self.cluster_id),)
+        return (("CacheClusterId", self.cluster_id), ("CacheNodeId", self.node_id))
+
+
+SERVERLESS = "serverless"  # the node_type of a serverless cache: no node-type baseline applies
+
 
 NodeKey = tuple[str, str, str, str]  # account, region, CacheClusterId, CacheNodeId
 
@@ -84,6 +98,11 @@ class ServerlessCache:
     status: str = ""
     ecpu_per_second_max: float | None = None
     data_storage_max_bytes: float | None = None
+
+    def as_node(self) -> Node:
+        """The cache as a node of its own: the subject of its CloudWatch series, and a Redis target (always TLS)."""
+        return Node(region=self.region, cluster_id=self.name, node_id="", node_type=SERVERLESS, engine=self.engine,
+                    engine_version=self.engine_version, address=self.address, port=self.port, tls=True, account_id=self.account_id)  # fmt: skip
 
 
 def build_nodes(
@@ -214,17 +233,19 @@ def _serverless(api: AwsApi, client: Any, region: str, account_id: str) -> list[
     return build_serverless(region, caches, account_id)
 
 
-SERVERLESS = "serverless"  # the node_type of a serverless cache's target: no baseline applies
-
-
 def serverless_as_nodes(caches: Iterable[ServerlessCache], taken: set[str]) -> list[tuple[str, Node]]:
-    """Serverless caches as Redis targets (always TLS), named by the cache (qualified where a name is taken)."""
+    """Serverless caches as Redis targets (always TLS), named by the cache where that name is unique among the caches
+    and not ``taken`` by a node, else ``<account>/<region>/<name>`` (and ``/serverless`` after it if even that is taken)."""
+    caches = [cache for cache in caches if cache.address]
+    uses: dict[str, int] = {}
+    for cache in caches:
+        uses[cache.name] = uses.get(cache.name, 0) + 1
     named = []
     for cache in caches:
-        if not cache.address:
-            continue
-        name = cache.name if cache.name not in taken else f"{cache.account_id}/{cache.region}/{cache.name}"
-        node = Node(region=cache.region, cluster_id=cache.name, node_id="", node_type=SERVERLESS, engine=cache.engine,
-                    engine_version=cache.engine_version, address=cache.address, port=cache.port, tls=True, account_id=cache.account_id)  # fmt: skip
-        named.append((name, node))
+        name = cache.name
+        if name in taken or uses[name] > 1:
+            name = f"{cache.account_id}/{cache.region}/{cache.name}"
+            if name in taken:
+                name += "/serverless"
+        named.append((name, cache.as_node()))
     return named

@@ -17,13 +17,24 @@ from dataclasses import dataclass
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .api import AwsApi, AwsCallError
-from .cloudwatch import FRESH_SECONDS, Datapoint, Query, batches, build_queries, newest_datapoints, prometheus_name, window
+from .cloudwatch import (
+    FRESH_SECONDS,
+    SERVERLESS_METRICS,
+    Datapoint,
+    MetricSpec,
+    Query,
+    batches,
+    build_queries,
+    newest_datapoints,
+    prometheus_name,
+    window,
+)
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
 
-SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId, CacheNodeId, metric, statistic
+SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId (or serverless cache), CacheNodeId, metric, statistic
 
 
 @dataclass(frozen=True)
@@ -175,8 +186,10 @@ class AwsMonitor:
         with self._lock:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))]
                       for key, nodes in self._nodes.items()}  # fmt: skip
-        for (account, region), nodes in groups.items():
-            queries = build_queries(nodes, self.config.metrics)
+            caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
+        for account, region in [*groups, *(key for key in caches if key not in groups)]:
+            queries = build_queries(groups.get((account, region), []), self.config.metrics)
+            queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
             total_queries += len(queries)
             api = self.apis[account]
             client = api.client("cloudwatch", region) if queries else None
@@ -195,6 +208,7 @@ class AwsMonitor:
                         fresh[keys[query_id]] = CachedValue(query, datapoint)
         with self._lock:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
+            live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
             # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
             merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in fresh}
             merged.update(fresh)
@@ -223,6 +237,11 @@ class AwsMonitor:
                 return results
             kwargs["NextToken"] = token
 
+    @property
+    def serverless_metrics(self) -> tuple[MetricSpec, ...]:
+        metrics = self.config.serverless_metrics
+        return SERVERLESS_METRICS if metrics is None else metrics
+
     def fresh_seconds(self) -> float:
         """How old the newest datapoint of a node may be while it still describes the node now."""
         config = self.config
@@ -238,8 +257,18 @@ class AwsMonitor:
     def _index(self) -> None:
         """Rebuild the lookup by instance name; called with the lock held, after the cache or the names change."""
         self._by_instance = {
-            (self._names.get(key[:4], key[2]), key[4], key[5]): value for key, value in self._cache.items()
+            (self._names.get(key[:4], key[2]), key[4], key[5]): value
+            for key, value in self._cache.items()
+            if not value.query.node.serverless
         }
+
+    def serverless_datapoint(self, cache: ServerlessCache, metric: str, statistic: str) -> Datapoint | None:
+        """The newest datapoint of a serverless cache's metric, if it is still fresh."""
+        with self._lock:
+            value = self._cache.get((*cache.as_node().key, metric, statistic))
+        if value is None or value.datapoint.timestamp < time.time() - self.fresh_seconds():
+            return None
+        return value.datapoint
 
     def cache(self) -> dict[SeriesKey, CachedValue]:
         with self._lock:
@@ -261,12 +290,8 @@ class AwsCollector(FamilyCollector):
         out = FamilySet()
         for value in sorted(monitor.cache().values(), key=lambda v: _series_key(v.query)):
             query = value.query
-            labels = {
-                "account_id": query.node.account_id,
-                "dimension_CacheClusterId": query.node.cluster_id,
-                "dimension_CacheNodeId": query.node.node_id,
-                "region": query.node.region,
-            }
+            labels = {"account_id": query.node.account_id, "region": query.node.region}
+            labels.update((f"dimension_{name}", value) for name, value in query.node.dimensions)
             name = prometheus_name(query.metric, query.statistic)
             out.add(name, GAUGE, f"CloudWatch AWS/ElastiCache {query.metric}, statistic {query.statistic}.", labels, value.datapoint.value)
             out.add(
@@ -301,13 +326,14 @@ class AwsCollector(FamilyCollector):
                 1.0,
             )
         for cache in monitor.serverless():
-            _add_serverless(cache, out)
+            _add_serverless(monitor, cache, out)
         _add_api_health(monitor, out)
         return out
 
 
-def _add_serverless(cache: ServerlessCache, out: FamilySet) -> None:
-    """A serverless cache has no node type: its limits are the ECPUs per second and the data storage it may use."""
+def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet) -> None:
+    """A serverless cache has no node type: its limits are the ECPUs per second and the data storage it may use, and its
+    use of them is served as a ratio while its CloudWatch data is fresh."""
     labels = {"account_id": cache.account_id, "region": cache.region, "cache": cache.name}
     out.add("elasticache_serverless_cache_info", GAUGE, "A discovered ElastiCache Serverless cache.",
             {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status}, 1.0)  # fmt: skip
@@ -317,6 +343,16 @@ def _add_serverless(cache: ServerlessCache, out: FamilySet) -> None:
     if cache.data_storage_max_bytes is not None:
         out.add("elasticache_serverless_data_storage_limit_bytes", GAUGE, "The cache's maximum data storage, in bytes.", labels,
                 cache.data_storage_max_bytes)  # fmt: skip
+    ecpus = monitor.serverless_datapoint(cache, "ElastiCacheProcessingUnits", "Sum")
+    if ecpus is not None and cache.ecpu_per_second_max:
+        out.add("elasticache_serverless_ecpu_utilization_ratio", GAUGE,
+                "ECPUs per second used over the last CloudWatch period, as a fraction of the cache's maximum (served while fresh).",
+                labels, ecpus.value / monitor.config.period / cache.ecpu_per_second_max)  # fmt: skip
+    stored = monitor.serverless_datapoint(cache, "BytesUsedForCache", "Maximum")
+    if stored is not None and cache.data_storage_max_bytes:
+        out.add("elasticache_serverless_data_storage_utilization_ratio", GAUGE,
+                "Bytes used for data, as a fraction of the cache's maximum data storage (served while fresh).",
+                labels, stored.value / cache.data_storage_max_bytes)  # fmt: skip
 
 
 def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:

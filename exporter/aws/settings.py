@@ -26,6 +26,7 @@ class AwsConfig:
     delay: float = 120.0
     lookback_periods: int = 5
     metrics: tuple[Any, ...] = ()  # MetricSpec; the default set when empty
+    serverless_metrics: tuple[Any, ...] | None = None  # MetricSpec of serverless caches; None: cloudwatch.SERVERLESS_METRICS
     scrape_discovered: bool = False
 
     @property

@@ -64,29 +64,36 @@ def print_cost(config: Config) -> int:
         raise ExporterError("no AWS regions configured: set aws.regions in the config file or --aws.region")
     monitor = AwsMonitor(config.aws, log_failures=False)
     discover(monitor)
-    nodes = monitor.nodes()
-    per_node = sum(len(spec.statistics) for spec in config.aws.metrics)
-    print(f"nodes discovered: {len(nodes)} in {', '.join(sorted({n.region for n in nodes})) or 'no region'}")
-    print(f"metrics: {len(config.aws.metrics)}, queries per node: {per_node} (metric x statistic)")
-    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
-    intervals = sorted({config.aws.poll_interval, 60.0, 300.0})
-    for interval in intervals:
-        cost = estimate_cost(len(nodes), config.aws.metrics, interval)
-        marker = "  (configured)" if interval == config.aws.poll_interval else ""
-        print(
-            f"{interval:>9.0f}s {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
-            f"{cost.metrics_per_month:>15,.0f} {cost.usd_per_month:>10.2f}{marker}"
-        )
-    places: dict[tuple[str, str], int] = {}
+    nodes, caches = monitor.nodes(), monitor.serverless()
+    metrics, serverless_metrics = config.aws.metrics, monitor.serverless_metrics
+    per_node = sum(len(spec.statistics) for spec in metrics)
+    per_cache = sum(len(spec.statistics) for spec in serverless_metrics)
+    regions = sorted({n.region for n in nodes} | {c.region for c in caches})
+    print(f"nodes discovered: {len(nodes)}, serverless caches: {len(caches)}, in {', '.join(regions) or 'no region'}")
+    print(f"metrics: {len(metrics)}, queries per node: {per_node}; per serverless cache: {per_cache} (metric x statistic)")
+    places: dict[tuple[str, str], list[int]] = {}
     for node in nodes:
-        places[(node.account_id, node.region)] = places.get((node.account_id, node.region), 0) + 1
+        places.setdefault((node.account_id, node.region), [0, 0])[0] += 1
+    for cache in caches:
+        places.setdefault((cache.account_id, cache.region), [0, 0])[1] += 1
+
+    def cost_at(interval: float, counts: list[list[int]]):
+        """Calls are made per account and region, so their count is the sum of each place's."""
+        costs = [estimate_cost(n, metrics, interval, serverless=s, serverless_metrics=serverless_metrics) for n, s in counts]
+        fields = ("queries_per_cycle", "calls_per_cycle", "metrics_per_month", "usd_per_month")
+        return tuple(sum(getattr(cost, field) for cost in costs) for field in fields)
+
+    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
+    for interval in sorted({config.aws.poll_interval, 60.0, 300.0}):
+        queries, calls, metrics_per_month, usd = cost_at(interval, list(places.values()))
+        marker = "  (configured)" if interval == config.aws.poll_interval else ""
+        print(f"{interval:>9.0f}s {queries:>14,} {calls:>12,} {metrics_per_month:>15,.0f} {usd:>10.2f}{marker}")
     if places:
         print(f"at the configured interval ({config.aws.poll_interval:.0f}s), per account and region:")
-        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'queries/cycle':>14} {'calls/cycle':>12} {'USD/month':>10}")
-        for (account_id, region), count in sorted(places.items()):
-            cost = estimate_cost(count, config.aws.metrics, config.aws.poll_interval)
-            print(f"{account_id or '-':<14} {region:<16} {count:>6} {cost.queries_per_cycle:>14,} {cost.calls_per_cycle:>12,} "
-                  f"{cost.usd_per_month:>10.2f}")  # fmt: skip
+        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'USD/month':>10}")
+        for (account_id, region), (count, serverless) in sorted(places.items()):
+            queries, calls, _, usd = cost_at(config.aws.poll_interval, [[count, serverless]])
+            print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>14,} {calls:>12,} {usd:>10.2f}")
         print("Calls are made per account and region: ceil(queries / 500) each, every cycle.")
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
     return 0

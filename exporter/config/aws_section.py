@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.aws.settings import AwsAccount, AwsConfig
 from exporter.common.errors import ConfigError
 
 from .readers import as_bool, as_duration, as_mapping, as_string, check_keys
+
+if TYPE_CHECKING:
+    from exporter.aws.cloudwatch import MetricSpec
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
@@ -32,7 +35,7 @@ def _regions(value: Any, key: str) -> tuple[str, ...]:
 def aws_config(raw: dict[str, Any]) -> AwsConfig:
     if not raw:
         return AwsConfig()  # AWS off: nothing of the AWS side is loaded
-    from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, valid_statistic
+    from exporter.aws.cloudwatch import DEFAULT_METRICS
 
     check_keys(raw, "aws", {"region", "regions", "role_arn", "external_id", "accounts", "tag_filters", "discovery_interval",
                              "cloudwatch", "scrape_discovered", "discovered"})  # fmt: skip
@@ -65,7 +68,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         else:
             filters[str(tag)] = (as_string(values, f"aws.tag_filters.{tag}"),)
     cloudwatch = as_mapping(raw, "cloudwatch")
-    check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics"})
+    check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics", "serverless_metrics"})
     period = as_duration(cloudwatch.get("period", 60), "aws.cloudwatch.period")
     if period < 60 or period % 60:
         raise ConfigError("aws.cloudwatch.period", "must be a multiple of 60s (ElastiCache publishes one datapoint a minute)")
@@ -73,9 +76,32 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
     if delay < 120:
         raise ConfigError("aws.cloudwatch.delay", "must be at least 2m: newer one-minute datapoints are still incomplete")
     lookback = as_duration(cloudwatch.get("lookback", period * 5), "aws.cloudwatch.lookback")
+    metrics = _metric_specs(cloudwatch.get("metrics"), "aws.cloudwatch.metrics")
+    serverless_metrics = cloudwatch.get("serverless_metrics")
+    return AwsConfig(
+        accounts=tuple(accounts),
+        tag_filters=filters,
+        discovery_interval=as_duration(raw.get("discovery_interval", "5m"), "aws.discovery_interval"),
+        cloudwatch=as_bool(cloudwatch.get("enabled", True), "aws.cloudwatch.enabled"),
+        poll_interval=as_duration(cloudwatch.get("interval", "60s"), "aws.cloudwatch.interval"),
+        period=int(period),
+        delay=delay,
+        lookback_periods=max(1, int(lookback // period)),
+        metrics=metrics or DEFAULT_METRICS,
+        serverless_metrics=None if serverless_metrics is None else _metric_specs(serverless_metrics, "aws.cloudwatch.serverless_metrics"),
+        scrape_discovered=as_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
+    )
+
+
+def _metric_specs(entries: Any, where: str) -> tuple[MetricSpec, ...]:
+    """A list of metric names, or of mappings with a name and statistics (Average when none are given)."""
+    from exporter.aws.cloudwatch import MetricSpec, valid_statistic
+
+    if not isinstance(entries, list | None):
+        raise ConfigError(where, "must be a list of metric names or of mappings with name and statistics")
     metrics = []
-    for i, entry in enumerate(cloudwatch.get("metrics") or []):
-        key = f"aws.cloudwatch.metrics[{i}]"
+    for i, entry in enumerate(entries or []):
+        key = f"{where}[{i}]"
         item = {"name": entry} if isinstance(entry, str) else entry
         if not isinstance(item, dict) or "name" not in item:
             raise ConfigError(key, "must be a metric name or a mapping with name and statistics")
@@ -87,18 +113,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
             if not valid_statistic(str(statistic)):
                 raise ConfigError(f"{key}.statistics", f"unknown statistic {statistic!r} (Average, Maximum, Minimum, Sum, SampleCount or pNN)")
         metrics.append(MetricSpec(as_string(item["name"], f"{key}.name"), tuple(str(s) for s in statistics)))
-    return AwsConfig(
-        accounts=tuple(accounts),
-        tag_filters=filters,
-        discovery_interval=as_duration(raw.get("discovery_interval", "5m"), "aws.discovery_interval"),
-        cloudwatch=as_bool(cloudwatch.get("enabled", True), "aws.cloudwatch.enabled"),
-        poll_interval=as_duration(cloudwatch.get("interval", "60s"), "aws.cloudwatch.interval"),
-        period=int(period),
-        delay=delay,
-        lookback_periods=max(1, int(lookback // period)),
-        metrics=tuple(metrics) or DEFAULT_METRICS,
-        scrape_discovered=as_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
-    )
+    return tuple(metrics)
 
 
 def _role(value: Any, key: str) -> str | None:

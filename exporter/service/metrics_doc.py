@@ -105,10 +105,12 @@ BASELINES = [
 ]  # fmt: skip
 
 AWS = [
-    Doc("aws_elasticache_<metric>_<statistic>", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`",
+    Doc("aws_elasticache_<metric>_<statistic>", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`; "
+        "a serverless cache's: `account_id`, `region`, `dimension_clusterId`",
         "CloudWatch", "the newest complete datapoint, named and labelled as YACE does"),
     Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge",
-        "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch", "time of that datapoint"),
+        "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId` (a serverless cache's: `dimension_clusterId`), `metric`",
+        "CloudWatch", "time of that datapoint"),
     Doc("elasticache_node_info", "gauge", f"{T}, `account_id`, `region`, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, "
         "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`", "discovery",
         "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),
@@ -118,6 +120,10 @@ AWS = [
         "the cache's ECPU-per-second maximum, where set"),
     Doc("elasticache_serverless_data_storage_limit_bytes", "gauge", "`account_id`, `region`, `cache`", "discovery",
         "the cache's data storage maximum, where set"),
+    Doc("elasticache_serverless_ecpu_utilization_ratio", "gauge", "`account_id`, `region`, `cache`", "CloudWatch and discovery",
+        "ElastiCacheProcessingUnits per second over the period / the ECPU-per-second maximum; only while the datapoint is fresh"),
+    Doc("elasticache_serverless_data_storage_utilization_ratio", "gauge", "`account_id`, `region`, `cache`", "CloudWatch and discovery",
+        "BytesUsedForCache / the data storage maximum; only while the datapoint is fresh"),
     Doc("elasticache_exporter_aws_api_calls_total", "counter", "`api`", "the AWS client", "calls made"),
     Doc("elasticache_exporter_aws_api_errors_total", "counter", "`api`, `kind` (`throttling`, `server`, `timeout`, `connection`, "
         "`credentials`, `access_denied`, `client`, `unsupported`)", "the AWS client", "failed calls, each retry counted"),
