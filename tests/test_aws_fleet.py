@@ -351,3 +351,27 @@ def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts
         assert caught.value.kind == "server"
         sts_down[0] = False
         assert len(describe()) == 2
+
+
+def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_credentials, capsys, tmp_path):  # noqa: F811
+    """sessions-001 is in two regions of one account and in a second account: each report reads its own node's data."""
+    import yaml
+
+    from exporter.cli.main import main
+
+    config = tmp_path / "fleet.yml"
+    config.write_text(yaml.safe_dump(fleet_config()))
+    with moto_fleet():
+        # three times the traffic on the US node: two more 60 MB per minute on top of the seeded one (Sum adds them)
+        _, end = window(time.time(), 60, 120, 5)
+        dimensions = [{"Name": "CacheClusterId", "Value": "sessions-001"}, {"Name": "CacheNodeId", "Value": "0001"}]
+        data = [{"MetricName": "NetworkBytesOut", "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": 60e6, "Dimensions": dimensions}
+                for minutes in range(1, 6) for _ in range(2)]  # fmt: skip
+        session(DEV).client("cloudwatch", region_name=US).put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+        assert main(["capacity", "--config.file", str(config), "--days", "1", "--period", "60s", "--format", "json"]) == 0
+    reports = {report["node"]: report for report in json.loads(capsys.readouterr().out)}
+    assert len(reports) == 6
+    assert reports[f"{DEV}/{US}/sessions-001"]["network_out_p90_bytes_per_second"] == pytest.approx(3e6)
+    assert reports[f"{DEV}/{US}/sessions-001"]["cluster_id"] == "sessions-001"
+    for other in (f"{DEV}/{EU}/sessions-001", f"{PROD}/{EU}/sessions-001", "flags-001"):
+        assert reports[other]["network_out_p90_bytes_per_second"] == pytest.approx(1e6), other

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
@@ -18,11 +18,13 @@ from typing import Any
 
 from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import NAMESPACE
-from exporter.aws.discovery import Node
+from exporter.aws.discovery import Node, NodeKey
 from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import BaselineTable
 
 from .trend import BAND_Z, Projection, project
+
+History = dict[tuple[NodeKey, str], list[tuple[float, float]]]  # (node, signal) → [(unix time, value)]
 
 DAY = 86400
 MAX_DATAPOINTS_PER_CALL = 100_800
@@ -55,8 +57,9 @@ def fetch_history(
     now: float,
     progress: Callable[[int, int], None] | None = None,
     period: int = 60,
-) -> tuple[dict[tuple[str, str], list[tuple[float, float]]], int]:
-    """{(cluster id, signal): [(unix time, value)]}, and the number of GetMetricData calls made.
+) -> tuple[History, int]:
+    """{(node key, signal): [(unix time, value)]}, and the number of GetMetricData calls made; keyed by the node's
+    account, region, cluster and node, as one account has ``sessions-001`` in each of its regions.
 
     ``period`` 60 gives the baseline method's per-minute datapoints; a longer one fetches less.
     """
@@ -66,7 +69,7 @@ def fetch_history(
     for node in nodes:
         for name, metric, statistic, _ in SIGNALS:
             queries.append((node, name, metric, statistic))
-    history: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    history: History = {}
     calls = 0
     sizes = plan_calls(len(queries), days, period)
     position = 0
@@ -86,10 +89,7 @@ def fetch_history(
                             "Metric": {
                                 "Namespace": NAMESPACE,
                                 "MetricName": metric,
-                                "Dimensions": [
-                                    {"Name": "CacheClusterId", "Value": node.cluster_id},
-                                    {"Name": "CacheNodeId", "Value": node.node_id},
-                                ],
+                                "Dimensions": [{"Name": name, "Value": value} for name, value in node.dimensions],
                             },
                             "Period": period,
                             "Stat": statistic,
@@ -108,7 +108,7 @@ def fetch_history(
                 for result in reply.get("MetricDataResults", []):
                     node, name, _metric, _statistic = lookup[result["Id"]]
                     divisor = period if next(is_sum for n, _, _, is_sum in SIGNALS if n == name) else 1
-                    points = history.setdefault((node.cluster_id, name), [])
+                    points = history.setdefault((node.key, name), [])
                     for stamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
                         points.append((stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp), float(value) / divisor))
                 token = reply.get("NextToken")
@@ -138,6 +138,7 @@ def daily_p90(points: list[tuple[float, float]], now: float, days: int) -> list[
 class NodeReport:
     node: Node
     status: str  # ok | watch | warning | critical | no data | no baseline
+    name: str = ""  # the node's instance name: its CacheClusterId, qualified where another account or region has it too
     reason: str = ""
     baseline_bytes_per_second: float | None = None
     baseline_source: str = ""
@@ -168,7 +169,8 @@ class NodeReport:
             return None if stamp is None else datetime.fromtimestamp(stamp, tz=timezone.utc).strftime("%Y-%m-%d")
 
         return {
-            "node": self.node.cluster_id,
+            "node": self.name or self.node.cluster_id,
+            "cluster_id": self.node.cluster_id,
             "node_id": self.node.node_id,
             "account_id": self.node.account_id,
             "region": self.node.region,
@@ -226,10 +228,10 @@ def recommend(table: BaselineTable, peak: float, memory_gib_needed: float | None
     }
 
 
-def assess(node: Node, history: dict[tuple[str, str], list[tuple[float, float]]], table: BaselineTable, now: float, days: int) -> NodeReport:
-    daily = {name: daily_p90(history.get((node.cluster_id, name), []), now, days) for name, *_ in SIGNALS}
-    daily = {name: values for name, values in daily.items() if values}
-    report = NodeReport(node=node, status="ok", daily=daily)
+def assess(node: Node, history: History, table: BaselineTable, now: float, days: int, name: str = "") -> NodeReport:
+    daily = {signal: daily_p90(history.get((node.key, signal), []), now, days) for signal, *_ in SIGNALS}
+    daily = {signal: values for signal, values in daily.items() if values}
+    report = NodeReport(node=node, status="ok", name=name, daily=daily)
     if "network_out" not in daily and "network_in" not in daily:
         report.status, report.reason = "no data", "CloudWatch has no network datapoints for this node in the window"
         return report
@@ -275,10 +277,11 @@ def assess(node: Node, history: dict[tuple[str, str], list[tuple[float, float]]]
 
 
 def build_reports(
-    nodes: list[Node], history: dict[tuple[str, str], list[tuple[float, float]]], table: BaselineTable, days: int, now: float | None = None
+    nodes: list[Node], history: History, table: BaselineTable, days: int, now: float | None = None, names: Mapping[NodeKey, str] | None = None
 ) -> list[NodeReport]:
     now = time.time() if now is None else now
-    return sorted((assess(node, history, table, now, days) for node in nodes), key=lambda r: (r.urgency, r.node.cluster_id))
+    reports = (assess(node, history, table, now, days, (names or {}).get(node.key, "")) for node in nodes)
+    return sorted(reports, key=lambda r: (r.urgency, r.node.key))
 
 
 # --- output ---------------------------------------------------------------------------------------
@@ -303,7 +306,7 @@ def render_text(reports: list[NodeReport]) -> str:
         percent = f"{report.percent_of_baseline:.0f} %" if report.percent_of_baseline is not None else "-"
         suggestion = report.recommendation["node_type"] if report.recommendation else (report.reason or "-")
         lines.append(
-            f"{report.node.cluster_id:<24.24} {report.node.node_type:<18.18} {report.status:<11} "
+            f"{data['node']:<24.24} {report.node.node_type:<18.18} {report.status:<11} "
             f"{_human_bytes(series_now(report)):>11} {percent:>8} "
             f"{_human_bytes(report.trend_bytes_per_second_per_day):>11} {data['model'] or '-':<9} {data['reaches_80_percent'] or '-':>10} "
             f"{data['reaches_100_percent'] or '-':>10}  {suggestion}"
@@ -350,7 +353,7 @@ def svg_chart(report: NodeReport, width: int = 640, height: int = 220) -> str:
         return top_pad + plot_h - max(0.0, min(v, top)) / top * plot_h
 
     parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="daily p90 network of {escape(report.node.cluster_id)}">']  # fmt: skip
+             f'aria-label="daily p90 network of {escape(report.name or report.node.cluster_id)}">']  # fmt: skip
     parts.append(f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#999"/>')
     for value in _ticks(0.0, top):
         parts.append(f'<line class="ytick" x1="{left - 4}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#e4e4e4"/>')

@@ -137,8 +137,8 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         progress = Progress(len(nodes) * 5, command="capacity")
         history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
         progress.finish()
-        reports += build_reports(nodes, history, table, args.days, now)
-    reports.sort(key=lambda r: (r.urgency, r.node.cluster_id))
+        reports += build_reports(nodes, history, table, args.days, now, names={node.key: name for name, node in named})
+    reports.sort(key=lambda r: (r.urgency, r.node.key))
     if args.output_format == "json":
         text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
     elif args.output_format == "html":
