@@ -375,3 +375,34 @@ def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_cre
     assert reports[f"{DEV}/{US}/sessions-001"]["cluster_id"] == "sessions-001"
     for other in (f"{DEV}/{EU}/sessions-001", f"{PROD}/{EU}/sessions-001", "flags-001"):
         assert reports[other]["network_out_p90_bytes_per_second"] == pytest.approx(1e6), other
+
+
+def test_an_account_whose_role_cannot_be_assumed_costs_only_its_own_data(aws_credentials, monkeypatch):  # noqa: F811
+    """PROD's role is refused (a typo in its trust policy, say): DEV is still discovered and polled, in every cycle."""
+    from botocore.client import BaseClient
+    from botocore.exceptions import ClientError
+
+    real = BaseClient._make_api_call
+
+    def refusing(self, operation, params):
+        if operation == "AssumeRole" and params["RoleArn"] == role(PROD):
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+                              operation)  # fmt: skip
+        return real(self, operation, params)
+
+    with moto_fleet():
+        monitor = AwsMonitor(build_config(fleet_config(), environ={}).aws, log_failures=False)
+        monitor.discover_once()  # PROD discovered while its role still worked
+        monkeypatch.setattr(BaseClient, "_make_api_call", refusing)
+        for api in monitor.apis.values():
+            api._session_expires = 0.0  # every role to be assumed again, as after an hour
+        failures = monitor.discover_once()
+        monitor.poll_once()
+        samples = parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
+    assert [place for place, _ in failures] == [f"{EU} of account {PROD}"]
+    assert {err.kind for _, err in failures} == {"access_denied"}
+    polled = {(dict(labels)["account_id"], dict(labels)["region"]) for name, labels in samples if name == "aws_elasticache_cpuutilization_average"}
+    assert polled == {(DEV, EU), (DEV, US)}
+    assert sample(samples, "elasticache_exporter_aws_api_errors_total", api="assume_role", kind="access_denied") >= 1
+    # PROD's nodes stay known from the last good discovery (their alarms and names do not flap), only their data is missing
+    assert sample(samples, "elasticache_exporter_discovered_nodes", account_id=PROD, region=EU) == 2

@@ -112,8 +112,9 @@ class AwsMonitor:
     # --- discovery ------------------------------------------------------------------
 
     def discover_once(self) -> list[tuple[str, AwsCallError]]:
-        """Discover every account and region; the failures, as (region, error), for a caller that must not go on
-        with part of the fleet (the CLI); the background loop logs them and keeps the last good data."""
+        """Discover every account and region; the failures, as (where: the region and the role's account, error), for a
+        caller that must not go on with part of the fleet (the CLI); the background loop logs them and keeps the last
+        good data."""
         ok = False
         failures: list[tuple[str, AwsCallError]] = []
         for account in self.config.accounts:
@@ -122,8 +123,8 @@ class AwsMonitor:
                 try:
                     nodes, serverless = discover_region(api, region, self.config.tag_filters, api.account_id)
                 except AwsCallError as err:
-                    self._report(err, f"discovery in {region}")
-                    failures.append((region, err))
+                    self._report(err, f"discovery in {_place(api, region)}")
+                    failures.append((_place(api, region), err))
                     continue
                 ok = True
                 with self._lock:
@@ -191,15 +192,22 @@ class AwsMonitor:
             queries = build_queries(groups.get((account, region), []), self.config.metrics)
             queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
             total_queries += len(queries)
+            if not queries:
+                continue
             api = self.apis[account]
-            client = api.client("cloudwatch", region) if queries else None
+            try:
+                client = api.client("cloudwatch", region)  # assumes the account's role when it is due: may fail alone
+            except AwsCallError as err:
+                queried.update(_series_key(query) for query in queries)
+                self._report(err, f"GetMetricData in {_place(api, region)}")
+                continue
             for batch in batches(queries):
                 keys = {query.id: _series_key(query) for query in batch}
                 queried.update(keys.values())
                 try:
                     results = self._get_metric_data(api, client, batch, start, end, deadline)
                 except AwsCallError as err:
-                    self._report(err, f"GetMetricData in {region}")
+                    self._report(err, f"GetMetricData in {_place(api, region)}")
                     continue
                 by_id = {query.id: query for query in batch}
                 for query_id, datapoint in newest_datapoints(results).items():
@@ -273,6 +281,11 @@ class AwsMonitor:
     def cache(self) -> dict[SeriesKey, CachedValue]:
         with self._lock:
             return dict(self._cache)
+
+
+def _place(api: AwsApi, region: str) -> str:
+    """Where a call failed, for a log line: the region, and the account when a role names it."""
+    return f"{region} of account {api.account_id}" if api.account_id else region
 
 
 def _series_key(query: Query) -> SeriesKey:

@@ -41,8 +41,8 @@ def discover(monitor: Any) -> None:
     """Discovery for a command, which must not go on with part of the fleet: the first failure ends it (exit 1)."""
     failures = monitor.discover_once()
     if failures:
-        region, err = failures[0]
-        raise RuntimeFailure(f"discovery in {region}: {aws_failure(err)}")
+        place, err = failures[0]
+        raise RuntimeFailure(f"discovery in {place}: {aws_failure(err)}")
 
 
 def check_names(wanted: list[str], known: set[str], flag: str) -> None:
