@@ -285,6 +285,9 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
     per_cache = sum(len(spec.statistics) for spec in SERVERLESS_METRICS)
     dev_us = next(line.split() for line in out.splitlines() if line.startswith(f"{DEV} {US}".replace(" ", " " * (15 - len(DEV)))))
     assert dev_us[2:5] == ["2", "3", f"{2 * per_node + 3 * per_cache}"]
+    # the fleet's calls are each place's: 3 places of under 500 queries make 3 calls, not ceil(all queries / 500) = 1
+    configured = next(line.split() for line in out.splitlines() if line.endswith("(configured)"))
+    assert configured[1:3] == [f"{6 * per_node + 4 * per_cache}", "3"]
     assert "nodes discovered: 6, serverless caches: 4" in out
     assert f"{2 * per_node:>14,}" in out
 

@@ -28,7 +28,7 @@ SIGNALS = {
 }
 DEFAULT_ENGINE_CPU_PERCENT = 90.0  # where no benchmark measured the engine CPU: AWS's 90 % of a core
 ENGINE_CPU_FLOOR_PERCENT = 65.0  # no engine-CPU warning below this: at 65 % of a core queueing stays under 2x service time
-GUARDS = ("none", "redis", "utilization", "cloudwatch")
+GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
