@@ -150,10 +150,6 @@ class AwsMonitor:
             named = [(self._names.get(node.key, node.cluster_id), node) for nodes in self._nodes.values() for node in nodes]
         return sorted(named, key=lambda item: (item[0], item[1].key))
 
-    def name_of(self, node: Node) -> str:
-        with self._lock:
-            return self._names.get(node.key, node.cluster_id)
-
     def nodes_by_account(self) -> dict[AwsAccount, list[Node]]:
         with self._lock:
             result: dict[AwsAccount, list[Node]] = {}

@@ -109,8 +109,6 @@ class TargetSet:
     def set_discovered(self, nodes: list[tuple[str, Node]]) -> None:
         """Make discovered nodes targets under their instance names (by endpoint, TLS when in-transit encryption is on),
         keeping live connections."""
-        from exporter.aws.discovery import SERVERLESS
-
         keys = tuple(key for _, key in self.heartbeat_sources)
         wanted = {name: node for name, node in nodes if node.address and name not in self._by_name}
         with self._lock:
@@ -133,7 +131,7 @@ class TargetSet:
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
                 redis_node = RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes)
                 redis_node.key_probes = self._key_probes
-                node_type = "" if node.node_type == SERVERLESS else node.node_type  # no node-type baseline applies
+                node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
                 self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard)
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
