@@ -436,7 +436,7 @@ def test_invalid_aws_config_names_the_key(raw, key):
 
 def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_nothing(aws_credentials):
     from exporter.alerts.alarms import apply, describe, desired_alarms, plan
-    from exporter.alerts.render import load_catalog
+    from exporter.alerts.catalog import load_catalog
     from exporter.baselines.table import load_table
 
     with mock_aws():
@@ -472,7 +472,8 @@ def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_cr
     """A fleet loses a node and gains one of a type without a baseline: plan shows create and delete; apply deletes
     only with prune, only alarms it made (marker and tag), and a second apply changes nothing."""
     from exporter.alerts.alarms import MARKER, apply, describe, desired_alarms, plan
-    from exporter.alerts.render import alarm_threshold_key, load_catalog
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.thresholds import alarm_threshold_key
     from exporter.baselines.table import load_table
 
     with mock_aws():

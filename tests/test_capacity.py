@@ -11,7 +11,9 @@ import pytest
 from moto import mock_aws
 
 from exporter.baselines.table import load_table
-from exporter.capacity.report import DAY, build_reports, daily_p90, plan_calls, render_html, render_text
+from exporter.capacity.assess import build_reports, daily_p90
+from exporter.capacity.history import DAY, plan_calls
+from exporter.capacity.render import render_html, render_text
 from exporter.capacity.trend import BAND_Z, project
 from exporter.cli.main import main
 

@@ -24,10 +24,21 @@ def replay(name: str) -> FakeRespServer:
     entries = json.loads((DATA / f"{name}.json").read_text())
     replies = {tuple(entry["command"]): entry["reply"].encode("latin-1") for entry in entries}
     every_histogram = replies.get(("LATENCY", "HISTOGRAM"))
+    # COMMAND INFO answers one entry per name asked, in the order asked: the recorded entries, by name
+    documented = {
+        entry[0].decode().lower(): entry
+        for command, reply in replies.items()
+        if command[:2] == ("COMMAND", "INFO")
+        for entry in parse_resp(reply)[0]
+        if entry is not None
+    }
 
     def histograms_of_some(command: tuple[str, ...]) -> bytes | None:
         """LATENCY HISTOGRAM <commands>: what the server answered redis_exporter's LATENCY HISTOGRAM (all of them)
-        at the same moment, kept to the commands asked for, as the server would answer."""
+        at the same moment, kept to the commands asked for, as the server would answer. COMMAND INFO <names>: the
+        recorded entries of those names, nil for a name the server did not know."""
+        if [part.upper() for part in command[:2]] == ["COMMAND", "INFO"]:
+            return encode_resp([documented.get(name.lower()) for name in command[2:]])
         if every_histogram is None or [part.upper() for part in command[:2]] != ["LATENCY", "HISTOGRAM"] or len(command) == 2:
             return None
         flat, _ = parse_resp(every_histogram)
@@ -46,6 +57,8 @@ def parse_resp(data: bytes, at: int = 0):
         return int(head), end + 2
     if kind == b"$":
         length = int(head)
+        if length < 0:
+            return None, end + 2
         return data[end + 2 : end + 2 + length], end + 4 + length
     if kind == b"*":
         items, at = [], end + 2
@@ -57,6 +70,8 @@ def parse_resp(data: bytes, at: int = 0):
 
 
 def encode_resp(value) -> bytes:
+    if value is None:
+        return b"$-1\r\n"
     if isinstance(value, int):
         return b":%d\r\n" % value
     if isinstance(value, bytes):

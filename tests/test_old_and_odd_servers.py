@@ -9,7 +9,11 @@ from fake_resp import FakeRespServer, bulk, error
 from helpers import call, make_app, sample
 from servers import start_redis
 
+from exporter.redis.pipeline import ASKED
+
 DATA = Path(__file__).parent / "data"
+
+PROBE = ("COMMAND", "INFO", *(name.upper() for name in ASKED))  # what the exporter asks on connect
 
 
 @pytest.fixture
@@ -61,8 +65,7 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
     ],
 )
 def test_malformed_replies_never_crash_the_exporter(reply):
-    probe = ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM", "CONFIG")
-    server = FakeRespServer({("INFO", "ALL"): reply, probe: b"*-1\r\n"})
+    server = FakeRespServer({("INFO", "ALL"): reply, PROBE: b"*-1\r\n"})
     app = make_app({"targets": [{"name": "odd", "addr": server.addr, "timeout": "500ms"}]})
     try:
         response = call(app, "/metrics")
@@ -79,7 +82,7 @@ def test_malformed_info_lines_are_counted(fresh_redis):
     server = FakeRespServer(
         {
             ("INFO", "ALL"): bulk("# Server\r\nuptime_in_seconds:5\r\nthis line is broken\r\n:\r\n"),
-            ("COMMAND", "INFO", "CLIENT", "SLOWLOG", "LATENCY", "CLUSTER", "LATENCY|HISTOGRAM", "CONFIG"): b"*6\r\n" + b"*-1\r\n" * 6,
+            PROBE: b"*%d\r\n" % len(ASKED) + b"*-1\r\n" * len(ASKED),
             ("INFO", "CLUSTER"): bulk(""),
         }
     )

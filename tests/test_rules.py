@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter.alerts.render import ENGINE_CPU_FLOOR_PERCENT, load_catalog, render_cloudformation, render_prometheus
+from exporter.alerts.catalog import load_catalog
+from exporter.alerts.cloudformation import render_cloudformation
+from exporter.alerts.prometheus import render_prometheus
+from exporter.alerts.thresholds import ENGINE_CPU_FLOOR_PERCENT
 from exporter.baselines.table import load_table
 
 ROOT = Path(__file__).parent.parent
@@ -349,7 +352,7 @@ def _without_annotations(rules_text: str) -> str:
 
 
 def test_every_alert_has_a_unit_test():
-    assert sorted(CASES) == sorted(alert.name for alert in load_catalog() if alert.baseline_signal or alert.expr)
+    assert sorted(CASES) == sorted(alert.name for alert in load_catalog() if alert.baseline or alert.expr)
 
 
 CW_SERIES = re.compile(r"aws_elasticache_[a-z0-9_]+")
@@ -512,7 +515,7 @@ def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_
     assert lint.returncode == 0, lint.stdout + lint.stderr
     catalog = load_catalog()
     every = {a.name for a in catalog if a.cloudwatch}
-    fixed = {a.name for a in catalog if a.cloudwatch and not (a.baseline_signal or (a.cloudwatch or {}).get("per_node_type"))}
+    fixed = {a.name for a in catalog if a.cloudwatch and not (a.baseline or a.cloudwatch.per_node_type)}
     found: dict[str, set[str]] = {}
     for path in stacks:
         template = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506

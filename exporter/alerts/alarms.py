@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.aws.api import AwsApi
+from exporter.aws.cloudwatch import metric_of
 from exporter.aws.discovery import Node
 from exporter.baselines.table import BaselineTable
 
-from .render import BASELINE_KEYS, Alert, alarm_threshold_key, mapping_rows, threshold_text
+from .catalog import Alert
+from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
 MARKER = "(managed by elasticache-exporter)"
 MANAGED_TAG = {"Key": "elasticache-exporter:managed", "Value": "true"}
@@ -54,7 +56,7 @@ class Change:
 def desired_alarms(nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None) -> tuple[list[tuple[str, dict]], list[str]]:
     """(region, PutMetricAlarm arguments) per node and alarm; and, per node type without a baseline, which
     nodes get the fixed-threshold alarms only."""
-    thresholds = {row["key"]: row["values"] for row in mapping_rows(table)}
+    thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
     skipped: dict[str, list[str]] = {}
     for node in sorted(nodes, key=lambda n: (n.region, n.cluster_id, n.node_id)):
@@ -72,44 +74,35 @@ def desired_alarms(nodes: list[Node], alerts: list[Alert], table: BaselineTable,
     return result, notes
 
 
-def _threshold_text(alert: Alert, node: Node, values: dict[str, Any]) -> str:
-    """The template's threshold sentence with this node's type and baseline source written in."""
-    text = threshold_text(alert)
-    if text is None:
-        return ""
-    baseline = values.get(BASELINE_KEYS.get(alert.baseline_signal or "", ""), "")
-    return " " + text.replace("${Baseline}", str(baseline)).replace("${CacheNodeType}", node.node_type)
-
-
 def _alarm(node: Node, alert: Alert, values: dict[str, Any], topic_arn: str | None) -> dict[str, Any]:
-    cw = alert.cloudwatch or {}
+    cw = alert.cloudwatch
+    assert cw is not None
     key = alarm_threshold_key(alert)
-    dimensions = [{"Name": "CacheClusterId", "Value": node.cluster_id}, {"Name": "CacheNodeId", "Value": node.node_id}]
-    period = int(cw.get("period", 60))
-    evaluation = int(cw.get("evaluation_periods", 5))
+    baseline = values.get(BASELINE_KEYS.get(alert.baseline.signal, "") if alert.baseline else "", "")
+    sentence = threshold_sentence(alert, str(baseline), node.node_type)
     alarm: dict[str, Any] = {
         "AlarmName": f"{node.cluster_id}-{alert.name}",
-        "AlarmDescription": f"[{alert.severity}] {alert.summary}{_threshold_text(alert, node, values)} {MARKER}",
-        "EvaluationPeriods": evaluation,
-        "DatapointsToAlarm": evaluation,
-        "Threshold": float(values[key] if key else cw["threshold"]),
-        "ComparisonOperator": cw.get("comparison", "GreaterThanThreshold"),
+        "AlarmDescription": f"[{alert.severity}] {alert.summary}{' ' + sentence if sentence else ''} {MARKER}",
+        "EvaluationPeriods": cw.evaluation_periods,
+        "DatapointsToAlarm": cw.evaluation_periods,
+        "Threshold": float(values[key] if key else cw.threshold),  # type: ignore[arg-type]
+        "ComparisonOperator": cw.comparison,
         "TreatMissingData": "missing",
         "AlarmActions": [topic_arn] if topic_arn else [],
         "OKActions": [topic_arn] if topic_arn else [],
         "InsufficientDataActions": [topic_arn] if topic_arn else [],
         "Tags": [MANAGED_TAG],
     }
-    metric = {"Namespace": "AWS/ElastiCache", "MetricName": cw["metric"], "Dimensions": dimensions}
-    if cw.get("increase"):
+    metric = metric_of(node, cw.metric)
+    if cw.increase:
         alarm["Metrics"] = [
-            {"Id": "m1", "ReturnData": False, "MetricStat": {"Metric": metric, "Period": period, "Stat": cw["statistic"]}},
-            {"Id": "e1", "Expression": "DIFF(m1)", "Label": f"{cw['metric']} increase", "ReturnData": True},
+            {"Id": "m1", "ReturnData": False, "MetricStat": {"Metric": metric, "Period": cw.period, "Stat": cw.statistic}},
+            {"Id": "e1", "Expression": "DIFF(m1)", "Label": f"{cw.metric} increase", "ReturnData": True},
         ]
     else:
         alarm.update(metric)
-        alarm["Statistic"] = cw["statistic"]
-        alarm["Period"] = period
+        alarm["Statistic"] = cw.statistic
+        alarm["Period"] = cw.period
     return alarm
 
 
@@ -135,17 +128,8 @@ def _normal(alarm: dict[str, Any]) -> dict[str, str]:
 
 def _existing_managed(api: AwsApi, client: Any) -> dict[str, dict]:
     """Every metric alarm of the region whose description carries our marker, by name."""
-    found: dict[str, dict] = {}
-    kwargs: dict[str, Any] = {"AlarmTypes": ["MetricAlarm"], "MaxRecords": 100}
-    while True:
-        reply = api.call(client, "describe_alarms", **kwargs)
-        for alarm in reply.get("MetricAlarms", []):
-            if (alarm.get("AlarmDescription") or "").endswith(MARKER):
-                found[alarm["AlarmName"]] = alarm
-        token = reply.get("NextToken")
-        if not token:
-            return found
-        kwargs["NextToken"] = token
+    alarms = api.paginate(client, "describe_alarms", "MetricAlarms", AlarmTypes=["MetricAlarm"], MaxRecords=100)
+    return {alarm["AlarmName"]: alarm for alarm in alarms if (alarm.get("AlarmDescription") or "").endswith(MARKER)}
 
 
 def _tagged_as_ours(api: AwsApi, client: Any, alarm: dict) -> bool:

@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,16 +221,20 @@ class AwsApi:
                 log.debug("%s failed (%s), retry %d in %.2fs", api, kind, attempt, delay)
                 self._sleep(delay)
 
-    def paginate(self, client: Any, api: str, key: str, *, deadline: float | None = None, **kwargs: Any) -> list[Any]:
+    def pages(self, client: Any, api: str, *, deadline: float | None = None, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """Every reply of a paginated call, following its token; each page is one counted :meth:`call`."""
         input_token, output_token = _TOKENS[api]
-        items: list[Any] = []
         while True:
             reply = self.call(client, api, deadline=deadline, **kwargs)
-            items.extend(reply.get(key, []))
+            yield reply
             token = reply.get(output_token)
             if not token:
-                return items
+                return
             kwargs[input_token] = token
+
+    def paginate(self, client: Any, api: str, key: str, *, deadline: float | None = None, **kwargs: Any) -> list[Any]:
+        """The items under ``key`` of every page."""
+        return [item for reply in self.pages(client, api, deadline=deadline, **kwargs) for item in reply.get(key, [])]
 
 
 def _short(err: BaseException) -> str:

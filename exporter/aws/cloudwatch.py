@@ -1,9 +1,10 @@
-"""CloudWatch ``AWS/ElastiCache`` metrics: queries, batching, the time window, results. Pure functions.
+"""CloudWatch ``AWS/ElastiCache`` metrics: queries, batching, the time window, and the one place GetMetricData is called.
 
 One query per (node, metric, statistic), node-level dimensions only
 (CacheClusterId with CacheNodeId, so no series is counted twice; a serverless
 cache's are by clusterId), at most 500 queries per GetMetricData call, so a
-cycle makes ceil(queries / 500) calls per account and region.
+cycle makes ceil(queries / 500) calls per account and region. Everything here is pure
+but :func:`get_metric_data`, which the background monitor and the capacity report both use.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .discovery import Node
 
+if TYPE_CHECKING:
+    from .api import AwsApi
+
 NAMESPACE = "AWS/ElastiCache"
+NODE_DIMENSIONS = ("CacheClusterId", "CacheNodeId")  # a node's own series: never the cluster-wide aggregate
+SERVERLESS_DIMENSION = "clusterId"  # a serverless cache's series
 MAX_QUERIES_PER_CALL = 500
 PRICE_PER_1000_METRICS = 0.01  # USD, GetMetricData, billed per metric-statistic requested
 SECONDS_PER_MONTH = 30 * 24 * 3600
@@ -81,6 +87,18 @@ def prometheus_name(metric: str, statistic: str) -> str:
     return f"aws_elasticache_{snake(metric)}_{statistic.lower().replace('.', '_')}"
 
 
+def dimensions(node: Node) -> tuple[tuple[str, str], ...]:
+    """The CloudWatch dimensions of the node's own series: a serverless cache's are by ``clusterId`` alone."""
+    if node.serverless:
+        return ((SERVERLESS_DIMENSION, node.cluster_id),)
+    return (NODE_DIMENSIONS[0], node.cluster_id), (NODE_DIMENSIONS[1], node.node_id)
+
+
+def metric_of(node: Node, metric: str) -> dict[str, Any]:
+    """The ``Metric`` of a node's series, as GetMetricData and PutMetricAlarm take it."""
+    return {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": [{"Name": name, "Value": value} for name, value in dimensions(node)]}
+
+
 @dataclass(frozen=True)
 class Query:
     id: str
@@ -92,11 +110,7 @@ class Query:
         return {
             "Id": self.id,
             "MetricStat": {
-                "Metric": {
-                    "Namespace": NAMESPACE,
-                    "MetricName": self.metric,
-                    "Dimensions": [{"Name": name, "Value": value} for name, value in self.node.dimensions],
-                },
+                "Metric": metric_of(self.node, self.metric),
                 "Period": period,
                 "Stat": self.statistic,
             },
@@ -118,6 +132,35 @@ def batches(queries: Sequence[Query], size: int = MAX_QUERIES_PER_CALL) -> list[
     return [list(queries[i : i + size]) for i in range(0, len(queries), size)]
 
 
+def get_metric_data(
+    api: AwsApi,
+    client: Any,
+    queries: Sequence[Query],
+    period: int,
+    span: tuple[datetime, datetime],
+    *,
+    deadline: float | None = None,
+    oldest_first: bool = False,
+) -> list[dict[str, Any]]:
+    """The MetricDataResults of one batch (at most MAX_QUERIES_PER_CALL queries) over ``span``, every page of it;
+    each page is billed for every query of the batch, and counted so."""
+    start, end = span
+    results: list[dict[str, Any]] = []
+    pages = api.pages(
+        client,
+        "get_metric_data",
+        deadline=deadline,
+        MetricDataQueries=[query.to_api(period) for query in queries],
+        StartTime=start,
+        EndTime=end,
+        ScanBy="TimestampAscending" if oldest_first else "TimestampDescending",
+    )
+    for reply in pages:
+        api.stats.count_metrics(len(queries))
+        results.extend(reply.get("MetricDataResults", []))
+    return results
+
+
 def window(now: float, period: int, delay: float, lookback_periods: int) -> tuple[datetime, datetime]:
     """[start, end): end is a period boundary at least ``delay`` before now, so its buckets are complete."""
     end = math.floor((now - delay) / period) * period
@@ -135,7 +178,7 @@ class Datapoint:
 
 
 def newest_datapoints(results: Iterable[dict[str, Any]]) -> dict[str, Datapoint]:
-    """Query id → its newest datapoint, from MetricDataResults (across NextToken pages)."""
+    """Query id → its newest datapoint, from MetricDataResults (across every page)."""
     newest: dict[str, Datapoint] = {}
     for result in results:
         for stamp, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):

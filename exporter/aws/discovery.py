@@ -51,13 +51,6 @@ class Node:
     def serverless(self) -> bool:
         return self.node_type == SERVERLESS
 
-    @property
-    def dimensions(self) -> tuple[tuple[str, str], ...]:
-        """The CloudWatch dimensions of the node's own series: a serverless cache's are by ``clusterId`` alone."""
-        if self.serverless:
-            return (("clusterId", self.cluster_id),)
-        return (("CacheClusterId", self.cluster_id), ("CacheNodeId", self.node_id))
-
 
 SERVERLESS = "serverless"  # the node_type of a serverless cache: no node-type baseline applies
 

@@ -19,12 +19,15 @@ from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from .api import AwsApi, AwsCallError
 from .cloudwatch import (
     FRESH_SECONDS,
+    NAMESPACE,
     SERVERLESS_METRICS,
     Datapoint,
     MetricSpec,
     Query,
     batches,
     build_queries,
+    dimensions,
+    get_metric_data,
     newest_datapoints,
     prometheus_name,
     window,
@@ -176,7 +179,7 @@ class AwsMonitor:
     def poll_once(self) -> None:
         started = time.monotonic()
         deadline = started + max(5.0, 0.8 * self.config.poll_interval)
-        start, end = window(time.time(), self.config.period, self.config.delay, self.config.lookback_periods)
+        span = window(time.time(), self.config.period, self.config.delay, self.config.lookback_periods)
         fresh: dict[SeriesKey, CachedValue] = {}
         queried: set[SeriesKey] = set()
         total_queries = 0
@@ -201,7 +204,7 @@ class AwsMonitor:
                 keys = {query.id: _series_key(query) for query in batch}
                 queried.update(keys.values())
                 try:
-                    results = self._get_metric_data(api, client, batch, start, end, deadline)
+                    results = get_metric_data(api, client, batch, self.config.period, span, deadline=deadline)
                 except AwsCallError as err:
                     self._report(err, f"GetMetricData in {_place(api, region)}")
                     continue
@@ -223,23 +226,6 @@ class AwsMonitor:
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = total_queries
             self.polls += 1
-
-    def _get_metric_data(self, api: AwsApi, client: object, batch: list[Query], start, end, deadline: float) -> list[dict]:
-        results: list[dict] = []
-        kwargs = {
-            "MetricDataQueries": [query.to_api(self.config.period) for query in batch],
-            "StartTime": start,
-            "EndTime": end,
-            "ScanBy": "TimestampDescending",
-        }
-        while True:
-            reply = api.call(client, "get_metric_data", deadline=deadline, **kwargs)
-            api.stats.count_metrics(len(batch))
-            results.extend(reply.get("MetricDataResults", []))
-            token = reply.get("NextToken")
-            if not token:
-                return results
-            kwargs["NextToken"] = token
 
     @property
     def serverless_metrics(self) -> tuple[MetricSpec, ...]:
@@ -300,9 +286,9 @@ class AwsCollector(FamilyCollector):
         for value in sorted(monitor.cache().values(), key=lambda v: _series_key(v.query)):
             query = value.query
             labels = {"account_id": query.node.account_id, "region": query.node.region}
-            labels.update((f"dimension_{name}", value) for name, value in query.node.dimensions)
+            labels.update((f"dimension_{name}", value) for name, value in dimensions(query.node))
             name = prometheus_name(query.metric, query.statistic)
-            out.add(name, GAUGE, f"CloudWatch AWS/ElastiCache {query.metric}, statistic {query.statistic}.", labels, value.datapoint.value)
+            out.add(name, GAUGE, f"CloudWatch {NAMESPACE} {query.metric}, statistic {query.statistic}.", labels, value.datapoint.value)
             out.add(
                 "elasticache_cloudwatch_datapoint_timestamp_seconds",
                 GAUGE,

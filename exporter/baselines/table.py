@@ -17,6 +17,8 @@ VERSION = 1
 LEVELS = (100, 90, 80)
 BASES = ("lower", "measured", "published")
 BYTES_PER_GBIT = 125_000_000  # 10^9 bits / 8
+DEFAULT_ENGINE_CPU_PERCENT = 90.0  # where no benchmark measured the engine CPU: AWS's 90 % of a core
+SUGGESTED_FAMILIES = ("r7g", "r6g", "m7g", "m6g", "r5", "m5")  # current families a node is moved to, Graviton first
 
 
 class BaselineError(ExporterError):
@@ -78,6 +80,16 @@ class NodeBaseline:
             return dict(self.measured.bytes_per_second)
         return {level: int(value * level / 100) for level in LEVELS}
 
+    @property
+    def measured_engine_cpu(self) -> float | None:
+        """The engine CPU (p90, % of a core) the node type showed at its benchmarked bandwidth, if measured."""
+        return (self.measured.engine_cpu_utilization_p90 or None) if self.measured else None
+
+    def engine_cpu_baseline(self) -> tuple[float, str]:
+        """The engine CPU to compare with: the benchmarked one, else AWS's 90 % of a core; and which it is."""
+        measured = self.measured_engine_cpu
+        return (measured, "benchmarked") if measured else (DEFAULT_ENGINE_CPU_PERCENT, "aws-guidance")
+
 
 @dataclass(frozen=True)
 class BaselineTable:
@@ -90,6 +102,26 @@ class BaselineTable:
         if not node_type:
             return None
         return self.node_types.get(node_type) or self.node_types.get("cache." + node_type)
+
+    def suggest(self, bytes_per_second: float, *, memory_gib: float | None = None, like: str = "") -> str | None:
+        """The node type to move to: the smallest current type (Graviton first) whose full baseline carries
+        ``bytes_per_second`` at 80 % and that has at least ``memory_gib``; of the class of ``like`` (r, m; t grows
+        into m) first, where given. None where no type in the table does."""
+        own_class = like.split(".")[1][0] if like.count(".") == 2 else ""
+        own_class = "m" if own_class == "t" else own_class
+        candidates = []
+        for name, node in self.node_types.items():
+            parts = name.split(".")
+            if len(parts) != 3 or parts[1] not in SUGGESTED_FAMILIES:
+                continue
+            levels = node.levels(self.basis)
+            if not levels or levels[100] * 0.8 < bytes_per_second:
+                continue
+            if memory_gib is not None and (node.memory_gib is None or node.memory_gib < memory_gib):
+                continue
+            other_class = bool(own_class) and parts[1][0] != own_class
+            candidates.append((other_class, levels[100], not parts[1].endswith("g"), SUGGESTED_FAMILIES.index(parts[1]), name))
+        return min(candidates)[-1] if candidates else None
 
 
 def default_table_path() -> str:

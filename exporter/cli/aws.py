@@ -109,7 +109,9 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
     from exporter.aws.monitor import AwsMonitor
     from exporter.baselines.table import load_table
-    from exporter.capacity.report import build_reports, fetch_history, render_html, render_text
+    from exporter.capacity.assess import build_reports
+    from exporter.capacity.history import SIGNALS, fetch_history
+    from exporter.capacity.render import render_html, render_text
     from exporter.common.progress import Progress
 
     if not 1 <= args.days <= RETENTION_DAYS[-1][1]:
@@ -134,10 +136,10 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         nodes = [node for node in discovered if node.key in wanted]
         if not nodes:
             continue
-        progress = Progress(len(nodes) * 5, command="capacity")
-        history, _calls = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
+        progress = Progress(len(nodes) * len(SIGNALS), command="capacity")
+        history = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), int(period))
         progress.finish()
-        reports += build_reports(nodes, history, table, args.days, now, names={node.key: name for name, node in named})
+        reports += build_reports(nodes, history, table, args.days, now, names={node.key: name for name, node in named}, period=int(period))
     reports.sort(key=lambda r: (r.urgency, r.node.key))
     if args.output_format == "json":
         text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
@@ -151,7 +153,7 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from exporter.alerts.alarms import apply, describe, desired_alarms, plan
-    from exporter.alerts.render import load_catalog
+    from exporter.alerts.catalog import load_catalog
     from exporter.aws.monitor import AwsMonitor
     from exporter.baselines.table import load_table
 

@@ -74,7 +74,9 @@ RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformatio
 def run_render(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from exporter.alerts.render import load_catalog, render_cloudformation, render_prometheus
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.cloudformation import render_cloudformation
+    from exporter.alerts.prometheus import render_prometheus
     from exporter.baselines.derive import write_atomically
     from exporter.baselines.table import load_table
 
@@ -96,9 +98,9 @@ def run_render(args: argparse.Namespace) -> int:
 
 def _say_skipped_types(what: str, table: object) -> None:
     """Name the table's node types that only the fixed-threshold alerts cover, and why."""
-    from exporter.alerts.render import mapping_rows, node_type_rows
+    from exporter.alerts.thresholds import alarm_thresholds, node_type_thresholds
 
-    covered = {row["key"] for row in (node_type_rows(table) if what == "prometheus" else mapping_rows(table))}  # type: ignore[arg-type]
+    covered = {row.node_type for row in (node_type_thresholds(table) if what == "prometheus" else alarm_thresholds(table))}  # type: ignore[arg-type]
     missing = sorted(set(table.node_types) - covered)  # type: ignore[attr-defined]
     if missing:
         why = "no bandwidth figure" if what == "prometheus" else "no bandwidth figure or vCPU count"
@@ -109,7 +111,7 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     """One template per node type and chunk of at most CloudFormation's 500 resources, into --out."""
     from pathlib import Path
 
-    from exporter.alerts.render import fleet_stacks, load_fleet, render_cloudformation
+    from exporter.alerts.cloudformation import fleet_stacks, load_fleet, render_cloudformation
     from exporter.baselines.derive import write_atomically
     from exporter.common.errors import UsageError
 
@@ -118,13 +120,12 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     stacks, notes = fleet_stacks(load_fleet(args.fleet), alerts, table)  # type: ignore[arg-type]
     directory = Path(args.out)
     directory.mkdir(parents=True, exist_ok=True)
-    for index, stack in enumerate(stacks, 1):
-        fleet = {**stack, "index": index, "count": len(stacks)}
-        name = f"elasticache-alarms-{index:03d}-{stack['node_type'].removeprefix('cache.').replace('.', '-')}.yaml"
-        write_atomically(directory / name, render_cloudformation(alerts, table, args.runbook_base_url, fleet))  # type: ignore[arg-type]
+    for stack in stacks:
+        name = f"elasticache-alarms-{stack.index:03d}-{stack.node_type.removeprefix('cache.').replace('.', '-')}.yaml"
+        write_atomically(directory / name, render_cloudformation(alerts, table, args.runbook_base_url, stack))  # type: ignore[arg-type]
     for note in notes:
         print(f"render: {note}", file=sys.stderr)
-    nodes = sum(len(stack["ids"]) for stack in stacks)
-    alarms = sum(len(stack["ids"]) * stack["alarms_per_node"] for stack in stacks)
+    nodes = sum(len(stack.ids) for stack in stacks)
+    alarms = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
     print(f"render: {len(stacks)} stack(s) for {nodes} node(s), {alarms} alarm(s), in {directory}", file=sys.stderr)
     return 0

@@ -13,15 +13,15 @@ from __future__ import annotations
 UPSTREAM_DIFFERENCES: dict[str, tuple[str, str]] = {
     "redis_exporter_build_info": ("`elasticache_exporter_build_info{version, python_version}`", "`elasticache_exporter_build_info`"),
     "redis_exporter_last_scrape_duration_seconds": (
-        "`elasticache_exporter_target_scrape_duration_seconds{target}`",
+        "`elasticache_exporter_target_scrape_duration_seconds{instance}`",
         "`elasticache_exporter_target_scrape_duration_seconds`, per node",
     ),
     "redis_exporter_scrape_duration_seconds": (
-        "`elasticache_exporter_target_scrape_duration_seconds{target}` (a gauge per node, not a summary)",
+        "`elasticache_exporter_target_scrape_duration_seconds{instance}` (a gauge per node, not a summary)",
         "`avg_over_time(elasticache_exporter_target_scrape_duration_seconds[5m])` for the mean",
     ),
     "redis_exporter_last_scrape_error": (
-        "`elasticache_exporter_target_last_error{target, kind}` (a fixed set of kinds, never the error text)",
+        "`elasticache_exporter_target_last_error{instance, kind}` (a fixed set of kinds, never the error text)",
         '`redis_exporter_last_scrape_error == 1` becomes `elasticache_exporter_target_last_error{kind!="none"}`',
     ),
     "redis_exporter_scrapes_total": (

@@ -16,7 +16,8 @@ import time
 
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
-from .node import RedisNode, classify
+from .failures import classify
+from .node import RedisNode
 from .settings import HeartbeatConfig, TargetConfig
 
 log = logging.getLogger(__name__)

@@ -249,23 +249,3 @@ def _add_modules(fields: dict[str, str], base: dict[str, str], out: FamilySet) -
         if "name" in sub:
             labels = {**base, "name": sub["name"], "ver": sub.get("ver", "")}
             out.add("redis_module_info", GAUGE, "A loaded module and its version.", labels, 1.0)
-
-
-def add_cluster_info(text: str, target: str, out: FamilySet) -> None:
-    """Fields of ``CLUSTER INFO`` as ``redis_cluster_*`` samples."""
-    base = {"instance": target}
-    for line in text.split("\n"):
-        name, sep, raw = line.strip().partition(":")
-        if not sep:
-            continue
-        spec = CLUSTER_INFO_FIELDS.get(name)
-        if spec is not None:
-            value = parse_value(raw)
-            if value is not None:
-                out.add(spec.name, spec.kind, spec.help, base, value)
-            continue
-        value = parse_number(raw)
-        if value is not None:
-            metric = metric_name_for_unknown(name if name.startswith("cluster_") else "cluster_" + name)
-            if metric not in KNOWN_METRIC_NAMES:
-                out.add(metric, GAUGE, f"CLUSTER INFO field {name}.", base, value)

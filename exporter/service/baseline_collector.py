@@ -49,8 +49,7 @@ def target_utilization(target: Target, table: BaselineTable, window: float, now:
         return {}
     out_rate, in_rate, cpu = rates
     result = {"out": out_rate / levels[100], "in": in_rate / levels[100]}
-    engine = baseline.measured.engine_cpu_utilization_p90 if baseline.measured else None
-    result["engine_cpu"] = cpu / (engine or 90.0)
+    result["engine_cpu"] = cpu / baseline.engine_cpu_baseline()[0]
     return result
 
 
@@ -156,7 +155,7 @@ def _add_baseline(node_type: str, baseline: NodeBaseline, basis: str, out: Famil
             {"node_type": node_type, "level": str(level), "source": source},
             levels[level],
         )
-    engine = baseline.measured.engine_cpu_utilization_p90 if baseline.measured else None
+    engine = baseline.measured_engine_cpu
     if engine is not None:
         out.add(
             "elasticache_baseline_engine_cpu_percent",
@@ -204,7 +203,7 @@ def _add_utilization(
         return
     labels = {"instance": instance, "source": source, "node_type": node_type}
     out.add("elasticache_engine_cpu_utilization_percent", GAUGE, "CPU of Redis' main thread, in percent of one core.", labels, cpu)
-    engine = baseline.measured.engine_cpu_utilization_p90 if baseline is not None and baseline.measured else None
+    engine = baseline.measured_engine_cpu if baseline is not None else None
     if engine:
         out.add(
             "elasticache_engine_cpu_utilization_ratio",

@@ -5,21 +5,11 @@ tests/test_compat.py checks the result against what the exporter serves from rea
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
+from exporter.redis.command import Doc, T
 from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
 from exporter.redis.info_fields import CLUSTER_INFO_FIELDS, KNOWN_FIELDS, MASTER_LABELLED_FIELDS, FieldMetric
-
-T = "`instance`"
-
-
-class Doc(NamedTuple):
-    name: str
-    type: str
-    labels: str  # as written in the table; the label names are the words in backquotes before any parenthesis
-    source: str
-    meaning: str = ""
-
+from exporter.redis.pipeline import SCRAPE_COMMANDS
 
 STRUCTURED = [
     Doc("redis_up", "gauge", T, "the scrape", "1 when the last scrape of the target succeeded, else 0 (the HTTP reply is still 200)"),
@@ -32,12 +22,6 @@ STRUCTURED = [
         "Unix time the server started"),
     Doc("redis_config_maxclients", "gauge", T, "INFO `maxclients` (no CONFIG needed)"),
     Doc("redis_config_maxmemory", "gauge", T, "INFO `maxmemory` (no CONFIG needed)", "bytes"),
-    Doc("redis_config_io_threads", "gauge", T, "`CONFIG GET io-threads`, where `COMMAND INFO` shows CONFIG", "re-read once a minute"),
-    Doc("redis_config_repl_backlog_size", "gauge", T, "`CONFIG GET repl-backlog-size`, where allowed", "bytes"),
-    Doc("redis_config_client_output_buffer_limit_bytes", "gauge", f"{T}, `class`, `limit` (`hard`, `soft`)",
-        "`CONFIG GET client-output-buffer-limit`, where allowed"),
-    Doc("redis_config_client_output_buffer_limit_overcome_seconds", "gauge", f"{T}, `class`, `limit` (`soft`)",
-        "`CONFIG GET client-output-buffer-limit`, where allowed"),
     Doc("redis_connected_slave_offset_bytes", "gauge", f"{T}, `slave_ip`, `slave_port`, `slave_state`", "INFO `slaveN:…offset=`"),
     Doc("redis_connected_slave_lag_seconds", "gauge", f"{T}, `slave_ip`, `slave_port`, `slave_state`", "INFO `slaveN:…lag=`"),
     Doc("redis_db_keys", "gauge", f"{T}, `db`", "INFO keyspace `keys=`",
@@ -51,18 +35,12 @@ STRUCTURED = [
     Doc("redis_commands_failed_calls_total", "counter", f"{T}, `cmd`", "INFO commandstats `failed_calls=`"),
     Doc("redis_latency_percentiles_usec", "summary", f"{T}, `cmd`, `quantile` (`50`, `99`, `99.9`)",
         "INFO latencystats `pNN=`; `_sum` (µs) and `_count` from commandstats", "microseconds"),
-    Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
-        "`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the 32 most called commands; `_sum` from commandstats",
-        "microseconds; cumulative counts"),
     Doc("redis_errors_total", "counter", f"{T}, `err`", "INFO errorstats `count=`"),
     Doc("redis_module_info", "gauge", f"{T}, `name`, `ver`", "INFO modules", "always 1"),
-    Doc("redis_slowlog_length", "gauge", T, "`SLOWLOG LEN`"),
-    Doc("redis_slowlog_last_id", "gauge", T, "`SLOWLOG GET 1`", "0 while the log is empty"),
-    Doc("redis_last_slow_execution_duration_seconds", "gauge", T, "`SLOWLOG GET 1`", "0 while the log is empty"),
-    Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
-    Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"),
-    Doc("redis_cluster_<field>", "gauge", T, "`CLUSTER INFO` (only when `cluster_enabled:1`)", "every numeric field the table above lacks"),
 ]  # fmt: skip
+
+# the families of the scrape's other commands, from their entries in the scrape table
+STRUCTURED += [doc for command in SCRAPE_COMMANDS for doc in command.docs]
 
 REPLICATION = [
     Doc("elasticache_replication_heartbeat_lag_seconds", "gauge", f"{T}, `source` (`elasticache`, `exporter`)", "heartbeat key",

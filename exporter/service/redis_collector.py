@@ -15,9 +15,11 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from exporter.common.families import Family, FamilySet
+from exporter.redis.failures import classify
 from exporter.redis.info import InfoReply, parse_number
-from exporter.redis.node import MAX_HISTOGRAM_COMMANDS, ScrapeResult, classify
-from exporter.redis.node_metrics import add_node_metrics, add_target_health, most_called_commands, parse_result
+from exporter.redis.latency import MAX_HISTOGRAM_COMMANDS, most_called_commands
+from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
+from exporter.redis.pipeline import ScrapeResult
 from exporter.redis.replication import (
     AddressNames,
     HeartbeatReading,

@@ -1,0 +1,193 @@
+"""The alert catalog (``rules/catalog.yml``), the single source of every alert: loaded and checked into typed
+records, with the guard each expression gets so that it is silent on stale data."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from exporter.aws.cloudwatch import FRESH_SECONDS
+from exporter.common.errors import ExporterError
+from exporter.common.schema import check_known_keys
+from exporter.common.yamlfile import read_yaml
+
+FORMAT = "elasticache-exporter-alerts"
+# a baseline signal: the series compared, and the recorded baseline it is divided by
+SIGNALS = {
+    "network_out": ("elasticache_network_bytes_per_second{direction=\"out\"}", "elasticache:baseline_network_bytes_per_second"),
+    "network_in": ("elasticache_network_bytes_per_second{direction=\"in\"}", "elasticache:baseline_network_bytes_per_second"),
+    "engine_cpu": ("elasticache_engine_cpu_utilization_percent", "elasticache:baseline_engine_cpu_percent"),
+}
+LEVELS = (80, 90, 100)
+SEVERITIES = ("critical", "warning", "info")
+GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh")
+CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
+UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
+# a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
+CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
+SERVED_WHILE_FRESH = re.compile(r"\belasticache_serverless_[a-z_]+_utilization_ratio\b")
+DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
+ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "guard", "baseline", "prometheus", "cloudwatch")
+CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type")
+PER_NODE_TYPE = ("host_cpu",)  # thresholds a CloudWatch alarm reads from the node type, not from the catalog
+
+
+class RenderError(ExporterError):
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class BaselineRule:
+    """Fire above ``level`` % of the node type's baseline of ``signal``."""
+
+    signal: str
+    level: int
+
+
+@dataclass(frozen=True)
+class CloudWatchAlarm:
+    """The alert as a CloudWatch alarm on each node's own series. ``threshold`` keeps the catalog's number as written."""
+
+    metric: str
+    statistic: str
+    period: int = 60
+    evaluation_periods: int = 5
+    comparison: str = "GreaterThanThreshold"
+    threshold: float | None = None
+    unit: str | None = None
+    increase: bool = False  # alarm on DIFF() of the statistic: a counter's increase
+    per_node_type: str | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    severity: str
+    duration: str
+    keep_firing_for: str | None
+    summary: str
+    description: str
+    runbook: str
+    expr: str | None
+    baseline: BaselineRule | None
+    cloudwatch: CloudWatchAlarm | None
+    guard: str = "none"
+
+
+def default_catalog_path() -> Path:
+    return Path(str(resources.files("exporter.rules") / "catalog.yml"))
+
+
+def load_catalog(path: str | Path | None = None) -> list[Alert]:
+    path = Path(path) if path else default_catalog_path()
+    data = read_yaml(path, RenderError)
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("alerts"), list):
+        raise RenderError(f"{path}: not an alert catalog (expected 'format: {FORMAT}' and a list 'alerts')")
+    check_known_keys(data, ("format", "version", "alerts"), f"{path}:", RenderError)
+    alerts, names = [], set()
+    for index, item in enumerate(data["alerts"]):
+        alert = _alert(item, f"{path}: alerts[{index}]")
+        if alert.name in names:
+            raise RenderError(f"{path}: alerts[{index}]: the name {alert.name} is used twice")
+        names.add(alert.name)
+        alerts.append(alert)
+    return alerts
+
+
+def _alert(item: Any, where: str) -> Alert:
+    if not isinstance(item, dict):
+        raise RenderError(f"{where}: must be a mapping")
+    check_known_keys(item, ALERT_KEYS, where, RenderError)
+    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr",)), ("cloudwatch", CLOUDWATCH_KEYS)):
+        if item.get(part) is not None:
+            if not isinstance(item[part], dict):
+                raise RenderError(f"{where}.{part}: must be a mapping")
+            check_known_keys(item[part], keys, f"{where}.{part}", RenderError)
+    for key in ("name", "severity", "for", "summary", "description", "runbook"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise RenderError(f"{where}: '{key}' must be a non-empty string")
+    if item["severity"] not in SEVERITIES:
+        raise RenderError(f"{where}: severity must be critical, warning or info")
+    baseline = item.get("baseline")
+    expr = (item.get("prometheus") or {}).get("expr")
+    if baseline is not None:
+        if baseline.get("signal") not in SIGNALS or baseline.get("level") not in LEVELS:
+            raise RenderError(f"{where}: baseline needs a signal ({', '.join(SIGNALS)}) and a level (80, 90 or 100)")
+    elif not expr and not item.get("cloudwatch"):
+        raise RenderError(f"{where}: needs prometheus.expr, a baseline or cloudwatch")
+    guard = item.get("guard")
+    if guard is not None and guard != "none":
+        raise RenderError(f"{where}.guard: only 'none' may be set (the guard is chosen from what the expression reads)")
+    guard = guard or _guard_for(expr, baseline is not None)
+    if item.get("keep_firing_for") and guard != "none":
+        raise RenderError(
+            f"{where}.keep_firing_for: would keep the alert firing from old values after its data stopped; widen the expression's window"
+        )
+    rule = BaselineRule(baseline["signal"], baseline["level"]) if baseline else None
+    cloudwatch = _cloudwatch(item["cloudwatch"], rule, item["name"], f"{where}.cloudwatch") if item.get("cloudwatch") else None
+    return Alert(
+        name=item["name"],
+        severity=item["severity"],
+        duration=item["for"],
+        keep_firing_for=item.get("keep_firing_for"),
+        summary=item["summary"],
+        description=" ".join(item["description"].split()),
+        runbook=item["runbook"],
+        expr=expr,
+        baseline=rule,
+        cloudwatch=cloudwatch,
+        guard=guard,
+    )
+
+
+def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, where: str) -> CloudWatchAlarm:
+    for key in ("metric", "statistic"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise RenderError(f"{where}.{key}: must be a non-empty string")
+    per_node_type = raw.get("per_node_type")
+    if per_node_type is not None and per_node_type not in PER_NODE_TYPE:
+        raise RenderError(f"{where}.per_node_type: must be one of {', '.join(PER_NODE_TYPE)}")
+    threshold = raw.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int | float)):
+        raise RenderError(f"{where}.threshold: must be a number")
+    if threshold is None and baseline is None and per_node_type is None:
+        raise RenderError(f"catalog: alert {name}: cloudwatch needs a threshold or a baseline")
+    return CloudWatchAlarm(
+        metric=raw["metric"],
+        statistic=raw["statistic"],
+        period=int(raw.get("period", 60)),
+        evaluation_periods=int(raw.get("evaluation_periods", 5)),
+        comparison=raw.get("comparison", "GreaterThanThreshold"),
+        threshold=threshold,
+        unit=raw.get("unit"),
+        increase=bool(raw.get("increase", False)),
+        per_node_type=per_node_type,
+    )
+
+
+def _guard_for(expr: str | None, baseline: bool) -> str:
+    if expr and SERVED_WHILE_FRESH.search(expr) and not (CLOUDWATCH_SERIES.search(expr) or "redis_" in expr):
+        return "fresh"
+    if baseline or (expr and UTILIZATION_SERIES.search(expr)):
+        return "utilization"
+    if expr and CLOUDWATCH_SERIES.search(expr):
+        return "cloudwatch"
+    return "redis"
+
+
+def guarded(expr: str, guard: str) -> str:
+    """The expression, silent when its data is stale: its target is down, or its CloudWatch datapoint is old. A "fresh"
+    expression reads only series the exporter drops once their data is old, so it needs no guard."""
+    if guard == "redis":
+        return f"({expr}) and on (instance) (redis_up == 1)"
+    if guard == "utilization":
+        return f"({expr}) unless on (instance) (redis_up == 0)"
+    if guard == "cloudwatch":
+        metric = CLOUDWATCH_SERIES.search(expr)
+        assert metric is not None
+        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {FRESH_SECONDS}'
+        return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({fresh})"
+    return expr

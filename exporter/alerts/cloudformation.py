@@ -1,0 +1,175 @@
+"""The catalog as a CloudFormation template of CloudWatch alarms, one set per node, with thresholds looked up in a
+node-type Mapping; and a fleet split into stacks under CloudFormation's resource limit."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporter.aws.cloudwatch import NAMESPACE, NODE_DIMENSIONS
+from exporter.baselines.table import BaselineTable
+from exporter.common.schema import check_known_keys
+from exporter.common.yamlfile import read_yaml
+
+from .catalog import DEFAULT_RUNBOOK_BASE, Alert, RenderError
+from .templating import render
+from .thresholds import BASELINE_KEYS, NodeTypeThresholds, alarm_threshold_key, alarm_thresholds, threshold_sentence
+
+NO_BASELINE = "none"  # the CacheNodeType of nodes whose type has no baseline: fixed-threshold alarms only
+MAX_RESOURCES = 500  # CloudFormation's limit per stack
+CLUSTER_ID = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,49}")
+
+
+@dataclass(frozen=True)
+class TemplateAlarm:
+    name: str
+    logical: str  # the resource name, before the node's id
+    metric: str
+    statistic: str
+    period: int
+    evaluation_periods: int
+    comparison: str
+    threshold_key: str | None  # the Mappings attribute of a per-node-type threshold
+    threshold: float | None  # a fixed threshold, as the catalog writes it
+    increase: bool
+    unit: str | None
+    description: str  # a YAML string
+    baseline_key: str | None  # the Mappings attribute naming the baseline's source
+    sub: bool  # the description has ${...} for !Sub
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack of a fleet: nodes of one node type (NO_BASELINE for types without a baseline)."""
+
+    node_type: str
+    ids: tuple[str, ...]
+    alarms_per_node: int
+    index: int = 1
+    count: int = 1
+
+
+def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlarm]:
+    alarms = []
+    for alert in alerts:
+        cw = alert.cloudwatch
+        if cw is None:
+            continue
+        key = alarm_threshold_key(alert)
+        text = threshold_sentence(alert, "${Baseline}", "${CacheNodeType}")
+        description = f"[{alert.severity}] {alert.summary}" + (f" {text}" if text else "") + f" Runbook: {runbook_base}#{alert.runbook}"
+        alarms.append(
+            TemplateAlarm(
+                name=alert.name,
+                logical=alert.name.removeprefix("ElastiCache").removeprefix("Redis"),
+                metric=cw.metric,
+                statistic=cw.statistic,
+                period=cw.period,
+                evaluation_periods=cw.evaluation_periods,
+                comparison=cw.comparison,
+                threshold_key=key,
+                threshold=None if key else cw.threshold,
+                increase=cw.increase,
+                unit=cw.unit,
+                description=json.dumps(description),
+                baseline_key=BASELINE_KEYS.get(alert.baseline.signal) if alert.baseline else None,
+                sub="${" in description,
+            )
+        )
+    return alarms
+
+
+def check_mapping(rows: list[NodeTypeThresholds], keys: list[str]) -> None:
+    """What cfn-lint does not check: every node type has every key the alarms read, and every value is a number."""
+    for row in rows:
+        values = row.alarm_values()
+        for key in keys:
+            value = values.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise RenderError(f"mapping: node type {row.node_type} has no numeric {key}")
+
+
+def render_cloudformation(
+    alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, fleet: Stack | None = None
+) -> str:
+    alarms = template_alarms(alerts, runbook_base)
+    rows = alarm_thresholds(table)
+    check_mapping(rows, [alarm.threshold_key for alarm in alarms if alarm.threshold_key])
+    if fleet is not None:
+        rows = [row for row in rows if row.node_type == fleet.node_type]
+        if fleet.node_type == NO_BASELINE:
+            alarms = [alarm for alarm in alarms if not alarm.threshold_key]
+    return render(
+        "cloudformation.yaml.j2",
+        mapping=rows,
+        alarms=alarms,
+        fleet=fleet,
+        no_baseline=NO_BASELINE,
+        max_nodes=(MAX_RESOURCES - 1) // max(1, len(alarms)),
+        namespace=NAMESPACE,
+        dimensions=NODE_DIMENSIONS,
+    )
+
+
+# --- a fleet: one stack per node type and chunk, each under the resource limit ----------------------
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    cluster_id: str
+    node_type: str
+
+
+def load_fleet(path: str | Path) -> list[FleetNode]:
+    """``nodes: [{cluster_id: orders-0001-001, node_type: cache.r6g.large}, ...]`` (node_type may be empty)."""
+    data = read_yaml(Path(path), RenderError)
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise RenderError(f"{path}: not a fleet (expected a list 'nodes' of cluster_id and node_type)")
+    check_known_keys(data, ("nodes",), f"{path}:", RenderError)
+    nodes, seen = [], set()
+    for index, item in enumerate(data["nodes"]):
+        where = f"{path}: nodes[{index}]"
+        if not isinstance(item, dict):
+            raise RenderError(f"{where}: must be a mapping with cluster_id and node_type")
+        check_known_keys(item, ("cluster_id", "node_type"), where, RenderError)
+        cluster_id, node_type = item.get("cluster_id"), item.get("node_type") or ""
+        if not isinstance(cluster_id, str) or not CLUSTER_ID.fullmatch(cluster_id):
+            raise RenderError(f"{where}.cluster_id: not a CacheClusterId (letters, digits and hyphens, at most 50): {cluster_id!r}")
+        if not isinstance(node_type, str):
+            raise RenderError(f"{where}.node_type: must be a string such as cache.r6g.large")
+        if cluster_id in seen:
+            raise RenderError(f"{where}.cluster_id: {cluster_id} is listed twice")
+        seen.add(cluster_id)
+        nodes.append(FleetNode(cluster_id, node_type))
+    return nodes
+
+
+def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTable) -> tuple[list[Stack], list[str]]:
+    """The stacks of a fleet: per node type (``none`` for types without a baseline), chunks of nodes small enough
+    that a stack holds at most MAX_RESOURCES resources; and one line per node type whose baseline alarms are skipped."""
+    known = {row.node_type for row in alarm_thresholds(table)}
+    per_node_all = sum(1 for alert in alerts if alert.cloudwatch)
+    per_node_fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)
+    groups: dict[str, list[str]] = {}
+    skipped: dict[str, list[str]] = {}
+    for node in sorted(nodes, key=lambda n: (n.node_type, n.cluster_id)):
+        node_type = node.node_type if node.node_type in known else NO_BASELINE
+        if node_type == NO_BASELINE:
+            skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
+        groups.setdefault(node_type, []).append(node.cluster_id)
+    chunks: list[tuple[str, list[str], int]] = []
+    for node_type, ids in sorted(groups.items()):
+        per_node = per_node_fixed if node_type == NO_BASELINE else per_node_all
+        most = max(1, (MAX_RESOURCES - 1) // max(1, per_node))  # one resource is the SNS topic
+        size = -(-len(ids) // -(-len(ids) // most))  # stacks of even size
+        chunks += [(node_type, ids[start : start + size], per_node) for start in range(0, len(ids), size)]
+    stacks = [Stack(node_type, tuple(ids), per_node, index, len(chunks)) for index, (node_type, ids, per_node) in enumerate(chunks, 1)]
+    notes = [
+        f"node type {node_type} has no baseline: {len(ids)} node(s) get the fixed-threshold alarms only ({', '.join(ids[:5])}"
+        + (", ..." if len(ids) > 5 else "")
+        + ")"
+        for node_type, ids in sorted(skipped.items())
+    ]
+    return stacks, notes

@@ -1,0 +1,76 @@
+"""Latency: the newest spike per event (LATENCY LATEST) and, on Redis 7+, the per-command histograms of the most called
+commands (LATENCY HISTOGRAM), as redis_exporter serves them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.common.families import GAUGE, FamilySet
+
+from .command import Args, CommandStats, Doc, NodeView, ScrapeCommand, Scraped, T, always
+
+MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
+
+
+def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
+    for reply in replies:
+        for event in reply:
+            if not isinstance(event, list) or len(event) < 3 or not isinstance(event[0], bytes):
+                continue
+            labels = {**scraped.base, "event_name": event[0].decode("utf-8", errors="replace")}
+            if isinstance(event[1], int):
+                out.add("redis_latency_spike_last", GAUGE, "Unix time of the latest latency spike per event.", labels, float(event[1]))
+            if isinstance(event[2], int):
+                out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels,
+                        event[2] / 1000.0)  # fmt: skip
+
+
+def most_called_commands(command_stats: CommandStats, limit: int = MAX_HISTOGRAM_COMMANDS) -> tuple[str, ...]:
+    """The ``limit`` commands with the most calls (subcommands as ``config|get``)."""
+    ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls)
+    return tuple(cmd for _, cmd in ranked[:limit])
+
+
+def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
+    """``redis_commands_latencies_usec{cmd}``: the server's cumulative counts per bucket upper bound (µs), +Inf and _count
+    the command's calls, _sum its µs from commandstats (a container command's subcommands included)."""
+    seen: set[bytes] = set()
+    for reply in replies:
+        for i in range(0, len(reply) - 1, 2):
+            _add_histogram(reply[i], reply[i + 1], seen, scraped, out)
+
+
+def _add_histogram(name: Any, details: Any, seen: set[bytes], scraped: Scraped, out: FamilySet) -> None:
+    if not isinstance(name, bytes) or not isinstance(details, list) or name in seen:
+        return
+    seen.add(name)
+    fields = {details[j]: details[j + 1] for j in range(0, len(details) - 1, 2) if isinstance(details[j], bytes)}
+    calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
+    if not isinstance(calls, int) or not isinstance(buckets, list):
+        return
+    cmd = name.decode("utf-8", errors="replace")
+    total = sum(usec for command, (_, usec) in scraped.command_stats.items() if command == cmd or command.startswith(cmd + "|"))
+    bounds = [
+        (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
+        for j in range(0, len(buckets) - 1, 2)
+        if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
+    ]
+    out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
+                      {**scraped.base, "cmd": cmd}, bounds, float(calls), total)  # fmt: skip
+
+
+def _histogram_args(node: NodeView) -> list[Args]:
+    # a user refused LATENCY LATEST is refused LATENCY HISTOGRAM too (the same ACL category): not asked
+    return [("LATENCY", "HISTOGRAM", *node.histogram_commands)] if node.histogram_commands and node.allows("latency") else []
+
+
+COMMANDS = (
+    ScrapeCommand("latency", always("LATENCY", "LATEST"), (list,), gate="latency", families=add_spikes,
+                  docs=(Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
+                        Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"))),
+    # only where COMMAND INFO shows the subcommand (Redis 7+), and only with the latency group allowed
+    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True, families=add_histograms,
+                  docs=(Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
+                            f"`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the {MAX_HISTOGRAM_COMMANDS} most called "
+                            "commands; `_sum` from commandstats", "microseconds; cumulative counts"),)),
+)  # fmt: skip
