@@ -1,22 +1,21 @@
-"""Calling the exporter's WSGI app in process, and reading its exposition with the real parser."""
+"""Calling the exporter's app in process, and reading its exposition with the real parser."""
 
 from __future__ import annotations
 
 import gzip
-import io
 import re
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.config import build_config
+from exporter.service.http import Request
 from exporter.service.server import ExporterApp
 
 
 class Response:
-    def __init__(self, status: str, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.status = status
-        self.code = int(status.split(maxsplit=1)[0])
+    def __init__(self, code: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.code = code
         self.headers = dict(headers)
         self.body = body
 
@@ -81,21 +80,7 @@ def make_app(raw: dict[str, Any], environ: dict[str, str] | None = None) -> Expo
     return ExporterApp(build_config(raw, environ=environ or {}))
 
 
-def call(app: ExporterApp, path: str, query: str = "", headers: dict[str, str] | None = None) -> Response:
-    environ = {
-        "REQUEST_METHOD": "GET",
-        "PATH_INFO": path,
-        "QUERY_STRING": query,
-        "wsgi.input": io.BytesIO(),
-        "SERVER_NAME": "test",
-        "SERVER_PORT": "0",
-    }
-    for name, value in (headers or {}).items():
-        environ["HTTP_" + name.upper().replace("-", "_")] = value
-    captured: dict[str, Any] = {}
-
-    def start_response(status: str, response_headers: list[tuple[str, str]]) -> None:
-        captured["status"], captured["headers"] = status, response_headers
-
-    body = b"".join(app(environ, start_response))
-    return Response(captured["status"], captured["headers"], body)
+def call(app: ExporterApp, path: str, query: str = "", headers: dict[str, str] | None = None, method: str = "GET") -> Response:
+    target = f"{path}?{query}" if query else path
+    request = Request(method, target, "HTTP/1.1", {name.lower(): value for name, value in (headers or {}).items()})
+    return Response(*app.handle(request))

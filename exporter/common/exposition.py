@@ -39,7 +39,7 @@ def _label_pair(key: str, value: str) -> str:
 
 
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
-    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.families.Family` (same attributes).
+    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.common.families.Family` (same attributes).
 
     With ``drop_instance`` the ``instance`` label is left out (a scrape of one node: Prometheus sets it)."""
     lines: list[str] = []

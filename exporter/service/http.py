@@ -3,7 +3,7 @@
 One selector thread owns every connection while it is idle or still sending its
 request head, so slow or idle clients cost a file descriptor and a small buffer,
 never a thread. A complete request goes to one of at most ``workers`` threads,
-which runs the WSGI app and writes the reply, then hands the connection back.
+which runs the handler and writes the reply, then hands the connection back.
 Bounds: ``max_connections`` open connections (at the bound, the connection idle
 longest, or still sending its head longest, is closed to make room), a request
 head of at most 16 KiB that must arrive within ``head_timeout``, idle keep-alive
@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 16384
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 65536
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 408: "Request Timeout", 413: "Content Too Large",
-           431: "Request Header Fields Too Large", 503: "Service Unavailable"}  # fmt: skip
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+           413: "Content Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
+           503: "Service Unavailable"}  # fmt: skip
 
 
 class _Connection:

@@ -1,4 +1,5 @@
-"""The HTTP side: a WSGI app (testable without sockets) and the threaded server that runs it."""
+"""The HTTP side: the routes as an app that takes a request and returns status, headers and body (testable without
+sockets), and the bounded server that runs it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-StartResponse = Callable[..., Any]
-SCRAPE_TIMEOUT_HEADER = "HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS"
+Reply = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
+SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
 DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the reply
 
 
@@ -142,66 +143,63 @@ class ExporterApp:
         self.pool.close()
         self.targets.close()
 
-    def deadline(self, environ: dict[str, Any]) -> float:
+    def deadline(self, request: Request) -> float:
         timeout = self.config.scrape_timeout
-        header = environ.get(SCRAPE_TIMEOUT_HEADER)
+        header = request.headers.get(SCRAPE_TIMEOUT_HEADER)
         if header:
             with contextlib.suppress(ValueError):
                 timeout = min(timeout, max(0.05, float(header) - DEADLINE_MARGIN))
         return time.monotonic() + timeout
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
-        path = environ.get("PATH_INFO", "/")
-        method = environ.get("REQUEST_METHOD", "GET")
+    def handle(self, request: Request) -> Reply:
+        path = request.path
         try:
-            if method not in ("GET", "HEAD"):
-                return _plain(start_response, "405 Method Not Allowed", "only GET and HEAD\n")
+            if request.method not in ("GET", "HEAD"):
+                return _plain(405, "only GET and HEAD\n")
             if path == self.config.telemetry_path:
                 targets = self.targets.configured
-                collectors = [self._redis_collector(targets, environ), self._baseline_collector(targets, discovered=True)]
+                collectors = [self._redis_collector(targets, request), self._baseline_collector(targets, discovered=True)]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
                 # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true)
-                return self._metrics(environ, start_response, [c for c in collectors if c is not None])
+                return self._metrics(request, [c for c in collectors if c is not None])
             if path == "/scrape":
-                return self._scrape(environ, start_response)
+                return self._scrape(request)
             if path == "/discovery":
-                return self._discovery(start_response)
+                return self._discovery()
             if path in ("/-/healthy", "/health"):
-                return _plain(start_response, "200 OK", "OK\n")
+                return _plain(200, "OK\n")
             if path == "/-/ready":
-                return self._ready(start_response)
+                return self._ready()
             if path == "/":
                 from .status import render_status_page
 
                 last_poll = self.aws_monitor.last_poll if self.aws_monitor is not None else None
                 body = render_status_page(self.config, self.targets.all(), self.started, self.baselines, last_poll).encode()
-                start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))])
-                return [body]
-            return _plain(start_response, "404 Not Found", "not found\n")
+                return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
+            return _plain(404, "not found\n")
         except Exception:
             log.exception("internal error serving %s", path)
-            return _plain(start_response, "500 Internal Server Error", "internal error\n")
+            return _plain(500, "internal error\n")
 
-    def _ready(self, start_response: StartResponse) -> list[bytes]:
+    def _ready(self) -> Reply:
         """Ready when a scrape would start now: a scrape worker is free or nothing waits for one."""
         busy, size, queued = self.pool.busy, self.pool.size, self.pool.queued
         if busy >= size and queued > 0:
-            return _plain(start_response, "503 Service Unavailable", f"not ready: all {size} scrape workers busy, {queued} scrapes waiting\n")
-        return _plain(start_response, "200 OK", "OK\n")
+            return _plain(503, f"not ready: all {size} scrape workers busy, {queued} scrapes waiting\n")
+        return _plain(200, "OK\n")
 
-    def _scrape(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
-        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
-        values = query.get("target", [])
+    def _scrape(self, request: Request) -> Reply:
+        values = parse_qs(request.query, keep_blank_values=True).get("target", [])
         if len(values) != 1 or not values[0]:
-            return _plain(start_response, "400 Bad Request", "give exactly one 'target' parameter\n")
+            return _plain(400, "give exactly one 'target' parameter\n")
         try:
             target = self.targets.resolve(values[0])
         except TargetRefused as err:
-            return _plain(start_response, "400 Bad Request", f"target refused: {err}\n")
-        collectors = [self._redis_collector([target], environ), self._baseline_collector([target]), self._build_info]
+            return _plain(400, f"target refused: {err}\n")
+        collectors = [self._redis_collector([target], request), self._baseline_collector([target]), self._build_info]
         # one node: its instance is the one Prometheus' relabelling gives the scrape, as with redis_exporter
-        return self._metrics(environ, start_response, [c for c in collectors if c is not None], drop_instance=True)
+        return self._metrics(request, [c for c in collectors if c is not None], drop_instance=True)
 
     def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
         """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when
@@ -211,7 +209,7 @@ class ExporterApp:
         taken = {name for name, _ in named}
         self.targets.set_discovered(named + serverless_as_nodes(self.aws_monitor.serverless(), taken))
 
-    def _discovery(self, start_response: StartResponse) -> list[bytes]:
+    def _discovery(self) -> Reply:
         """Prometheus HTTP service discovery: one group per discovered node and serverless cache, its address as the
         target (so that /scrape on any exporter whose allow-list covers it can serve it: shards need no shared state)."""
         groups = [
@@ -234,8 +232,7 @@ class ExporterApp:
             for target, node in self.targets.discovered_nodes()
         ]
         body = json.dumps(groups, sort_keys=True).encode()
-        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        return [body]
+        return 200, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body
 
     def _baseline_collector(self, targets: list[Target], *, discovered: bool = False) -> BaselineCollector | None:
         """``discovered``: also every discovered node of this exporter that is not among ``targets``, from CloudWatch."""
@@ -248,19 +245,17 @@ class ExporterApp:
             return None
         return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor, cloudwatch_only)
 
-    def _redis_collector(self, targets: list[Target], environ: dict[str, Any]) -> RedisCollector:
+    def _redis_collector(self, targets: list[Target], request: Request) -> RedisCollector:
         return RedisCollector(
             targets,
             self.pool,
-            self.deadline(environ),
+            self.deadline(request),
             heartbeat_sources=self.targets.heartbeat_sources,
             address_names=self.targets.address_names,
         )
 
-    def _metrics(
-        self, environ: dict[str, Any], start_response: StartResponse, collectors: list[Any], *, drop_instance: bool = False
-    ) -> list[bytes]:
-        accept = environ.get("HTTP_ACCEPT", "")
+    def _metrics(self, request: Request, collectors: list[Any], *, drop_instance: bool = False) -> Reply:
+        accept = request.headers.get("accept", "")
         if "application/openmetrics-text" in accept:
             from prometheus_client.exposition import choose_encoder
 
@@ -270,45 +265,27 @@ class ExporterApp:
             content_type = TEXT_CONTENT_TYPE
             body = encode_text(_Families(collectors).families(), drop_instance=drop_instance)
         headers = [("Content-Type", content_type)]
-        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+        if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip_compress(body)
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
-        start_response("200 OK", headers)
-        return [body]
+        return 200, headers, body
 
 
-def _plain(start_response: StartResponse, status: str, text: str) -> list[bytes]:
+def _plain(status: int, text: str) -> Reply:
     body = text.encode()
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
-    return [body]
+    return status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))], body
 
 
 def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfig | None = None) -> HttpServer:
     """The bounded HTTP/1.1 server for ``app``, with TLS and basic auth when configured; the caller runs ``serve_forever()``."""
     host, port = listen_host_port(listen_address)
 
-    def handle(request: Request, peer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        app = server.app  # read per request: a reload swaps it
+    def handle(request: Request, peer: Any) -> Reply:
         if web_config is not None and not web_config.authorized(request.headers.get("authorization"), peer[0] if isinstance(peer, tuple) else ""):
             headers = [("WWW-Authenticate", 'Basic realm="elasticache-exporter"'), ("Content-Type", "text/plain; charset=utf-8")]
             return 401, headers, b"unauthorized\n"
-        environ: dict[str, Any] = {
-            "REQUEST_METHOD": request.method,
-            "PATH_INFO": request.path,
-            "QUERY_STRING": request.query,
-            "SERVER_PROTOCOL": request.version,
-            "REMOTE_ADDR": peer[0] if isinstance(peer, tuple) else "",
-        }
-        for name, value in request.headers.items():
-            environ["HTTP_" + name.upper().replace("-", "_")] = value
-        reply: dict[str, Any] = {}
-
-        def start_response(status: str, headers: list[tuple[str, str]]) -> None:
-            reply["status"], reply["headers"] = status, headers
-
-        body = b"".join(app(environ, start_response))
-        return int(reply["status"].split(" ", 1)[0]), reply["headers"], body
+        return server.app.handle(request)  # read per request: a reload swaps the app
 
     server = HttpServer(
         (host or "0.0.0.0", port),

@@ -1,0 +1,87 @@
+"""Byte-exact output of the text encoder (exporter.common.exposition), as client_python's own exposition tests pin
+generate_latest: escaping, special values, counters without _total and the instance label on /scrape."""
+
+from __future__ import annotations
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.common.exposition import encode_text
+from exporter.common.families import COUNTER, FamilySet
+
+
+def encode(out: FamilySet, **options) -> str:
+    return encode_text(out.families(), **options).decode()
+
+
+def test_help_text_escapes_backslash_and_newline_but_not_quotes():
+    out = FamilySet()
+    out.add("a_gauge", "gauge", 'Back\\slash, "quoted"\nsecond line.', {}, 1.0)
+    assert encode(out) == '# HELP a_gauge Back\\\\slash, "quoted"\\nsecond line.\n# TYPE a_gauge gauge\na_gauge 1.0\n'
+
+
+def test_label_values_escape_quote_backslash_and_newline():
+    out = FamilySet()
+    out.add("a_gauge", "gauge", "Help.", {"instance": "n1", "key": 'say "hi"\\ there\nnow'}, 2.5)
+    assert encode(out) == (
+        "# HELP a_gauge Help.\n# TYPE a_gauge gauge\n"
+        'a_gauge{instance="n1",key="say \\"hi\\"\\\\ there\\nnow"} 2.5\n'
+    )
+    (family,) = text_string_to_metric_families(encode(out))
+    assert family.samples[0].labels["key"] == 'say "hi"\\ there\nnow'  # the real parser reads back the original
+
+
+def test_special_values_and_integers():
+    out = FamilySet()
+    for name, value in (("nan", float("nan")), ("pos", float("inf")), ("neg", float("-inf")), ("int", 3), ("small", 1e-07)):
+        out.add("v", "gauge", "Values.", {"v": name}, value)
+    assert encode(out).splitlines()[2:] == ['v{v="nan"} NaN', 'v{v="pos"} +Inf', 'v{v="neg"} -Inf', 'v{v="int"} 3.0', 'v{v="small"} 1e-07']
+
+
+def test_counter_names_are_served_as_made():
+    out = FamilySet()
+    out.add("redis_commands_processed_total", COUNTER, "With _total.", {}, 5.0)
+    out.add("redis_rejected_connections", COUNTER, "Without _total, as redis_exporter serves it.", {}, 7.0)
+    assert encode(out) == (
+        "# HELP redis_commands_processed_total With _total.\n# TYPE redis_commands_processed_total counter\n"
+        "redis_commands_processed_total 5.0\n"
+        "# HELP redis_rejected_connections Without _total, as redis_exporter serves it.\n# TYPE redis_rejected_connections counter\n"
+        "redis_rejected_connections 7.0\n"
+    )
+
+
+def test_prometheus_client_counters_get_their_total_suffix():
+    counter = CounterMetricFamily("requests", "Requests.", labels=["code"])
+    counter.add_metric(["200"], 4)
+    gauge = GaugeMetricFamily("temperature", "Temperature.")
+    gauge.add_metric([], 21.5)
+    assert encode_text([counter, gauge]).decode() == (
+        "# HELP requests_total Requests.\n# TYPE requests_total counter\n"
+        'requests_total{code="200"} 4.0\n'
+        "# HELP temperature Temperature.\n# TYPE temperature gauge\ntemperature 21.5\n"
+    )
+
+
+def test_instance_is_dropped_on_scrape_and_nothing_else():
+    out = FamilySet()
+    labels = {"instance": "orders-001", "db": "db0"}
+    out.add("redis_db_keys", "gauge", "Keys.", labels, 10.0)
+    out.add("redis_up", "gauge", "Up.", {"instance": "orders-001"}, 1.0)
+    assert encode(out, drop_instance=True) == (
+        '# HELP redis_db_keys Keys.\n# TYPE redis_db_keys gauge\nredis_db_keys{db="db0"} 10.0\n'
+        "# HELP redis_up Up.\n# TYPE redis_up gauge\nredis_up 1.0\n"
+    )
+    assert 'redis_db_keys{instance="orders-001",db="db0"} 10.0\n' in encode(out)
+
+
+def test_histogram_and_summary_samples_in_order():
+    out = FamilySet()
+    out.add_histogram("lat_usec", "Latency.", {"cmd": "get"}, [("8", 1.0), ("16", 3.0)], 4.0, 40.0)
+    out.add_summary("pct_usec", "Percentiles.", {"cmd": "get"}, [("50", 9.0)], 4.0, 40.0)
+    assert encode(out).splitlines() == [
+        "# HELP lat_usec Latency.", "# TYPE lat_usec histogram",
+        'lat_usec_bucket{cmd="get",le="8"} 1.0', 'lat_usec_bucket{cmd="get",le="16"} 3.0', 'lat_usec_bucket{cmd="get",le="+Inf"} 4.0',
+        'lat_usec_sum{cmd="get"} 40.0', 'lat_usec_count{cmd="get"} 4.0',
+        "# HELP pct_usec Percentiles.", "# TYPE pct_usec summary",
+        'pct_usec{cmd="get",quantile="50"} 9.0', 'pct_usec_sum{cmd="get"} 40.0', 'pct_usec_count{cmd="get"} 4.0',
+    ]  # fmt: skip
