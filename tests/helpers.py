@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -65,6 +67,32 @@ def parse_samples(text: str) -> dict[tuple[str, tuple], float]:
     samples = exact_samples(text)
     assert len(parsed) == len(samples)
     return samples
+
+
+def client_samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Samples as prometheus_client's parser names them (a counter's with _total), keyed by sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def client_exposition(families: Any) -> str:
+    """What prometheus_client's own encoder makes of a FamilySet (or any iterable of its metric families)."""
+    from prometheus_client.exposition import generate_latest
+
+    class Registry:
+        def collect(self):
+            return iter(families)
+
+    return generate_latest(Registry()).decode()
+
+
+def cfn_lint() -> str:
+    """The cfn-lint installed beside this Python (the test extra), else the one on PATH."""
+    beside = Path(sys.executable).parent / "cfn-lint"
+    return str(beside) if beside.exists() else "cfn-lint"
 
 
 def sample(samples: dict, name: str, **labels: str) -> float:

@@ -20,24 +20,13 @@ from servers import start_exporter, wait_until
 from exporter.aws.api import ApiStats, AwsApi, AwsCallError, Backoff
 from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, prometheus_name, window
 from exporter.aws.discovery import Node, build_nodes
-from exporter.aws.monitor import AwsCollector, AwsMonitor
+from exporter.aws.monitor import AwsMonitor
 from exporter.common.exposition import encode_text
 from exporter.config import build_config
+from exporter.service.collectors.aws import AwsCollector
 
 ACCOUNT = "123456789012"  # moto's account for the default credentials
 REGION = "eu-west-1"
-
-
-@pytest.fixture
-def aws_credentials(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
 
 
 def test_names_follow_yace():

@@ -15,13 +15,13 @@ from helpers import call, make_app, parse_samples, sample
 from moto import mock_aws
 from moto_serverless import serverless_in_moto
 from servers import wait_until
-from test_aws import aws_credentials  # noqa: F401 - the fixture
 
 from exporter.aws.cloudwatch import DEFAULT_METRICS, SERVERLESS_METRICS, window
 from exporter.aws.discovery import build_serverless, instance_names
-from exporter.aws.monitor import AwsCollector, AwsMonitor
+from exporter.aws.monitor import AwsMonitor
 from exporter.common.exposition import encode_text
 from exporter.config import build_config
+from exporter.service.collectors.aws import AwsCollector
 
 DEV, PROD = "111111111111", "222222222222"
 EU, US = "eu-west-1", "us-east-1"
@@ -116,7 +116,7 @@ def polled_fleet() -> tuple[AwsMonitor, dict]:
         return monitor, parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
 
 
-def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_credentials):  # noqa: F811
+def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_credentials):
     _, samples = polled_fleet()
     expected_nodes = {(account, region, cluster_id) for account, region, _, members, _, _ in FLEET for cluster_id in members}
     info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["dimension_CacheClusterId"]): dict(labels)
@@ -144,7 +144,7 @@ def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_c
     assert sample(samples, "elasticache_exporter_discovered_nodes", account_id=DEV, region=US) == 2
 
 
-def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_limits(aws_credentials):  # noqa: F811
+def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_limits(aws_credentials):
     monitor, samples = polled_fleet()
     # every live cache, read across moto's pages; "carts" once per account; the cache being deleted left out
     info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["cache"]): dict(labels)
@@ -176,7 +176,7 @@ def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_li
     assert sample(stale, "elasticache_serverless_ecpu_per_second_limit", account_id=PROD, region=EU, cache="carts") == 10000
 
 
-def test_serverless_metrics_can_be_chosen_or_switched_off(aws_credentials):  # noqa: F811
+def test_serverless_metrics_can_be_chosen_or_switched_off(aws_credentials):
     with moto_fleet():
         chosen = AwsMonitor(build_config(fleet_config(cloudwatch={"serverless_metrics": ["ThrottledCmds"]}), environ={}).aws)
         chosen.discover_once()
@@ -192,7 +192,7 @@ def test_serverless_metrics_can_be_chosen_or_switched_off(aws_credentials):  # n
     assert not [key for key in off.cache() if key[3] == ""]
 
 
-def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilization(aws_credentials):  # noqa: F811
+def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilization(aws_credentials):
     with moto_fleet():
         app = make_app(fleet_config(discovery_interval="1h", cloudwatch={"interval": "1h"}))
         try:
@@ -267,7 +267,7 @@ def test_serverless_caches_are_read_with_their_limits():
     assert cache.data_storage_max_bytes == 10e9
 
 
-def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path):  # noqa: F811
+def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path):
     import yaml
 
     from exporter.cli.main import main
@@ -292,7 +292,7 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
     assert f"{2 * per_node:>14,}" in out
 
 
-def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts(aws_credentials, monkeypatch):  # noqa: F811
+def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts(aws_credentials, monkeypatch):
     """Credentials are renewed 5 minutes before they expire; while STS fails, the ones in hand serve until they expire."""
     from botocore.client import BaseClient
     from botocore.exceptions import ClientError
@@ -356,7 +356,7 @@ def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts
         assert len(describe()) == 2
 
 
-def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_credentials, capsys, tmp_path):  # noqa: F811
+def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_credentials, capsys, tmp_path):
     """sessions-001 is in two regions of one account and in a second account: each report reads its own node's data."""
     import yaml
 
@@ -380,7 +380,7 @@ def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_cre
         assert reports[other]["network_out_p90_bytes_per_second"] == pytest.approx(1e6), other
 
 
-def test_an_account_whose_role_cannot_be_assumed_costs_only_its_own_data(aws_credentials, monkeypatch):  # noqa: F811
+def test_an_account_whose_role_cannot_be_assumed_costs_only_its_own_data(aws_credentials, monkeypatch):
     """PROD's role is refused (a typo in its trust policy, say): DEV is still discovered and polled, in every cycle."""
     from botocore.client import BaseClient
     from botocore.exceptions import ClientError

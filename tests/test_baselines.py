@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import cfn_lint
 
 from exporter.baselines.derive import derive, mapping_levels, read_rows, render_cloudformation, render_mapping
 from exporter.baselines.table import BaselineError, load_table
@@ -16,11 +17,6 @@ from exporter.baselines.table import BaselineError, load_table
 DATA = Path(__file__).parent / "data"
 HEADER = '"instancetype","dataSize","mbps_p90","mbps_p70","test_passes","cpuutilization_90","enginecpuutilization_90",' \
     '"cpuutilization_50","enginecpuutilization_50","BytePerMinP90"'  # fmt: skip
-
-
-def cfn_lint() -> str:
-    beside = Path(sys.executable).parent / "cfn-lint"
-    return str(beside) if beside.exists() else "cfn-lint"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

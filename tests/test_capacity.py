@@ -21,13 +21,6 @@ REGION = "eu-west-1"
 BASELINE = 93_750_000  # cache.r6g.large: 0.75 Gbit/s
 
 
-@pytest.fixture
-def aws_credentials(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-
-
 def test_plan_calls_respects_the_datapoint_limit():
     # 14 days of one-minute data is 20,160 datapoints a series: 5 series a call
     assert plan_calls(15, 14) == [5, 5, 5]

@@ -43,7 +43,8 @@ _PROBE = textwrap.dedent(
 NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt", "yaml", "hashlib",
               "exporter.aws.api", "exporter.aws.cloudwatch", "exporter.aws.discovery", "exporter.aws.monitor",
               "exporter.alerts", "exporter.capacity", "exporter.baselines.derive", "exporter.cli.aws",
-              "exporter.cli.baseline", "exporter.service.webconfig", "exporter.service.status")  # fmt: skip
+              "exporter.cli.baseline", "exporter.cli.render", "exporter.service.webconfig", "exporter.service.status",
+              "exporter.service.collectors.aws")  # fmt: skip
 
 
 def test_redis_only_serve_loads_neither_aws_nor_templates(plain_redis) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import exact_samples
+from helpers import client_exposition, client_samples, exact_samples, sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.common.families import FamilySet
@@ -20,31 +19,17 @@ DATA = Path(__file__).parent / "data"
 READ_TIME = 1_795_000_000.5  # when the reply arrived, for fields relative to now
 
 
-class _Registry:
-    def __init__(self, families: FamilySet) -> None:
-        self._families = families
-
-    def collect(self):
-        return iter(self._families)
-
-
 def exposition(info_text: str, target: str = "t") -> dict[tuple[str, tuple], float]:
     """Samples as {(name, sorted labels): value}, through the real encoder and parser."""
     out = FamilySet()
     info = parse_info(info_text)
     add_info_metrics(info, target, out)
     add_start_time(info, READ_TIME, {"instance": target}, out)
-    text = generate_latest(_Registry(out)).decode()
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return samples
+    return client_samples(client_exposition(out))
 
 
 def value(samples, name, **labels):
-    labels.setdefault("instance", "t")
-    return samples[(name, tuple(sorted(labels.items())))]
+    return sample(samples, name, **{"instance": "t", **labels})
 
 
 def test_sections_are_split_and_lower_cased():
@@ -187,7 +172,7 @@ def test_garbage_never_raises_and_always_encodes(lines):
     out = FamilySet()
     info = parse_info(text)
     add_info_metrics(info, "t", out)
-    encoded = generate_latest(_Registry(out)).decode()
+    encoded = client_exposition(out)
     list(text_string_to_metric_families(encoded))
 
 
@@ -199,21 +184,13 @@ def test_generated_metrics_tables_are_current():
     assert replace_tables(document) == document, "run: python -m exporter.service.metrics_doc docs/metrics.md"
 
 
-def _parsed(text: str) -> dict[tuple[str, tuple], float]:
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def test_the_text_encoder_agrees_with_prometheus_client():
     from exporter.common.exposition import encode_text
 
     out = FamilySet()
     add_info_metrics(parse_info((DATA / "info_redis_7_0.txt").read_text()), 'we"ird\\tar\nget', out)
     ours = exact_samples(encode_text(out.families()).decode())
-    assert ours == exact_samples(generate_latest(_Registry(out)).decode())
+    assert ours == exact_samples(client_exposition(out))
     assert ("redis_total_error_replies", (("instance", 'we"ird\\tar\nget'),)) in ours  # a counter named as redis_exporter names it
     assert len(ours) > 150
 
@@ -229,5 +206,5 @@ def test_the_text_encoder_never_reuses_labels_of_a_freed_dict():
             out.add(f"m{i}", "gauge", "h", {"target": f"t{i}"}, float(i))
             yield from out.families()  # the set, and its dict, are dropped before the next one is made
 
-    samples = _parsed(encode_text(families()).decode())
+    samples = client_samples(encode_text(families()).decode())
     assert samples == {(f"m{i}", (("target", f"t{i}"),)): float(i) for i in range(200)}

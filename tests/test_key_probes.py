@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from helpers import call, exact_samples, make_app
+from helpers import call, exact_samples, make_app, sample
 from proxy import StallableProxy
 from servers import start_redis
 
@@ -72,33 +72,27 @@ def scrape(server, keys: dict, client) -> dict:
         app.close()
 
 
-def value(samples: dict, name: str, **labels: str) -> float:
-    key = (name, tuple(sorted(labels.items())))
-    assert key in samples, f"no {key}; of that name: {[k for k in samples if k[0] == name]}"
-    return samples[key]
-
-
 def test_key_sizes_values_and_memory_are_exact(queues):
     client = queues.client()
     before = errors(client)
     samples = scrape(queues, {"check_single_keys": "queue:default,schedule,bull:emails:meta,stat:processed,stat:label,big,"
                                                    "visitors,workers,missing,db2=queue:low"}, client)  # fmt: skip
     node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
-    assert value(samples, "redis_key_size", **node, key="queue:default") == 37
-    assert value(samples, "redis_key_size", **node, key="schedule") == 12
-    assert value(samples, "redis_key_size", **node, key="bull:emails:meta") == 3
-    assert value(samples, "redis_key_size", **node, key="workers") == 3
-    assert value(samples, "redis_key_size", **node, key="stat:processed") == 6  # a string's length
-    assert value(samples, "redis_key_value", **node, key="stat:processed") == 123456
-    assert value(samples, "redis_key_value_as_string", **node, key="stat:label", val="warm") == 1
-    assert value(samples, "redis_key_size", **node, key="visitors") == client.pfcount("visitors")  # a HyperLogLog: its count
+    assert sample(samples, "redis_key_size", **node, key="queue:default") == 37
+    assert sample(samples, "redis_key_size", **node, key="schedule") == 12
+    assert sample(samples, "redis_key_size", **node, key="bull:emails:meta") == 3
+    assert sample(samples, "redis_key_size", **node, key="workers") == 3
+    assert sample(samples, "redis_key_size", **node, key="stat:processed") == 6  # a string's length
+    assert sample(samples, "redis_key_value", **node, key="stat:processed") == 123456
+    assert sample(samples, "redis_key_value_as_string", **node, key="stat:label", val="warm") == 1
+    assert sample(samples, "redis_key_size", **node, key="visitors") == client.pfcount("visitors")  # a HyperLogLog: its count
     assert ("redis_key_value", tuple(sorted({**node, "key": "visitors"}.items()))) not in samples
-    assert value(samples, "redis_key_size", **node, key="big") == 5000
+    assert sample(samples, "redis_key_size", **node, key="big") == 5000
     assert not any(name.startswith("redis_key_value") and dict(labels).get("key") == "big" for name, labels in samples)  # too long
-    assert value(samples, "redis_key_size", **node, key="missing") == 0  # as redis_exporter: a missing key is 0
-    assert value(samples, "redis_key_size", **{**node, "db": "db2"}, key="queue:low") == 2
-    assert value(samples, "redis_key_memory_usage_bytes", **node, key="queue:default") == client.memory_usage("queue:default")
-    assert value(samples, "elasticache_exporter_key_probes_complete", instance=node["instance"]) == 1
+    assert sample(samples, "redis_key_size", **node, key="missing") == 0  # as redis_exporter: a missing key is 0
+    assert sample(samples, "redis_key_size", **{**node, "db": "db2"}, key="queue:low") == 2
+    assert sample(samples, "redis_key_memory_usage_bytes", **node, key="queue:default") == client.memory_usage("queue:default")
+    assert sample(samples, "elasticache_exporter_key_probes_complete", instance=node["instance"]) == 1
     assert errors(client) == before
 
 
@@ -107,10 +101,10 @@ def test_a_pattern_count_over_20000_keys_is_exact_and_patterns_expand(queues):
     before = errors(client)
     samples = scrape(queues, {"count_keys": "db0=session:*", "check_keys": "stat:*", "check_keys_batch_size": 500}, client)
     node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
-    assert value(samples, "redis_keys_count", **node, key="session:*") == MATCHING
-    assert value(samples, "elasticache_exporter_key_pattern_complete", **node, option="count_keys", pattern="session:*") == 1
-    assert value(samples, "redis_key_value", **node, key="stat:processed") == 123456
-    assert value(samples, "elasticache_exporter_key_pattern_keys", **node, option="check_keys", pattern="stat:*") == 2
+    assert sample(samples, "redis_keys_count", **node, key="session:*") == MATCHING
+    assert sample(samples, "elasticache_exporter_key_pattern_complete", **node, option="count_keys", pattern="session:*") == 1
+    assert sample(samples, "redis_key_value", **node, key="stat:processed") == 123456
+    assert sample(samples, "elasticache_exporter_key_pattern_keys", **node, option="check_keys", pattern="stat:*") == 2
     assert errors(client) == before
 
 
@@ -119,8 +113,8 @@ def test_budgets_say_that_they_cut_a_count_short(queues):
     samples = scrape(queues, {"count_keys": "session:*", "check_keys": "session:*", "max_counted": 1000, "max_keys": 10}, client)
     node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
     assert not any(name == "redis_keys_count" for name, _ in samples)  # no partial number served as a count
-    assert value(samples, "elasticache_exporter_key_pattern_complete", **node, option="count_keys", pattern="session:*") == 0
-    assert value(samples, "elasticache_exporter_key_pattern_complete", **node, option="check_keys", pattern="session:*") == 0
+    assert sample(samples, "elasticache_exporter_key_pattern_complete", **node, option="count_keys", pattern="session:*") == 0
+    assert sample(samples, "elasticache_exporter_key_pattern_complete", **node, option="check_keys", pattern="session:*") == 0
     assert sum(1 for name, _ in samples if name == "redis_key_size") == 10
 
 
@@ -130,20 +124,20 @@ def test_streams_groups_consumers_pending_and_lag(queues):
     samples = scrape(queues, {"check_single_streams": "events,queue:default,nostream"}, client)
     stream = {"instance": f"127.0.0.1:{queues.port}", "db": "db0", "stream": "events"}
     info = client.xinfo_stream("events")
-    assert value(samples, "redis_stream_length", **stream) == 25
-    assert value(samples, "redis_stream_groups", **stream) == 2
-    assert value(samples, "redis_stream_entries_added_total", **stream) == 25
-    assert value(samples, "redis_stream_first_entry_id", **stream) == int(info["first-entry"][0].split(b"-")[0])
-    assert value(samples, "redis_stream_last_generated_id", **stream) == int(info["last-generated-id"].split(b"-")[0])
+    assert sample(samples, "redis_stream_length", **stream) == 25
+    assert sample(samples, "redis_stream_groups", **stream) == 2
+    assert sample(samples, "redis_stream_entries_added_total", **stream) == 25
+    assert sample(samples, "redis_stream_first_entry_id", **stream) == int(info["first-entry"][0].split(b"-")[0])
+    assert sample(samples, "redis_stream_last_generated_id", **stream) == int(info["last-generated-id"].split(b"-")[0])
     billing = {**stream, "group": "billing"}
-    assert value(samples, "redis_stream_group_consumers", **billing) == 2
-    assert value(samples, "redis_stream_group_messages_pending", **billing) == 12  # 15 read, 3 acknowledged
-    assert value(samples, "redis_stream_group_entries_read", **billing) == 15
-    assert value(samples, "redis_stream_group_lag", **billing) == 10
-    assert value(samples, "redis_stream_group_lag", **stream, group="audit") == 0
-    assert value(samples, "redis_stream_group_consumer_messages_pending", **billing, consumer="worker-1") == 7
-    assert value(samples, "redis_stream_group_consumer_messages_pending", **billing, consumer="worker-2") == 5
-    assert 0 <= value(samples, "redis_stream_group_consumer_idle_seconds", **billing, consumer="worker-2") < 600
+    assert sample(samples, "redis_stream_group_consumers", **billing) == 2
+    assert sample(samples, "redis_stream_group_messages_pending", **billing) == 12  # 15 read, 3 acknowledged
+    assert sample(samples, "redis_stream_group_entries_read", **billing) == 15
+    assert sample(samples, "redis_stream_group_lag", **billing) == 10
+    assert sample(samples, "redis_stream_group_lag", **stream, group="audit") == 0
+    assert sample(samples, "redis_stream_group_consumer_messages_pending", **billing, consumer="worker-1") == 7
+    assert sample(samples, "redis_stream_group_consumer_messages_pending", **billing, consumer="worker-2") == 5
+    assert 0 <= sample(samples, "redis_stream_group_consumer_idle_seconds", **billing, consumer="worker-2") < 600
     assert not any(dict(labels).get("stream") in ("queue:default", "nostream") for _, labels in samples)  # not streams
     assert errors(client) == before
 
@@ -263,7 +257,7 @@ def test_queue_limits_are_served_for_the_watched_keys_that_are_queues(queues):
     limit_family = "elasticache_exporter_queue_length_limit"
     limits = {dict(labels)["key"]: (dict(labels)["db"], v) for (name, labels), v in samples.items() if name == limit_family}
     assert limits == {"queue:default": ("db0", 20), "schedule": ("db0", float("inf"))}  # not workers, not db2's queue:low
-    assert value(samples, "redis_key_size", **node, key="queue:default") == 37
+    assert sample(samples, "redis_key_size", **node, key="queue:default") == 37
 
 
 def test_queues_may_be_a_list_and_match_by_redis_glob():
@@ -291,9 +285,9 @@ def test_a_node_that_hangs_on_the_probes_keeps_its_info_metrics_within_the_deadl
             elapsed = time.monotonic() - started
             instance = f"127.0.0.1:{proxy.port}"
             assert 0.9 < elapsed < 3, elapsed
-            assert value(samples, "redis_up", instance=instance) == 1
-            assert value(samples, "redis_connected_clients", instance=instance) >= 1
-            assert value(samples, "elasticache_exporter_key_probes_complete", instance=instance) == 0
+            assert sample(samples, "redis_up", instance=instance) == 1
+            assert sample(samples, "redis_connected_clients", instance=instance) >= 1
+            assert sample(samples, "elasticache_exporter_key_probes_complete", instance=instance) == 0
             assert not any(name == "redis_key_size" for name, _ in samples)
             proxy.resume()  # the stalled connection is gone; a new one stalls again on its own EVAL
     finally:
@@ -310,8 +304,8 @@ def test_a_user_without_eval_gets_info_metrics_and_one_refusal_per_connection(qu
         for _ in range(3):
             samples = exact_samples(call(app, "/metrics").text)
             instance = f"127.0.0.1:{queues.port}"
-            assert value(samples, "redis_up", instance=instance) == 1
-            assert value(samples, "redis_connected_clients", instance=instance) >= 1
+            assert sample(samples, "redis_up", instance=instance) == 1
+            assert sample(samples, "redis_connected_clients", instance=instance) >= 1
             assert not any(name == "redis_key_size" for name, _ in samples)
         assert errors(client) - before == 1  # the refused EVAL, once: not retried on the same connection
     finally:

@@ -73,3 +73,41 @@ def test_architecture_map_names_every_subpackage() -> None:
     text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     for name in ALLOWED:
         assert f"`exporter/{name}/`" in text
+
+
+MAX_MODULE_LINES = 400
+
+
+def _sources() -> dict[str, str]:
+    return {str(path.relative_to(PACKAGE.parent)): path.read_text(encoding="utf-8") for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {path: text.count("\n") for path, text in _sources().items() if text.count("\n") > MAX_MODULE_LINES}
+    assert not long, f"split these by concern: {long}"
+
+
+def test_each_aws_concern_has_one_home() -> None:
+    """GetMetricData is called from aws/cloudwatch.py alone, pagination tokens are followed in aws/api.py alone, and the
+    CloudWatch namespace is written once."""
+    sources = _sources()
+    calls = sorted(path for path, text in sources.items() if '"get_metric_data"' in text and path != "exporter/aws/api.py")
+    assert calls == ["exporter/aws/cloudwatch.py"]
+    assert sorted(path for path, text in sources.items() if "NextToken" in text) == ["exporter/aws/api.py"]
+    assert sum(text.count('"AWS/ElastiCache"') for text in sources.values()) == 1
+    templates = PACKAGE.parent / "templates"
+    assert not [path.name for path in templates.iterdir() if "AWS/ElastiCache" in path.read_text(encoding="utf-8")]
+
+
+def test_every_scrape_command_is_one_entry_of_the_table() -> None:
+    """A Redis command is sent by the scrape only through pipeline.SCRAPE_COMMANDS: node.py builds no command of its own
+    apart from the connection's set-up (AUTH, SELECT, COMMAND INFO, CLIENT SETNAME, READONLY) and the heartbeat writer."""
+    from exporter.redis.pipeline import ASKED, SCRAPE_COMMANDS
+
+    purposes = [command.purpose for command in SCRAPE_COMMANDS]
+    assert len(purposes) == len(set(purposes))
+    assert ASKED[0] == "client"
+    assert len(ASKED) == len(set(ASKED))
+    node = (PACKAGE / "redis" / "node.py").read_text(encoding="utf-8")
+    for word in ("SLOWLOG", "LATENCY", "CONFIG", "MGET", "TYPE"):
+        assert f'"{word}"' not in node, f"{word} belongs in its module's ScrapeCommand"

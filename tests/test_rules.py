@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import cfn_lint
 
 from exporter.alerts.catalog import load_catalog
 from exporter.alerts.cloudformation import render_cloudformation
@@ -42,11 +43,6 @@ def test_promtool_check_rules():
     result = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
-
-
-def cfn_lint() -> str:
-    beside = Path(sys.executable).parent / "cfn-lint"
-    return str(beside) if beside.exists() else "cfn-lint"
 
 
 def test_cfn_lint_reports_nothing():

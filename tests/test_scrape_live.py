@@ -317,7 +317,7 @@ def test_latency_histograms_as_redis_exporter_serves_them(fresh_redis, app_for):
 
 def test_latency_histograms_ask_for_the_most_called_commands_only(fresh_redis, app_for, monkeypatch):
     from exporter.redis import latency
-    from exporter.service import redis_collector
+    from exporter.service.collectors import redis as redis_collector
 
     monkeypatch.setattr(redis_collector, "MAX_HISTOGRAM_COMMANDS", 3)
     client = fresh_redis.client()

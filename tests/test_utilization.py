@@ -8,7 +8,7 @@ import time
 
 from helpers import call, make_app, sample
 
-from exporter.service.baseline_collector import window_rates
+from exporter.service.collectors.baselines import window_rates
 
 
 def test_window_rates():

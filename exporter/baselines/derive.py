@@ -13,8 +13,6 @@ import gzip
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -339,16 +337,3 @@ def render(table: BaselineTable, output_format: str) -> str:
     if output_format == "cloudformation":
         return render_cloudformation(table)
     return render_table(table)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write next to the target and rename over it, so a failure leaves no half-written file."""
-    directory = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -1,4 +1,5 @@
-"""Command line: ``elasticache-exporter serve | demo``; also ``python -m exporter``."""
+"""Command line: ``elasticache-exporter serve | demo | cost | baseline derive | benchmark | render | alarms | capacity``;
+also ``python -m exporter``. The parser and the dispatch; each group of commands has a module of its own."""
 
 from __future__ import annotations
 
@@ -298,14 +299,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     # each command loads only its own part: `serve` never loads the AWS side or the template engine
-    if args.command in ("baseline", "benchmark", "render"):
+    if args.command == "render":
+        from .render import run_render
+
+        return run_render(args)
+    if args.command in ("baseline", "benchmark"):
         from . import baseline
 
-        return {
-            "baseline": lambda: baseline.run_baseline_derive(args),
-            "benchmark": lambda: baseline.run_benchmark_command(args, os.environ),
-            "render": lambda: baseline.run_render(args),
-        }[args.command]()
+        return baseline.run_baseline_derive(args) if args.command == "baseline" else baseline.run_benchmark_command(args, os.environ)
     if args.command in ("capacity", "alarms"):
         from . import aws
 

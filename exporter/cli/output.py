@@ -10,7 +10,7 @@ def emit(text: str, out: str | None) -> None:
     if out:
         from pathlib import Path
 
-        from exporter.baselines.derive import write_atomically
+        from exporter.common.files import write_atomically
 
         write_atomically(Path(out), text)
     else:

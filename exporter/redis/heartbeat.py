@@ -14,8 +14,6 @@ import re
 import threading
 import time
 
-from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
-
 from .failures import classify
 from .node import RedisNode
 from .settings import HeartbeatConfig, TargetConfig
@@ -141,44 +139,6 @@ class HeartbeatWriter:
     def snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[tuple[str, str], int], dict[str, float]]:
         with self._lock:
             return dict(self.writes), dict(self.skipped_not_master), dict(self.errors), dict(self.last_write)
-
-
-class HeartbeatWriterCollector(FamilyCollector):
-    """The writer's own counters, served on the telemetry path."""
-
-    def __init__(self, writer: HeartbeatWriter) -> None:
-        self._writer = writer
-
-    def build(self) -> FamilySet:
-        writes, skipped, errors, last_write = self._writer.snapshot()
-        out = FamilySet()
-        for name, count in sorted(writes.items()):
-            out.add("elasticache_exporter_heartbeat_writes_total", COUNTER, "Heartbeats written on a primary.", {"instance": name}, count)
-        for name, count in sorted(skipped.items()):
-            out.add(
-                "elasticache_exporter_heartbeat_skipped_total",
-                COUNTER,
-                "Heartbeat writes skipped because the node was not a master.",
-                {"instance": name},
-                count,
-            )
-        for (name, kind), count in sorted(errors.items()):
-            out.add(
-                "elasticache_exporter_heartbeat_write_errors_total",
-                COUNTER,
-                "Heartbeat writes that failed, by kind (permission: an ACL refused ROLE or SET).",
-                {"instance": name, "kind": kind},
-                count,
-            )
-        for name, stamp in sorted(last_write.items()):
-            out.add(
-                "elasticache_exporter_heartbeat_last_write_timestamp_seconds",
-                GAUGE,
-                "When the exporter last wrote its heartbeat on the target.",
-                {"instance": name},
-                stamp,
-            )
-        return out
 
 
 def _is_permission_error(err: BaseException) -> bool:

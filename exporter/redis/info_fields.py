@@ -1,17 +1,17 @@
 """The known INFO fields: metric name, type, unit scaling and help text.
 
-Names follow oliver006/redis_exporter wherever it has one for the same field;
-where its name breaks Prometheus conventions, ``upstream`` records its name and
-docs/metrics.md lists the difference. Fields absent here are still exported,
-generically, by :mod:`exporter.info_metrics`.
+Names and types are oliver006/redis_exporter's wherever it has one for the same field (its counters
+without _total and counters it types gauge included), so its users' dashboards and rules keep working;
+``compat`` and docs/metrics.md record how the rest relate. Fields absent here are still exported,
+generically, by :mod:`exporter.redis.info_metrics`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GAUGE = "gauge"
-COUNTER = "counter"
+from exporter.common.families import COUNTER, GAUGE
+
 PERCENT = 0.01  # scale marker: a "12.5%" value becomes the ratio 0.125
 
 
@@ -21,15 +21,14 @@ class FieldMetric:
     kind: str
     help: str
     scale: float = 1.0
-    upstream: str | None = None  # redis_exporter's name where it differs from ours
 
 
-def _g(name: str, help_: str, scale: float = 1.0, upstream: str | None = None) -> FieldMetric:
-    return FieldMetric("redis_" + name, GAUGE, help_, scale, upstream and "redis_" + upstream)
+def _g(name: str, help_: str, scale: float = 1.0) -> FieldMetric:
+    return FieldMetric("redis_" + name, GAUGE, help_, scale)
 
 
-def _c(name: str, help_: str, scale: float = 1.0, upstream: str | None = None) -> FieldMetric:
-    return FieldMetric("redis_" + name, COUNTER, help_, scale, upstream and "redis_" + upstream)
+def _c(name: str, help_: str, scale: float = 1.0) -> FieldMetric:
+    return FieldMetric("redis_" + name, COUNTER, help_, scale)
 
 
 US = 1e-6

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -17,15 +16,16 @@ from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporter.common.exposition import encode_text
-from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.config import Config, listen_host_port
-from exporter.redis.heartbeat import HeartbeatWriter, HeartbeatWriterCollector
+from exporter.redis.heartbeat import HeartbeatWriter
 
-from .baseline_collector import BaselineCollector
+from .collectors.baselines import BaselineCollector
+from .collectors.exporter import BuildInfo, Limits
+from .collectors.heartbeat import HeartbeatWriterCollector
+from .collectors.process import ProcessMetrics
+from .collectors.redis import RedisCollector
 from .http import HttpServer, Request
 from .pool import ScrapePool
-from .process import ProcessMetrics
-from .redis_collector import RedisCollector
 from .targets import Target, TargetRefused, TargetSet
 
 if TYPE_CHECKING:
@@ -63,42 +63,6 @@ class _Families:
             yield from collector.families()
 
 
-class _BuildInfo(FamilyCollector):
-    def build(self) -> FamilySet:
-        out = FamilySet()
-        labels = {"version": __version__, "python_version": "{}.{}.{}".format(*sys.version_info[:3])}
-        out.add("elasticache_exporter_build_info", GAUGE, "The exporter's version and Python version.", labels, 1.0)
-        return out
-
-
-class _Limits(FamilyCollector):
-    """How close the exporter is to its own bounds: scrape workers, HTTP connections and workers."""
-
-    def __init__(self, app: ExporterApp) -> None:
-        self._app = app
-
-    def build(self) -> FamilySet:
-        out = FamilySet()
-        pool = self._app.pool
-        out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
-        out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
-        out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
-        shard = self._app.config.shard
-        if shard is not None:
-            out.add("elasticache_exporter_shard_info", GAUGE, "This exporter's shard (scrape.shard): it serves the targets whose name "
-                    "hashes to index, of count shards.", {"index": str(shard.index), "count": str(shard.count)}, 1.0)  # fmt: skip
-        http = self._app.http
-        if http is not None:
-            out.add("elasticache_exporter_http_connections", GAUGE, "Open HTTP connections.", {}, http.open_connections)
-            out.add("elasticache_exporter_http_connections_max", GAUGE, "The bound on open HTTP connections.", {}, http.max_connections)
-            out.add("elasticache_exporter_http_workers_busy", GAUGE, "HTTP workers answering a request now.", {}, http.busy_workers)
-            out.add("elasticache_exporter_http_connections_evicted_total", COUNTER,
-                    "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
-            out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
-                    "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
-        return out
-
-
 class ExporterApp:
     """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
 
@@ -108,8 +72,8 @@ class ExporterApp:
         self.pool = ScrapePool(config.scrape_concurrency)
         self.http: HttpServer | None = None
         self._process = ProcessMetrics()
-        self._build_info = _BuildInfo()
-        self._limits = _Limits(self)
+        self._build_info = BuildInfo()
+        self._limits = Limits(self)
         self.started = time.time()
         self._baselines: BaselineTable | None = None
         if config.baselines.file or any(target.node_type for target in config.targets) or config.aws.enabled:
@@ -122,7 +86,9 @@ class ExporterApp:
             self.heartbeat_writer.start()
         self.aws_monitor: Any = None
         if config.aws.enabled:
-            from exporter.aws.monitor import AwsCollector, AwsMonitor
+            from exporter.aws.monitor import AwsMonitor
+
+            from .collectors.aws import AwsCollector
 
             self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
             self._extra_collectors.append(AwsCollector(self.aws_monitor))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from exporter import __version__
 
-from .baseline_collector import target_utilization
+from .collectors.baselines import target_utilization
 
 if TYPE_CHECKING:
     import jinja2

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
-from typing import Any
 
-from exporter.common.families import Family, FamilySet
+from exporter.common.families import FamilyCollector, FamilySet
 from exporter.redis.failures import classify
 from exporter.redis.info import InfoReply, parse_number
 from exporter.redis.latency import MAX_HISTOGRAM_COMMANDS, most_called_commands
@@ -29,14 +28,14 @@ from exporter.redis.replication import (
     add_shard_membership,
 )
 
-from .pool import ScrapePool
-from .targets import Target
+from ..pool import ScrapePool
+from ..targets import Target
 
 log = logging.getLogger(__name__)
 _logged_bugs: set[tuple[str, str]] = set()  # (target, exception type) already logged with a traceback
 
 
-class RedisCollector:
+class RedisCollector(FamilyCollector):
     """Collects the given targets once per ``collect()`` call, by ``deadline``."""
 
     def __init__(
@@ -54,14 +53,7 @@ class RedisCollector:
         self._heartbeat_sources = heartbeat_sources
         self._address_names = address_names or {}
 
-    def collect(self) -> Iterator[Any]:
-        return iter(self._scrape())
-
-    def families(self) -> Iterator[Family]:
-        """The same as ``collect()`` for the text encoder, without building prometheus_client objects."""
-        return self._scrape().families()
-
-    def _scrape(self) -> FamilySet:
+    def build(self) -> FamilySet:
         out = FamilySet()
         started = time.monotonic()
         outcomes = self._scrape_all()

@@ -15,7 +15,7 @@ from typing import Any
 from exporter.baselines.table import LEVELS, BaselineTable, NodeBaseline
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
-from .targets import Target
+from ..targets import Target
 
 log = logging.getLogger(__name__)
 _warned: set[str] = set()

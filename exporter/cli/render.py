@@ -1,0 +1,68 @@
+"""The alert commands: ``render prometheus|cloudformation`` from the catalog and the baseline table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.cloudformation import render_cloudformation
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.baselines.table import load_table
+    from exporter.common.files import write_atomically
+
+    table = load_table(args.baselines, args.basis)
+    alerts = load_catalog(args.catalog)
+    if args.fleet:
+        return _render_fleet(args, alerts, table)
+    renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
+    text = renderer(alerts, table, args.runbook_base_url)
+    _say_skipped_types(args.what, table)
+    if args.out:
+        directory = Path(args.out)
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(directory / RENDERED_FILES[args.what], text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _say_skipped_types(what: str, table: object) -> None:
+    """Name the table's node types that only the fixed-threshold alerts cover, and why."""
+    from exporter.alerts.thresholds import alarm_thresholds, node_type_thresholds
+
+    covered = {row.node_type for row in (node_type_thresholds(table) if what == "prometheus" else alarm_thresholds(table))}  # type: ignore[arg-type]
+    missing = sorted(set(table.node_types) - covered)  # type: ignore[attr-defined]
+    if missing:
+        why = "no bandwidth figure" if what == "prometheus" else "no bandwidth figure or vCPU count"
+        print(f"render: fixed-threshold alerts only for {len(missing)} node type(s) with {why}: {', '.join(missing)}", file=sys.stderr)
+
+
+def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
+    """One template per node type and chunk of at most CloudFormation's 500 resources, into --out."""
+    from pathlib import Path
+
+    from exporter.alerts.cloudformation import fleet_stacks, load_fleet, render_cloudformation
+    from exporter.common.errors import UsageError
+    from exporter.common.files import write_atomically
+
+    if args.what != "cloudformation" or not args.out:
+        raise UsageError("--fleet renders CloudFormation stacks and needs --out DIR")
+    stacks, notes = fleet_stacks(load_fleet(args.fleet), alerts, table)  # type: ignore[arg-type]
+    directory = Path(args.out)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stack in stacks:
+        name = f"elasticache-alarms-{stack.index:03d}-{stack.node_type.removeprefix('cache.').replace('.', '-')}.yaml"
+        write_atomically(directory / name, render_cloudformation(alerts, table, args.runbook_base_url, stack))  # type: ignore[arg-type]
+    for note in notes:
+        print(f"render: {note}", file=sys.stderr)
+    nodes = sum(len(stack.ids) for stack in stacks)
+    alarms = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
+    print(f"render: {len(stacks)} stack(s) for {nodes} node(s), {alarms} alarm(s), in {directory}", file=sys.stderr)
+    return 0

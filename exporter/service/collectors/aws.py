@@ -1,0 +1,133 @@
+"""The AWS side as served: the monitor's cached CloudWatch series with their datapoints' times, node info, serverless
+caches against their limits, and the AWS calls' own health. Reads the cache only: nothing here calls AWS."""
+
+from __future__ import annotations
+
+from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name
+from exporter.aws.discovery import ServerlessCache
+from exporter.aws.monitor import AwsMonitor, series_key
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+
+
+class AwsCollector(FamilyCollector):
+    """Serves the monitor's cache: CloudWatch series, node info, and the AWS side's own health."""
+
+    def __init__(self, monitor: AwsMonitor) -> None:
+        self._monitor = monitor
+
+    def build(self) -> FamilySet:
+        monitor = self._monitor
+        out = FamilySet()
+        for value in sorted(monitor.cache().values(), key=lambda v: series_key(v.query)):
+            query = value.query
+            labels = {"account_id": query.node.account_id, "region": query.node.region}
+            labels.update((f"dimension_{name}", value) for name, value in dimensions(query.node))
+            name = prometheus_name(query.metric, query.statistic)
+            out.add(name, GAUGE, f"CloudWatch {NAMESPACE} {query.metric}, statistic {query.statistic}.", labels, value.datapoint.value)
+            out.add(
+                "elasticache_cloudwatch_datapoint_timestamp_seconds",
+                GAUGE,
+                "Time of the CloudWatch datapoint behind each aws_elasticache_* series.",
+                {**labels, "metric": name},
+                value.datapoint.timestamp,
+            )
+        for name, node in monitor.named_nodes():
+            if not monitor.owns(name):
+                continue
+            out.add(
+                "elasticache_node_info",
+                GAUGE,
+                "A discovered ElastiCache node; join on instance, or on account_id, region and dimension_CacheClusterId.",
+                {
+                    "instance": name,
+                    "account_id": node.account_id,
+                    "replication_group": node.replication_group,
+                    "shard": node.shard,
+                    "node": node.cluster_id,
+                    "node_type": node.node_type,
+                    "engine": node.engine,
+                    "engine_version": node.engine_version,
+                    "az": node.az,
+                    "region": node.region,
+                    "role": node.role,
+                    "dimension_CacheClusterId": node.cluster_id,
+                    "dimension_CacheNodeId": node.node_id,
+                },
+                1.0,
+            )
+        for cache in monitor.serverless():
+            _add_serverless(monitor, cache, out)
+        _add_api_health(monitor, out)
+        return out
+
+
+def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet) -> None:
+    """A serverless cache has no node type: its limits are the ECPUs per second and the data storage it may use, and its
+    use of them is served as a ratio while its CloudWatch data is fresh."""
+    labels = {"account_id": cache.account_id, "region": cache.region, "cache": cache.name}
+    out.add("elasticache_serverless_cache_info", GAUGE, "A discovered ElastiCache Serverless cache.",
+            {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status}, 1.0)  # fmt: skip
+    if cache.ecpu_per_second_max is not None:
+        out.add("elasticache_serverless_ecpu_per_second_limit", GAUGE, "The cache's maximum ElastiCache Processing Units per second.",
+                labels, cache.ecpu_per_second_max)  # fmt: skip
+    if cache.data_storage_max_bytes is not None:
+        out.add("elasticache_serverless_data_storage_limit_bytes", GAUGE, "The cache's maximum data storage, in bytes.", labels,
+                cache.data_storage_max_bytes)  # fmt: skip
+    ecpus = monitor.serverless_datapoint(cache, "ElastiCacheProcessingUnits", "Sum")
+    if ecpus is not None and cache.ecpu_per_second_max:
+        out.add("elasticache_serverless_ecpu_utilization_ratio", GAUGE,
+                "ECPUs per second used over the last CloudWatch period, as a fraction of the cache's maximum (served while fresh).",
+                labels, ecpus.value / monitor.config.period / cache.ecpu_per_second_max)  # fmt: skip
+    stored = monitor.serverless_datapoint(cache, "BytesUsedForCache", "Maximum")
+    if stored is not None and cache.data_storage_max_bytes:
+        out.add("elasticache_serverless_data_storage_utilization_ratio", GAUGE,
+                "Bytes used for data, as a fraction of the cache's maximum data storage (served while fresh).",
+                labels, stored.value / cache.data_storage_max_bytes)  # fmt: skip
+
+
+def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
+    calls: dict[str, int] = {}
+    errors: dict[tuple[str, str], int] = {}
+    metrics_requested = 0
+    for api in monitor.apis.values():
+        api_calls, api_errors, api_metrics = api.stats.snapshot()
+        for name, count in api_calls.items():
+            calls[name] = calls.get(name, 0) + count
+        for key, count in api_errors.items():
+            errors[key] = errors.get(key, 0) + count
+        metrics_requested += api_metrics
+    for name, count in sorted(calls.items()):
+        out.add("elasticache_exporter_aws_api_calls_total", COUNTER, "AWS API calls made, by API (the bill).", {"api": name}, count)
+    for (name, kind), count in sorted(errors.items()):
+        out.add("elasticache_exporter_aws_api_errors_total", COUNTER, "Failed AWS API calls by API and kind.", {"api": name, "kind": kind}, count)
+    out.add(
+        "elasticache_exporter_cloudwatch_metrics_requested_total",
+        COUNTER,
+        "Metric-statistics requested with GetMetricData (billed per 1,000).",
+        {},
+        metrics_requested,
+    )
+    out.add("elasticache_exporter_cloudwatch_queries", GAUGE, "GetMetricData queries in the last cycle.", {}, monitor.last_queries)
+    out.add(
+        "elasticache_exporter_cloudwatch_last_success_timestamp_seconds",
+        GAUGE,
+        "When a CloudWatch poll last brought data (0: never).",
+        {},
+        monitor.last_poll,
+    )
+    out.add(
+        "elasticache_exporter_cloudwatch_poll_duration_seconds", GAUGE, "Duration of the last CloudWatch poll.", {}, monitor.last_poll_duration
+    )
+    out.add(
+        "elasticache_exporter_discovery_last_success_timestamp_seconds",
+        GAUGE,
+        "When discovery last succeeded in some region (0: never).",
+        {},
+        monitor.last_discovery,
+    )
+    counts: dict[tuple[str, str], int] = {}
+    for node in monitor.nodes():
+        counts[(node.account_id, node.region)] = counts.get((node.account_id, node.region), 0) + 1
+    for (account_id, region), count in sorted(counts.items()):
+        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"account_id": account_id, "region": region},
+                count)  # fmt: skip

@@ -1,0 +1,45 @@
+"""The exporter's own state: its version, and how close it is to its own bounds (scrape workers, HTTP connections)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from exporter import __version__
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+
+
+class BuildInfo(FamilyCollector):
+    def build(self) -> FamilySet:
+        out = FamilySet()
+        labels = {"version": __version__, "python_version": "{}.{}.{}".format(*sys.version_info[:3])}
+        out.add("elasticache_exporter_build_info", GAUGE, "The exporter's version and Python version.", labels, 1.0)
+        return out
+
+
+class Limits(FamilyCollector):
+    """How close the exporter is to its own bounds: scrape workers, HTTP connections and workers."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+
+    def build(self) -> FamilySet:
+        out = FamilySet()
+        pool = self._app.pool
+        out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
+        out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
+        out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
+        shard = self._app.config.shard
+        if shard is not None:
+            out.add("elasticache_exporter_shard_info", GAUGE, "This exporter's shard (scrape.shard): it serves the targets whose name "
+                    "hashes to index, of count shards.", {"index": str(shard.index), "count": str(shard.count)}, 1.0)  # fmt: skip
+        http = self._app.http
+        if http is not None:
+            out.add("elasticache_exporter_http_connections", GAUGE, "Open HTTP connections.", {}, http.open_connections)
+            out.add("elasticache_exporter_http_connections_max", GAUGE, "The bound on open HTTP connections.", {}, http.max_connections)
+            out.add("elasticache_exporter_http_workers_busy", GAUGE, "HTTP workers answering a request now.", {}, http.busy_workers)
+            out.add("elasticache_exporter_http_connections_evicted_total", COUNTER,
+                    "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
+            out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
+                    "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
+        return out
