@@ -1,4 +1,5 @@
-"""A TCP proxy on loopback whose forwarding the test can stall and resume, as a network stall looks."""
+"""A TCP proxy on loopback whose forwarding the test can stall and resume, as a network stall looks; it keeps the bytes
+clients sent, so a test can read exactly which commands went to the server."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class StallableProxy:
         self._flowing.set()
         self._stop = threading.Event()
         self._sockets: list[socket.socket] = []
+        self.sent = bytearray()  # every byte clients sent upstream, in order
         threading.Thread(target=self._accept, daemon=True).start()
 
     def stall(self) -> None:
@@ -38,22 +40,39 @@ class StallableProxy:
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
             self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, self.stall_on), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, self.stall_on, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, destination: socket.socket, stall_on: bytes | None = None) -> None:
+    def _pump(self, source: socket.socket, destination: socket.socket, stall_on: bytes | None = None, keep: bool = False) -> None:
         with contextlib.suppress(OSError):
             while not self._stop.is_set():
                 self._flowing.wait()  # while stalled, bytes wait in the kernel's buffers
                 data = source.recv(65536)
                 if not data:
                     break
+                if keep:
+                    self.sent += data
                 if stall_on is not None and stall_on in data:
                     self._flowing.clear()
                 self._flowing.wait()
                 destination.sendall(data)
         with contextlib.suppress(OSError):
             destination.shutdown(socket.SHUT_WR)
+
+    def commands(self) -> list[tuple[str, ...]]:
+        """The RESP commands clients sent, and clears them."""
+        data, self.sent = bytes(self.sent), bytearray()
+        commands, at = [], 0
+        while at < len(data):
+            end = data.index(b"\r\n", at)
+            count, at, words = int(data[at + 1 : end]), end + 2, []
+            for _ in range(count):
+                end = data.index(b"\r\n", at)
+                length = int(data[at + 1 : end])
+                words.append(data[end + 2 : end + 2 + length].decode())
+                at = end + 4 + length
+            commands.append(tuple(words))
+        return commands
 
     def close(self) -> None:
         self._stop.set()
