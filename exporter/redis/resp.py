@@ -135,7 +135,7 @@ class RespConnection:
         server_name: str | None = None,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> RespConnection:
-        last: Exception | None = None
+        refused, last = False, ""  # what the last address said: kept as text, as the error would hold this frame in a cycle
         for family, kind, proto, _, address in resolve(host, port, deadline):
             sock = socket.socket(family, kind, proto)
             try:
@@ -151,13 +151,10 @@ class RespConnection:
             except TimeoutError as err:
                 sock.close()
                 raise RespFailure("timeout", f"connecting to {host}:{port} did not finish before the deadline") from err
-            except ConnectionRefusedError as err:
-                sock.close()
-                last = err
             except OSError as err:
                 sock.close()
-                last = err
-        if isinstance(last, ConnectionRefusedError):
+                refused, last = isinstance(err, ConnectionRefusedError), str(err)
+        if refused:
             raise RespFailure("refused", f"connection to {host}:{port} refused")
         raise RespFailure("connection", f"cannot connect to {host}:{port}: {last}")
 

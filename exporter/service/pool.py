@@ -84,7 +84,19 @@ def _run(future: Future[Any], work: Callable[[float], Any], deadline: float) -> 
     try:
         result = work(deadline)
     except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the scrape
-        # without its traceback: frames would hold the future (a cycle) and the node's buffers until a full GC
-        future.set_exception(err.with_traceback(None))
+        future.set_exception(without_tracebacks(err))
     else:
         future.set_result(result)
+
+
+def without_tracebacks(err: BaseException) -> BaseException:
+    """The error and the ones it was raised from, without their tracebacks: a traceback's frames hold the future
+    (a cycle) and the node's buffers and replies, which only a full collection would free, and the cyclic
+    collector runs rarely here (``serve`` tunes it). Kind and message are all a failed scrape reports."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+    return err
