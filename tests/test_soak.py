@@ -11,7 +11,6 @@ import pytest
 from helpers import call, make_app
 from servers import free_port, start_redis
 
-
 FRAMES: list = []
 
 
