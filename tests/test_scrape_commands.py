@@ -3,12 +3,16 @@ where allowed and once a minute, nothing the node renamed away, and the connecti
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from helpers import call, make_app
+from helpers import call, exact_samples, make_app
 from proxy import StallableProxy
 from servers import start_redis
 
+from exporter.redis.latency import parse_histograms
 from exporter.redis.pipeline import ASKED
+from exporter.redis.resp import RespConnection
 
 HEARTBEATS = ("ElastiCacheMasterReplicationTimestamp", "elasticache-exporter:heartbeat")  # ElastiCache's key and ours
 CONFIGS = [("CONFIG", "GET", parameter) for parameter in ("io-threads", "repl-backlog-size", "client-output-buffer-limit", "databases")]
@@ -66,3 +70,28 @@ def test_a_node_without_config_and_latency_is_never_sent_them():
     finally:
         proxy.close()
         renamed.stop()
+
+
+def test_histograms_of_commands_whose_calls_stand_are_served_without_asking_again(proxied):
+    server, proxy = proxied
+    client = server.client()
+    client.set("k", "v")
+    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}"}, "heartbeat": {"read": False}})
+    try:
+        for _ in range(2):
+            call(app, "/metrics")
+        proxy.commands()
+        text = call(app, "/metrics").text
+        (asked,) = [words[2:] for words in proxy.commands() if words[:2] == ("LATENCY", "HISTOGRAM")]
+    finally:
+        app.close()
+    assert "info" in asked  # the exporter's own INFO counts a call each scrape
+    assert "set" not in asked  # nobody has called SET since it was last read
+    # what is served for SET is what the server answers now, bucket for bucket
+    served = {dict(labels)["le"]: value for (name, labels), value in exact_samples(text).items()
+              if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "set"}  # fmt: skip
+    connection = RespConnection.open("127.0.0.1", server.port, time.monotonic() + 5)
+    ((calls, buckets),) = parse_histograms(connection.call([("LATENCY", "HISTOGRAM", "set")], time.monotonic() + 5)[0]).values()
+    connection.close()
+    assert served == {**dict(buckets), "+Inf": float(calls)}
+    assert calls == 1

@@ -21,6 +21,8 @@ class NodeView(Protocol):
 
     info_all: bool
     histogram_commands: tuple[str, ...]
+    histograms: dict[str, Any]  # the latest LATENCY HISTOGRAM of each command, as ``latency`` keeps it
+    command_calls: dict[str, float]  # calls per command, from the latest INFO commandstats
     heartbeat_keys: tuple[str, ...]
 
     @property
@@ -66,8 +68,9 @@ class ScrapeCommand:
     than ``reply`` means the peer is not a sane Redis. ``gate`` names what an error reply drops until the next reconnect;
     where ``asked``, COMMAND INFO is asked on each (re)connect whether the server has it, and a ``known_only`` command is
     sent only where it said so (an older server would answer an error). ``refresh`` keeps the replies for that many
-    seconds instead of asking each scrape. ``on_reply`` lets the node learn from a reply; ``families`` turns the replies
-    (a list: a purpose may send several commands) into samples; ``docs`` are their rows in docs/metrics.md."""
+    seconds instead of asking each scrape. ``on_reply`` lets the node learn from a reply; where ``merged`` is given, the
+    families read what it returns of the node (the replies merged with what was kept) instead of the replies; ``families``
+    turns the replies (a list: a purpose may send several commands) into samples; ``docs`` are their rows in docs/metrics.md."""
 
     purpose: str
     args: Callable[[NodeView], Sequence[Args]]
@@ -77,6 +80,7 @@ class ScrapeCommand:
     known_only: bool = False
     refresh: float | None = None
     on_reply: Callable[[NodeView, Any], None] | None = None
+    merged: Callable[[NodeView], Any] | None = None
     families: Callable[[list[Any], Scraped, FamilySet], None] | None = None
     docs: tuple[Doc, ...] = ()
 

@@ -25,43 +25,72 @@ def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
                         event[2] / 1000.0)  # fmt: skip
 
 
-def most_called_commands(command_stats: CommandStats, limit: int = MAX_HISTOGRAM_COMMANDS) -> tuple[str, ...]:
-    """The ``limit`` commands with the most calls (subcommands as ``config|get``)."""
+def plan(node: NodeView, command_stats: CommandStats, limit: int = MAX_HISTOGRAM_COMMANDS) -> None:
+    """After a scrape: the commands whose histograms the next one serves (the ``limit`` most called, subcommands as
+    ``config|get``), and their calls now, which tell the next scrape which histograms changed."""
     ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls)
-    return tuple(cmd for _, cmd in ranked[:limit])
+    node.histogram_commands = tuple(cmd for _, cmd in ranked[:limit])
+    node.command_calls = {cmd: command_stats[cmd][0] for cmd in node.histogram_commands}
+
+
+def due(node: NodeView) -> list[str]:
+    """The commands whose LATENCY HISTOGRAM may have changed: a command whose calls stand where they stood when its
+    histogram was read has the same histogram, so it is not asked for again (the server's walk of a histogram costs
+    about as much as INFO's commandstats section)."""
+    kept = node.histograms
+    return [cmd for cmd in node.histogram_commands if cmd not in kept or kept[cmd][0] != node.command_calls.get(cmd)]
+
+
+def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]]]:
+    """LATENCY HISTOGRAM's reply: command → (calls, [(bucket upper bound in µs as le, cumulative count)])."""
+    parsed: dict[str, tuple[int, list[tuple[str, float]]]] = {}
+    if not isinstance(reply, list):
+        return parsed
+    for i in range(0, len(reply) - 1, 2):
+        name, details = reply[i], reply[i + 1]
+        if not isinstance(name, bytes) or not isinstance(details, list):
+            continue
+        cmd = name.decode("utf-8", errors="replace")
+        if cmd in parsed:
+            continue
+        fields = {details[j]: details[j + 1] for j in range(0, len(details) - 1, 2) if isinstance(details[j], bytes)}
+        calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
+        if not isinstance(calls, int) or not isinstance(buckets, list):
+            continue
+        parsed[cmd] = (calls, [
+            (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
+            for j in range(0, len(buckets) - 1, 2)
+            if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
+        ])  # fmt: skip
+    return parsed
+
+
+def _keep(node: NodeView, reply: Any) -> None:
+    wanted = set(node.histogram_commands)
+    node.histograms = {cmd: value for cmd, value in {**node.histograms, **parse_histograms(reply)}.items() if cmd in wanted}
+
+
+def _kept(node: NodeView) -> dict[str, Any]:
+    """This scrape's view: every most called command's latest histogram (a new dict each time: the families read it
+    after the node's lock is released)."""
+    kept = node.histograms
+    return {cmd: kept[cmd] for cmd in node.histogram_commands if cmd in kept}
 
 
 def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
     """``redis_commands_latencies_usec{cmd}``: the server's cumulative counts per bucket upper bound (µs), +Inf and _count
     the command's calls, _sum its µs from commandstats (a container command's subcommands included)."""
-    seen: set[bytes] = set()
-    for reply in replies:
-        for i in range(0, len(reply) - 1, 2):
-            _add_histogram(reply[i], reply[i + 1], seen, scraped, out)
-
-
-def _add_histogram(name: Any, details: Any, seen: set[bytes], scraped: Scraped, out: FamilySet) -> None:
-    if not isinstance(name, bytes) or not isinstance(details, list) or name in seen:
-        return
-    seen.add(name)
-    fields = {details[j]: details[j + 1] for j in range(0, len(details) - 1, 2) if isinstance(details[j], bytes)}
-    calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
-    if not isinstance(calls, int) or not isinstance(buckets, list):
-        return
-    cmd = name.decode("utf-8", errors="replace")
-    total = sum(usec for command, (_, usec) in scraped.command_stats.items() if command == cmd or command.startswith(cmd + "|"))
-    bounds = [
-        (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
-        for j in range(0, len(buckets) - 1, 2)
-        if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
-    ]
-    out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
-                      {**scraped.base, "cmd": cmd}, bounds, float(calls), total)  # fmt: skip
+    for histograms in replies:
+        for cmd, (calls, bounds) in histograms.items():
+            total = sum(usec for command, (_, usec) in scraped.command_stats.items() if command == cmd or command.startswith(cmd + "|"))
+            out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
+                              {**scraped.base, "cmd": cmd}, bounds, float(calls), total)  # fmt: skip
 
 
 def _histogram_args(node: NodeView) -> list[Args]:
     # a user refused LATENCY LATEST is refused LATENCY HISTOGRAM too (the same ACL category): not asked
-    return [("LATENCY", "HISTOGRAM", *node.histogram_commands)] if node.histogram_commands and node.allows("latency") else []
+    commands = due(node) if node.allows("latency") else []
+    return [("LATENCY", "HISTOGRAM", *commands)] if commands else []
 
 
 COMMANDS = (
@@ -69,7 +98,8 @@ COMMANDS = (
                   docs=(Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
                         Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"))),
     # only where COMMAND INFO shows the subcommand (Redis 7+), and only with the latency group allowed
-    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True, families=add_histograms,
+    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True, on_reply=_keep, merged=_kept,
+                  families=add_histograms,
                   docs=(Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
                             f"`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the {MAX_HISTOGRAM_COMMANDS} most called "
                             "commands; `_sum` from commandstats", "microseconds; cumulative counts"),)),

@@ -70,6 +70,8 @@ class RedisNode:
         self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
         # the commands LATENCY HISTOGRAM asks for: the most called ones of the last INFO commandstats
         self.histogram_commands: tuple[str, ...] = ()
+        self.histograms: dict[str, Any] = {}  # command → its latest LATENCY HISTOGRAM (latency.py), reused while its calls stand
+        self.command_calls: dict[str, float] = {}
         self._closed = False
         self.connects = 0
         self.key_probes = KeyProbes()  # watched keys and streams, probed after INFO
@@ -113,6 +115,7 @@ class RedisNode:
         """Learn which optional commands exist, in one round trip, without error replies."""
         self.info_all = True
         self._slots = None
+        self.histograms = {}  # a restarted server counts anew: nothing kept is reused
         command_info, cluster = conn.call([("COMMAND", "INFO", *ASKED), ("INFO", "cluster")], deadline)
         if isinstance(command_info, ErrorReply):
             # Without COMMAND (Redis < 2.8.13, or denied) each command is tried once and dropped on error.

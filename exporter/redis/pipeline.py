@@ -114,6 +114,8 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
         if command.on_reply is not None:
             command.on_reply(node, reply)
     for command in SCRAPE_COMMANDS:
+        if command.merged is not None:
+            result.replies[command.purpose] = [command.merged(node)]
         if command.refresh is not None:
             if any(c is command for c, _ in sent):
                 gates.keep(command.purpose, result.replies.get(command.purpose, []))

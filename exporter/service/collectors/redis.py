@@ -14,9 +14,10 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 
 from exporter.common.families import FamilyCollector, FamilySet
+from exporter.redis import latency
 from exporter.redis.failures import classify
 from exporter.redis.info import InfoReply, parse_number
-from exporter.redis.latency import MAX_HISTOGRAM_COMMANDS, most_called_commands
+from exporter.redis.latency import MAX_HISTOGRAM_COMMANDS
 from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
 from exporter.redis.pipeline import ScrapeResult
 from exporter.redis.replication import (
@@ -86,7 +87,7 @@ class RedisCollector(FamilyCollector):
             try:
                 info = parse_result(outcome)
                 command_stats = add_node_metrics(info, outcome, target.name, out)
-                target.node.histogram_commands = most_called_commands(command_stats, MAX_HISTOGRAM_COMMANDS)
+                latency.plan(target.node, command_stats, MAX_HISTOGRAM_COMMANDS)
                 add_replication_metrics(info, target.name, self._address_names, out)
                 membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
                 add_shard_membership(info, target.name, membership, out)
