@@ -56,7 +56,10 @@ class FamilySet:
         return family
 
     def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
-        self._family(name, kind, help_).samples.append((name, labels, value))
+        family = self._families.get(name)  # _family inlined: this runs for every sample of every scrape
+        if family is None:
+            family = self._families[name] = Family(name, kind, help_)
+        family.samples.append((name, labels, value))
 
     def add_summary(
         self,

@@ -238,6 +238,12 @@ class RespConnection:
                 value = items
 
     def _read_item(self, deadline: float, start: int, depth: int) -> Any:
+        buf, pos = self._buf, self._pos
+        if pos < len(buf) and buf[pos] == _COLON:  # the commonest item (LATENCY HISTOGRAM is mostly integers), whole in the buffer
+            end = buf.find(b"\r\n", pos)
+            if end > pos + 1:
+                self._pos = end + 2
+                return _integer(bytes(buf[pos + 1 : end]))
         while len(self._buf) <= self._pos:
             self._fill(deadline)
         if self._buf[self._pos] not in _MARKERS:  # noise fails at its first byte, not when a CRLF happens to come
@@ -276,6 +282,9 @@ class RespConnection:
                 raise RespFailure("reply_too_large", f"an array of {count} elements is larger than the limit of {self.max_reply_bytes} bytes")
             return _ArrayStart(count)
         raise RespFailure("protocol", f"not a RESP2 reply (starts with {line[:1]!r})")
+
+
+_COLON = ord(":")
 
 
 class _ArrayStart:
