@@ -6,7 +6,8 @@
 One redis-server loaded with the data set of scrape_bench.py (about 63,000 keys) and ``--targets`` empty ones. Both
 exporters run at once. Per pass, ``--scrapes`` sequential ``/metrics`` scrapes of each over a kept-alive connection
 (ours, then redis_exporter's, block by block, so the redis-server's CPU can be told apart), then ``--rounds`` rounds of
-``--targets`` parallel ``/scrape?target=`` requests to each. Prints each figure of each exporter (medians over the
+``--targets`` parallel ``/scrape?target=`` requests to each (to a second instance of this exporter, whose config file
+allows /scrape of those servers). Prints each figure of each exporter (medians over the
 passes) and the ratio ours / redis_exporter, and how many series each serves for the same server.
 """
 
@@ -29,11 +30,11 @@ from scrape_bench import cpu_seconds, free_port, get, load_data_set, percentile,
 OURS, THEIRS = "elasticache-exporter", "redis_exporter"
 
 
-def start(kind: str, redis_exporter: str, redis_port: int, python: str, workdir: Path) -> tuple[subprocess.Popen, int, float]:
+def start(kind: str, redis_exporter: str, redis_port: int, python: str, workdir: Path, allow: bool = False) -> tuple[subprocess.Popen, int, float]:
     """The exporter, its port and its RSS 1 s after it first answered."""
     port = free_port()
     command = command_for(kind, redis_exporter, redis_port, port, python)
-    if kind == OURS:  # /scrape may reach the loopback servers of the round, as redis_exporter's /scrape may
+    if allow:  # /scrape may reach the loopback servers of the round, as redis_exporter's /scrape may
         config = workdir / "allow.yml"
         config.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
         command += ["--config.file", str(config)]
@@ -81,7 +82,7 @@ def main() -> None:
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)")
     workdir = Path(tempfile.mkdtemp(prefix="ecx-side-by-side-"))
-    servers, exporters = [], {}
+    servers, exporters, round_ports = [], {}, {}
     try:
         main_server, main_port = start_redis(workdir)
         servers.append(main_server)
@@ -93,6 +94,9 @@ def main() -> None:
             process, port, idle = start(kind, args.redis_exporter, main_port, args.python, workdir)
             exporters[kind] = (process, port, http.client.HTTPConnection("127.0.0.1", port, timeout=10))
             figures[kind]["idle_rss_mib"] = [idle]
+        # ours needs an allow-list (a config file, which loads the YAML reader) before /scrape reaches other servers:
+        # the rounds go to an instance of its own, so that the /metrics figures are those of a --redis.addr exporter
+        round_ports = {OURS: start(OURS, args.redis_exporter, main_port, args.python, workdir, allow=True), THEIRS: exporters[THEIRS]}
         for _, port, connection in exporters.values():
             for _ in range(5):  # warm-up: connections, CONFIG and the histograms' command list
                 get(port, "/metrics", None, connection)
@@ -105,7 +109,7 @@ def main() -> None:
             figures[kind]["rss_after_scrapes_mib"] = [rss_mib(process.pid)]
             figures[kind]["series"] = [series(exporters[kind][1])]
         for _ in range(args.passes):
-            for kind, (_, port, _) in exporters.items():
+            for kind, (_, port, _) in round_ports.items():
                 round_of_scrapes(port, [p for _, p in empty])  # warm-up of the pass
                 figures[kind].setdefault("round_ms", []).extend(round_of_scrapes(port, [p for _, p in empty]) * 1e3 for _ in range(args.rounds))
         print(f"\n{args.passes} passes of {args.scrapes} scrapes and {args.rounds} rounds of {args.targets} /scrape, interleaved; medians")
@@ -114,11 +118,12 @@ def main() -> None:
             ours, theirs = statistics.median(figures[OURS][key]), statistics.median(figures[THEIRS][key])
             print(f"{key:28s} {ours:22.2f} {theirs:16.2f} {ours / theirs if theirs else float('nan'):7.2f}")
     finally:
-        for process, _, _ in exporters.values():
+        round_ports.pop(THEIRS, None)
+        for process, _, _ in [*exporters.values(), *round_ports.values()]:
             process.terminate()
         for process in servers:
             process.terminate()
-        for process in [*servers, *(p for p, _, _ in exporters.values())]:
+        for process in [*servers, *(p for p, _, _ in [*exporters.values(), *round_ports.values()])]:
             process.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
 
