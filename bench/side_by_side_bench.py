@@ -20,12 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from footprint_bench import command_for, first_answer
-from scrape_bench import cpu_seconds, free_port, get, load_data_set, percentile, rss_mib, start_redis
+from scrape_bench import cpu_seconds, free_port, get, load_data_set, parallel_round, percentile, rss_mib, start_redis
 
 OURS, THEIRS = "elasticache-exporter", "redis_exporter"
 
@@ -61,13 +60,7 @@ def scrape_block(process: subprocess.Popen, port: int, connection, redis_pid: in
 
 
 def round_of_scrapes(port: int, target_ports: list[int]) -> float:
-    threads = [threading.Thread(target=get, args=(port, f"/scrape?target=redis://127.0.0.1:{p}")) for p in target_ports]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
+    return parallel_round(port, [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports])
 
 
 def main() -> None:

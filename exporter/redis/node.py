@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     import ssl
 
 CLIENT_NAME = "elasticache-exporter"
-ScrapeFailure = RespFailure  # raised by a scrape that produced no usable INFO; ``kind`` is a label value
 
 
 def build_ssl_context(tls: TlsOptions) -> ssl.SSLContext:
