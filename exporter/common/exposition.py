@@ -38,6 +38,25 @@ def _label_pair(key: str, value: str) -> str:
     return f'{key}="{str(value).translate(_LABEL_ESCAPES)}"'
 
 
+# label sets as rendered, by their items: most recur scrape after scrape (a command's cmd, a bucket's le, a database),
+# in dicts made anew each scrape. Bounded: emptied when a churning label value (a run_id) has filled it.
+_RENDERED: dict[tuple[bool, tuple[tuple[str, str], ...]], str] = {}
+_MAX_RENDERED = 8192  # at most about 1.5 MiB
+
+
+def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
+    items: Iterable[tuple[str, str]] = labels.items()
+    if drop_instance and "instance" in labels:
+        items = [item for item in items if item[0] != "instance"]
+    rendered = []
+    for item in items:
+        pair = pairs.get(item)
+        if pair is None:
+            pair = pairs[item] = _label_pair(*item)
+        rendered.append(pair)
+    return "{" + ",".join(rendered) + "}" if rendered else ""
+
+
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
     """Families are prometheus_client ``Metric`` objects or :class:`~exporter.common.families.Family` (same attributes).
 
@@ -62,16 +81,14 @@ def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> byte
             if labels:
                 cached = rendered_labels.get(id(labels))
                 if cached is None:
-                    rendered = []
-                    items = labels.items()
-                    if drop_instance and "instance" in labels:
-                        items = [item for item in items if item[0] != "instance"]
-                    for item in items:
-                        pair = pairs.get(item)
-                        if pair is None:
-                            pair = pairs[item] = _label_pair(*item)
-                        rendered.append(pair)
-                    cached = rendered_labels[id(labels)] = (labels, "{" + ",".join(rendered) + "}" if rendered else "")
+                    key = (drop_instance, tuple(labels.items()))
+                    text = _RENDERED.get(key)
+                    if text is None:
+                        text = _render_labels(labels, drop_instance, pairs)
+                        if len(_RENDERED) >= _MAX_RENDERED:
+                            _RENDERED.clear()
+                        _RENDERED[key] = text
+                    cached = rendered_labels[id(labels)] = (labels, text)
                 append(f"{sample_name}{cached[1]} {number}\n")
             else:
                 append(f"{sample_name} {number}\n")
