@@ -107,8 +107,10 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
             if not looks_like_info(reply):
                 raise RespFailure("protocol", "INFO did not answer INFO text")
             result.info = text(reply)
-        elif command is INFO_EXTRA:
+            continue  # kept as text only: INFO's bytes are the scrape's largest reply
+        if command is INFO_EXTRA:
             result.extra_info.append(text(reply))
+            continue
         result.replies.setdefault(command.purpose, []).append(reply)
         commands_sent.setdefault(command.purpose, []).append(args)
         if command.on_reply is not None:
