@@ -85,3 +85,56 @@ def test_histogram_and_summary_samples_in_order():
         "# HELP pct_usec Percentiles.", "# TYPE pct_usec summary",
         'pct_usec{cmd="get",quantile="50"} 9.0', 'pct_usec_sum{cmd="get"} 40.0', 'pct_usec_count{cmd="get"} 4.0',
     ]  # fmt: skip
+
+
+def test_process_metrics_agree_with_prometheus_client():
+    from prometheus_client import CollectorRegistry, ProcessCollector
+
+    from exporter.service.collectors.process import ProcessMetrics
+
+    theirs = {s.name: s.value for m in ProcessCollector(registry=CollectorRegistry()).collect() for s in m.samples}
+    ours = {name: value for family in ProcessMetrics().build().families() for name, _, value in family.samples}
+    assert set(ours) == {n for n in theirs if not n.endswith("_created")} - {"process_cpu_seconds"} | {"process_cpu_seconds_total"}
+    assert abs(ours["process_cpu_seconds_total"] - theirs["process_cpu_seconds_total"]) < 0.05
+    assert abs(ours["process_start_time_seconds"] - theirs["process_start_time_seconds"]) < 0.02
+    assert abs(ours["process_resident_memory_bytes"] - theirs["process_resident_memory_bytes"]) < 4 * 2**20
+    assert abs(ours["process_virtual_memory_bytes"] - theirs["process_virtual_memory_bytes"]) < 16 * 2**20
+    assert ours["process_max_fds"] == theirs["process_max_fds"]
+    assert abs(ours["process_open_fds"] - theirs["process_open_fds"]) <= 1
+
+
+def test_kept_label_sets_are_shared_frozen_and_rendered_once_per_form():
+    import pytest
+
+    from exporter.common.labels import instance_labels, with_label
+
+    base = instance_labels("node-a")
+    assert base is instance_labels("node-a")
+    cmd = with_label(base, "cmd", "get")
+    assert cmd is base.with_label("cmd", "get")
+    assert cmd == {"instance": "node-a", "cmd": "get"}
+    with pytest.raises(TypeError):
+        cmd["cmd"] = "set"
+    assert with_label({"instance": "x"}, "db", "db0") == {"instance": "x", "db": "db0"}
+    out = FamilySet()
+    out.add_histogram("h", "A histogram.", cmd, [("8", 1.0)], 2.0, 3.0)
+    out.add("g", "gauge", "A gauge.", {"instance": "node-a", "cmd": "get"}, 1.0)  # a plain dict: the same text
+    assert encode(out).splitlines()[2:4] == [
+        'h_bucket{instance="node-a",cmd="get",le="8"} 1.0',
+        'h_bucket{instance="node-a",cmd="get",le="+Inf"} 2.0',
+    ]
+    assert 'g{instance="node-a",cmd="get"} 1.0' in encode(out)
+    assert 'h_bucket{cmd="get",le="8"} 1.0' in encode(out, drop_instance=True)
+    assert 'h_bucket{instance="node-a",cmd="get",le="8"} 1.0' in encode(out)  # each form kept apart
+
+
+def test_kept_label_sets_are_let_go_at_their_bound(monkeypatch):
+    from exporter.common import labels
+
+    monkeypatch.setattr(labels, "MAX_KEPT", 10)
+    monkeypatch.setattr(labels, "_KEPT", labels._Kept())
+    base = labels.instance_labels("churning")
+    for run_id in range(50):  # a label that never repeats cannot grow what is kept past the bound
+        base.with_label("run_id", str(run_id))
+        assert labels._KEPT.count <= 10
+    assert labels.instance_labels("churning") is not base  # let go once the bound was reached

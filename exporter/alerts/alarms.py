@@ -118,10 +118,7 @@ def _normal(alarm: dict[str, Any]) -> dict[str, str]:
         if field == "Threshold":
             value = float(value)
         if field == "Metrics":
-            value = [
-                {k: v for k, v in query.items() if k in ("Id", "Expression", "MetricStat", "ReturnData", "Label")}
-                for query in value
-            ]
+            value = [{k: v for k, v in query.items() if k in ("Id", "Expression", "MetricStat", "ReturnData", "Label")} for query in value]
         result[field] = json.dumps(value, sort_keys=True, default=str)
     return result
 

@@ -17,8 +17,8 @@ from exporter.common.yamlfile import read_yaml
 FORMAT = "elasticache-exporter-alerts"
 # a baseline signal: the series compared, and the recorded baseline it is divided by
 SIGNALS = {
-    "network_out": ("elasticache_network_bytes_per_second{direction=\"out\"}", "elasticache:baseline_network_bytes_per_second"),
-    "network_in": ("elasticache_network_bytes_per_second{direction=\"in\"}", "elasticache:baseline_network_bytes_per_second"),
+    "network_out": ('elasticache_network_bytes_per_second{direction="out"}', "elasticache:baseline_network_bytes_per_second"),
+    "network_in": ('elasticache_network_bytes_per_second{direction="in"}', "elasticache:baseline_network_bytes_per_second"),
     "engine_cpu": ("elasticache_engine_cpu_utilization_percent", "elasticache:baseline_engine_cpu_percent"),
 }
 LEVELS = (80, 90, 100)

@@ -91,9 +91,7 @@ def check_mapping(rows: list[NodeTypeThresholds], keys: list[str]) -> None:
                 raise RenderError(f"mapping: node type {row.node_type} has no numeric {key}")
 
 
-def render_cloudformation(
-    alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, fleet: Stack | None = None
-) -> str:
+def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, fleet: Stack | None = None) -> str:
     alarms = template_alarms(alerts, runbook_base)
     rows = alarm_thresholds(table)
     check_mapping(rows, [alarm.threshold_key for alarm in alarms if alarm.threshold_key])

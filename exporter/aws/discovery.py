@@ -66,8 +66,7 @@ def instance_names(nodes: Iterable[Node]) -> dict[NodeKey, str]:
     for node in nodes:
         places.setdefault(node.cluster_id, set()).add((node.account_id, node.region))
     return {
-        node.key: node.cluster_id if len(places[node.cluster_id]) == 1 else f"{node.account_id}/{node.region}/{node.cluster_id}"
-        for node in nodes
+        node.key: node.cluster_id if len(places[node.cluster_id]) == 1 else f"{node.account_id}/{node.region}/{node.cluster_id}" for node in nodes
     }
 
 

@@ -72,9 +72,7 @@ class AwsMonitor:
         self.last_queries = 0
         self.polls = 0
         self._warned: set[str] = set()
-        self._threads = [
-            threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)
-        ]
+        self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
         if config.cloudwatch:
             self._threads.append(threading.Thread(target=self._poll_loop, name="cloudwatch-poll", daemon=True))
 
@@ -242,9 +240,7 @@ class AwsMonitor:
     def _index(self) -> None:
         """Rebuild the lookup by instance name; called with the lock held, after the cache or the names change."""
         self._by_instance = {
-            (self._names.get(key[:4], key[2]), key[4], key[5]): value
-            for key, value in self._cache.items()
-            if not value.query.node.serverless
+            (self._names.get(key[:4], key[2]), key[4], key[5]): value for key, value in self._cache.items() if not value.query.node.serverless
         }
 
     def serverless_datapoint(self, cache: ServerlessCache, metric: str, statistic: str) -> Datapoint | None:

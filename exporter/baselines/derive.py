@@ -188,7 +188,7 @@ def read_redis_benchmark_csv(path: Path, text: str, node_type: str, data_size: i
         raise BaselineError(f"{path}: empty file")
     start = 1 if rows[0] and rows[0][0].strip().lower() == "test" else 0
     if start and (len(rows[0]) < 2 or rows[0][1].strip().lower() != "rps"):
-        raise BaselineError(f"{path} line 1: expected the columns \"test\",\"rps\", …")
+        raise BaselineError(f'{path} line 1: expected the columns "test","rps", …')
     for line_number, row in enumerate(rows[start:], start=start + 1):
         if len(row) < 2:
             raise BaselineError(f"{path} line {line_number}: expected at least two columns (test, requests per second)")

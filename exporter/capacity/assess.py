@@ -84,8 +84,9 @@ class NodeReport:
             "reaches_80_percent_central": iso(self.reaches_80_central),
             "reaches_100_percent_central": iso(self.reaches_100_central),
             "model": self.projection.fit.model if self.projection else None,
-            "growth_per_week_percent": (round(self.projection.fit.growth_per_week * 100, 2)
-                                        if self.projection and self.projection.fit.model == "compound" else None),
+            "growth_per_week_percent": (
+                round(self.projection.fit.growth_per_week * 100, 2) if self.projection and self.projection.fit.model == "compound" else None
+            ),
             "regime_start": iso(self.projection.regime_start) if self.projection else None,
             "step_change": self.projection.step if self.projection else False,
             "engine_cpu_p90_percent": self.engine_cpu_p90,
@@ -173,5 +174,3 @@ def build_reports(
     now = time.time() if now is None else now
     reports = (assess(node, history, table, now, days, (names or {}).get(node.key, ""), period) for node in nodes)
     return sorted(reports, key=lambda r: (r.urgency, r.node.key))
-
-

@@ -165,9 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_aws_source(alarms)
     alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
-    alarms.add_argument(
-        "--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone"
-    )
+    alarms.add_argument("--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone")
     capacity = commands.add_parser(
         "capacity",
         help="which nodes approach their baseline, how fast, and what to change, from CloudWatch history",
@@ -175,10 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_aws_source(capacity)
     capacity.add_argument("--node", action="append", default=[], help="only these nodes, by instance name or CacheClusterId (repeatable)")
-    capacity.add_argument("--days", type=int, default=14,
-                          help="history window in days, up to CloudWatch's retention: 15 per-minute, 63 five-minute, 455 hourly (default 14)")
-    capacity.add_argument("--period", default="auto",
-                          help="datapoint period, a multiple of 60s; auto: the finest CloudWatch keeps for --days (60s up to 15 days)")
+    capacity.add_argument(
+        "--days",
+        type=int,
+        default=14,
+        help="history window in days, up to CloudWatch's retention: 15 per-minute, 63 five-minute, 455 hourly (default 14)",
+    )
+    capacity.add_argument(
+        "--period", default="auto", help="datapoint period, a multiple of 60s; auto: the finest CloudWatch keeps for --days (60s up to 15 days)"
+    )
     capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
     capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
     bench = commands.add_parser(

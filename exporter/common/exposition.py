@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .families import Family
+from .labels import LabelSet
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
@@ -57,6 +58,22 @@ def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tupl
     return "{" + ",".join(rendered) + "}" if rendered else ""
 
 
+def _header(family: Any) -> str:
+    name = family.name
+    if family.type == "counter" and not isinstance(family, Family):
+        name += "_total"  # prometheus_client keeps a counter's name without _total
+    kind = family.type if family.type in ("counter", "gauge", "summary", "histogram") else "untyped"
+    help_text = family.documentation
+    if "\\" in help_text or "\n" in help_text:
+        help_text = help_text.translate(_HELP_ESCAPES)
+    return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
+
+
+# a family's HELP and TYPE lines, by (class, name, type, help): the same few hundred every scrape
+_HEADERS: dict[tuple[type, str, str, str], str] = {}
+_MAX_HEADERS = 4096
+
+
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
     """Families are prometheus_client ``Metric`` objects or :class:`~exporter.common.families.Family` (same attributes).
 
@@ -64,32 +81,51 @@ def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> byte
     lines: list[str] = []
     append = lines.append
     pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
-    # most samples of a target share one labels dict: rendered once per dict. Keyed by id; the entry holds the
-    # dict itself, so no other dict can take its id while the encoding runs (collectors' families are transient)
+    # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
+    # itself, so no other dict can take its id while the encoding runs
     rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
+    headers = _HEADERS
     for family in families:
-        name = family.name
-        if family.type == "counter" and not isinstance(family, Family):
-            name += "_total"  # prometheus_client keeps a counter's name without _total
-        kind = family.type if family.type in ("counter", "gauge", "summary", "histogram") else "untyped"
-        help_text = family.documentation
-        if "\\" in help_text or "\n" in help_text:
-            help_text = help_text.translate(_HELP_ESCAPES)
-        append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
-        for sample_name, labels, value, *_ in family.samples:
+        key = (family.__class__, family.name, family.type, family.documentation)
+        header = headers.get(key)
+        if header is None:
+            if len(headers) >= _MAX_HEADERS:
+                headers.clear()
+            header = headers[key] = _header(family)
+        append(header)
+        samples = family.samples if family.__class__ is Family else [sample[:3] for sample in family.samples]
+        for sample_name, labels, value in samples:
             number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-            if labels:
+            if labels.__class__ is LabelSet:
+                text = labels.text_without_instance if drop_instance else labels.text
+                if text is None:
+                    text = _keep_rendered(labels, drop_instance, pairs)
+            elif labels:
                 cached = rendered_labels.get(id(labels))
                 if cached is None:
-                    key = (drop_instance, tuple(labels.items()))
-                    text = _RENDERED.get(key)
-                    if text is None:
-                        text = _render_labels(labels, drop_instance, pairs)
-                        if len(_RENDERED) >= _MAX_RENDERED:
-                            _RENDERED.clear()
-                        _RENDERED[key] = text
-                    cached = rendered_labels[id(labels)] = (labels, text)
-                append(f"{sample_name}{cached[1]} {number}\n")
+                    cached = rendered_labels[id(labels)] = (labels, _rendered(labels, drop_instance, pairs))
+                text = cached[1]
             else:
-                append(f"{sample_name} {number}\n")
+                text = ""
+            append(f"{sample_name}{text} {number}\n")
     return "".join(lines).encode("utf-8")
+
+
+def _keep_rendered(labels: LabelSet, drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
+    text = _render_labels(labels, drop_instance, pairs)
+    if drop_instance:
+        labels.text_without_instance = text
+    else:
+        labels.text = text
+    return text
+
+
+def _rendered(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
+    key = (drop_instance, tuple(labels.items()))
+    text = _RENDERED.get(key)
+    if text is None:
+        text = _render_labels(labels, drop_instance, pairs)
+        if len(_RENDERED) >= _MAX_RENDERED:
+            _RENDERED.clear()
+        _RENDERED[key] = text
+    return text

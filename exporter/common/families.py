@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .labels import with_label
+
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
@@ -72,7 +74,7 @@ class FamilySet:
     ) -> None:
         samples = self._family(name, SUMMARY, help_).samples
         for quantile, value in quantiles:
-            samples.append((name, {**labels, "quantile": quantile}, value))
+            samples.append((name, with_label(labels, "quantile", quantile), value))
         if count is not None and total is not None:
             samples.append((name + "_sum", labels, total))
             samples.append((name + "_count", labels, count))
@@ -88,9 +90,10 @@ class FamilySet:
     ) -> None:
         """``buckets`` are (upper bound as the ``le`` label, cumulative count), in increasing order; +Inf is ``count``."""
         samples = self._family(name, HISTOGRAM, help_).samples
+        bucket = name + "_bucket"
         for bound, value in buckets:
-            samples.append((name + "_bucket", {**labels, "le": bound}, value))
-        samples.append((name + "_bucket", {**labels, "le": "+Inf"}, count))
+            samples.append((bucket, with_label(labels, "le", bound), value))
+        samples.append((bucket, with_label(labels, "le", "+Inf"), count))
         samples.append((name + "_sum", labels, total))
         samples.append((name + "_count", labels, count))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def unknown_key_problem(name: str, allowed: Iterable[str]) -> str:
-    """"unknown key (did you mean 'addr'?)", or the keys there are when nothing is near."""
+    """ "unknown key (did you mean 'addr'?)", or the keys there are when nothing is near."""
     import difflib  # only on an error: a process that reads good files never loads it
 
     choices = sorted(allowed)

@@ -56,9 +56,7 @@ def _loader_class() -> type:
                     continue  # an unhashable key: SafeLoader reports it
                 if duplicate:
                     mark = key_node.start_mark
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", mark
-                    )
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", mark)
                 seen[key] = key_node.start_mark
             return super().construct_mapping(node, deep=deep)
 

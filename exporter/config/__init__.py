@@ -144,8 +144,6 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     )
 
 
-
-
 def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> Credentials:
     discovered = as_mapping(aws, "discovered")
     check_keys(discovered, "aws.discovered", CREDENTIAL_KEYS)
@@ -162,5 +160,3 @@ def baselines_config(raw: dict[str, Any]) -> BaselineConfig:
         basis=basis,
         window=as_duration(raw.get("window", "5m"), "baselines.window"),
     )
-
-

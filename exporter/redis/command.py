@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from exporter.common.families import FamilySet
+from exporter.common.labels import instance_labels
 
 from .info import InfoReply
 from .info_metrics import CommandStats
@@ -59,7 +60,7 @@ class Scraped:
 
     @property
     def base(self) -> dict[str, str]:
-        return {"instance": self.target}
+        return instance_labels(self.target)
 
 
 @dataclass(frozen=True)

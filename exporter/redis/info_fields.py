@@ -248,9 +248,7 @@ INSTANCE_INFO_LABELS = (
 INSTANCE_INFO_OPTIONAL_LABELS = ("valkey_version", "valkey_release_stage", "server_name")
 
 # Fields handled elsewhere (labels, the role gauge) and so never exported generically.
-CONSUMED_FIELDS = frozenset(
-    (*INSTANCE_INFO_LABELS, *INSTANCE_INFO_OPTIONAL_LABELS, "role", "master_host", "master_port", "master_failover_state")
-)
+CONSUMED_FIELDS = frozenset((*INSTANCE_INFO_LABELS, *INSTANCE_INFO_OPTIONAL_LABELS, "role", "master_host", "master_port", "master_failover_state"))
 
 CLUSTER_INFO_FIELDS: dict[str, FieldMetric] = {
     "cluster_state": _g("cluster_state", "Whether the cluster state is ok (1) or fail (0)."),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.labels import instance_labels, with_label
 
 from .info import IDENTIFIER_FIELDS, InfoReply, parse_number, parse_percent, parse_subfields, parse_value
 from .info_fields import (
@@ -72,7 +73,7 @@ CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from IN
 def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandStats:
     """Every field of every section of ``info`` as samples labelled ``instance`` = ``target``; returns the command stats
     it parsed, for what else reads them in the same scrape (latency histograms, the most called commands)."""
-    base = {"instance": target}
+    base = instance_labels(target)
     add = out.add
     plans = _PLANS
     for section, fields in info.sections.items():
@@ -156,7 +157,7 @@ def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
 def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
     for db, raw in fields.items():
         sub = parse_subfields(raw)
-        labels = {**base, "db": db}
+        labels = with_label(base, "db", db)
         for key, value_raw in sub.items():
             value = parse_number(value_raw)
             if value is None:
@@ -179,7 +180,7 @@ def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilyS
             continue
         cmd = name[8:]
         sub = parse_subfields(raw)
-        labels = {**base, "cmd": cmd}
+        labels = with_label(base, "cmd", cmd)
         calls = parse_number(sub.get("calls", ""))
         usec = parse_number(sub.get("usec", ""))
         if calls is not None:
@@ -217,7 +218,7 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
         out.add_summary(
             "redis_latency_percentiles_usec",
             "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
-            {**base, "cmd": cmd},
+            with_label(base, "cmd", cmd),
             quantiles,
             count,
             total,
@@ -240,7 +241,7 @@ def _add_errorstats(fields: dict[str, str], base: dict[str, str], out: FamilySet
             continue
         count = parse_number(parse_subfields(raw).get("count", ""))
         if count is not None:
-            out.add("redis_errors_total", COUNTER, "Error replies per error prefix.", {**base, "err": name[10:]}, count)
+            out.add("redis_errors_total", COUNTER, "Error replies per error prefix.", with_label(base, "err", name[10:]), count)
 
 
 def _add_modules(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.common.families import GAUGE, FamilySet
+from exporter.common.labels import with_label
 
 from .command import Args, CommandStats, Doc, NodeView, ScrapeCommand, Scraped, T, always
 
@@ -84,7 +85,7 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
         for cmd, (calls, bounds) in histograms.items():
             total = sum(usec for command, (_, usec) in scraped.command_stats.items() if command == cmd or command.startswith(cmd + "|"))
             out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
-                              {**scraped.base, "cmd": cmd}, bounds, float(calls), total)  # fmt: skip
+                              with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
 
 
 def _histogram_args(node: NodeView) -> list[Args]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.labels import instance_labels
 
 from .command import Scraped
 from .info import InfoReply, parse_info, parse_number
@@ -21,7 +22,7 @@ def parse_result(result: ScrapeResult) -> InfoReply:
 def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> CommandStats:
     """The samples of one node's scrape; returns INFO's command stats (parsed once per scrape)."""
     command_stats = add_info_metrics(info, target, out)
-    base = {"instance": target}
+    base = instance_labels(target)
     add_start_time(info, result.read_time, base, out)
     _add_config_compat(info, base, out)
     scraped = Scraped(info, result.replies, command_stats, target, result.read_time)
@@ -68,7 +69,7 @@ def add_target_health(
     connects: int,
     heartbeat_errors: dict[tuple[str, str], int],
 ) -> None:
-    base = {"instance": target}
+    base = instance_labels(target)
     out.add("redis_up", GAUGE, "Whether the last scrape of the target succeeded.", base, 1.0 if up else 0.0)
     out.add(
         "elasticache_exporter_target_scrape_duration_seconds",

@@ -50,9 +50,7 @@ class _Families:
             for metric in collector.collect():
                 if self._drop_instance:
                     metric.samples = [
-                        sample._replace(labels={k: v for k, v in sample.labels.items() if k != "instance"})
-                        if "instance" in sample.labels
-                        else sample
+                        sample._replace(labels={k: v for k, v in sample.labels.items() if k != "instance"}) if "instance" in sample.labels else sample
                         for sample in metric.samples
                     ]
                 yield metric

@@ -39,9 +39,7 @@ def _bar(ratio: float | None) -> dict[str, Any] | None:
     return {"percent": round(ratio * 100, 1), "width": round(min(ratio, 1.0) * 100, 1), "level": level}
 
 
-def render_status_page(
-    config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None
-) -> str:
+def render_status_page(config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None) -> str:
     now = time.time()
     monotonic = time.monotonic()
     rows = []
@@ -66,12 +64,16 @@ def render_status_page(
                 }
             )
     poll_ago = None if not last_poll else round(now - last_poll)
-    return _environment().get_template("status.html").render(
-        version=__version__,
-        telemetry_path=config.telemetry_path,
-        uptime=round(now - started),
-        rows=rows,
-        cloudwatch=config.aws.enabled,
-        poll_ago=poll_ago,
-        window=round(config.baselines.window),
+    return (
+        _environment()
+        .get_template("status.html")
+        .render(
+            version=__version__,
+            telemetry_path=config.telemetry_path,
+            uptime=round(now - started),
+            rows=rows,
+            cloudwatch=config.aws.enabled,
+            poll_ago=poll_ago,
+            window=round(config.baselines.window),
+        )
     )

@@ -79,9 +79,7 @@ class TargetSet:
             target = Target(item.name, node, item.node_type, item.replication_group, item.shard)
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
-        self.address_names: dict[tuple[str, int], str] = {
-            (item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)
-        }
+        self.address_names: dict[tuple[str, int], str] = {(item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)}
         self._allow = config.allow
         self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
         self._lock = threading.Lock()

@@ -115,9 +115,7 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
         {},
         monitor.last_poll,
     )
-    out.add(
-        "elasticache_exporter_cloudwatch_poll_duration_seconds", GAUGE, "Duration of the last CloudWatch poll.", {}, monitor.last_poll_duration
-    )
+    out.add("elasticache_exporter_cloudwatch_poll_duration_seconds", GAUGE, "Duration of the last CloudWatch poll.", {}, monitor.last_poll_duration)
     out.add(
         "elasticache_exporter_discovery_last_success_timestamp_seconds",
         GAUGE,
