@@ -10,7 +10,7 @@ import re
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 from exporter.common.labels import instance_labels, with_label
 
-from .info import IDENTIFIER_FIELDS, InfoReply, parse_number, parse_percent, parse_subfields, parse_value
+from .info import _INF, _NUMBER_START, IDENTIFIER_FIELDS, STATUS_VALUES, InfoReply, parse_number, parse_percent, parse_subfields, parse_value
 from .info_fields import (
     CLUSTER_INFO_FIELDS,
     CONSUMED_FIELDS,
@@ -19,7 +19,6 @@ from .info_fields import (
     KNOWN_FIELDS,
     MASTER_LABELLED_FIELDS,
     PERCENT,
-    FieldMetric,
 )
 
 KNOWN_METRIC_NAMES = frozenset(
@@ -37,33 +36,28 @@ def metric_name_for_unknown(field: str) -> str:
     return "redis_" + _UNSAFE.sub("_", field.lower())
 
 
-def _field_value(spec: FieldMetric, raw: str) -> float | None:
-    if spec.scale == PERCENT:
-        return parse_percent(raw)
-    value = parse_value(raw)
-    return None if value is None else value * spec.scale
-
-
-# What to do with a field of a plain section, decided once per (section, field) name and kept: a scrape of many
+# What to do with a field of a plain section, decided once per section and field name and kept: a scrape of many
 # targets meets the same few hundred names again and again. Bounded, as a hostile server can make up names.
 _KNOWN, _SKIP, _REPLICA, _UNKNOWN = 0, 1, 2, 3
-_PLANS: dict[tuple[str, str], tuple] = {}
+_PLANS: dict[str, dict[str, tuple]] = {}  # section -> field -> plan
 _MAX_PLANS = 8192
+_planned = [0]
 
 
 def _plan(section: str, name: str) -> tuple:
     spec = KNOWN_FIELDS.get(name)
     if spec is not None:
-        plan: tuple = (_KNOWN, spec)
+        plan: tuple = (_KNOWN, spec.name, spec.kind, spec.help, spec.scale)
     elif name in CONSUMED_FIELDS or name in IDENTIFIER_FIELDS or name in MASTER_LABELLED_FIELDS:
         plan = (_SKIP,)
     elif section == "replication" and _REPLICA_LINE.match(name):
         plan = (_REPLICA,)
     else:
         metric = metric_name_for_unknown(name)
-        plan = (_SKIP,) if metric in KNOWN_METRIC_NAMES else (_UNKNOWN, metric, f"INFO field {name} ({section}), exported as found.")
-    if len(_PLANS) < _MAX_PLANS:
-        _PLANS[(section, name)] = plan
+        plan = (_SKIP,) if metric in KNOWN_METRIC_NAMES else (_UNKNOWN, metric, GAUGE, f"INFO field {name} ({section}), exported as found.", 1.0)
+    if _planned[0] < _MAX_PLANS:
+        _PLANS.setdefault(section, {})[name] = plan
+        _planned[0] += 1
     return plan
 
 
@@ -75,22 +69,34 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
     it parsed, for what else reads them in the same scrape (latency histograms, the most called commands)."""
     base = instance_labels(target)
     add = out.add
-    plans = _PLANS
+    no_plans: dict[str, tuple] = {}
     for section, fields in info.sections.items():
         if section in STRUCTURED_SECTIONS:
             continue
+        plans = _PLANS.get(section, no_plans)
         for name, raw in fields.items():
-            plan = plans.get((section, name)) or _plan(section, name)
+            plan = plans.get(name) or _plan(section, name)
             action = plan[0]
-            if action == _KNOWN:
-                spec = plan[1]
-                value = _field_value(spec, raw)
+            if action in (_KNOWN, _UNKNOWN):
+                value: float | None = None
+                if raw and raw[0] in _NUMBER_START and len(raw) <= 40:  # parse_number inlined: nearly every field
+                    try:
+                        value = float(raw)
+                    except ValueError:
+                        pass
+                    else:
+                        if not -_INF < value < _INF:
+                            value = None
+                scale = plan[4]
+                if scale == PERCENT:
+                    value = parse_percent(raw)
+                elif value is None:
+                    if action == _KNOWN:
+                        value = STATUS_VALUES.get(raw.lower())  # ok/err, up/down and the like
+                elif scale != 1.0:
+                    value *= scale
                 if value is not None:
-                    add(spec.name, spec.kind, spec.help, base, value)
-            elif action == _UNKNOWN:
-                value = parse_number(raw)
-                if value is not None:
-                    add(plan[1], GAUGE, plan[2], base, value)
+                    add(plan[1], plan[2], plan[3], base, value)
             elif action == _REPLICA:
                 _add_replica_line(raw, base, out)
     _add_instance_info(info, base, out)
@@ -225,14 +231,19 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
         )
 
 
+_PERCENTILE_LABELS: dict[str, str | None] = {}  # the few keys INFO uses (p50, p99, p99.9), each worked out once
+
+
 def _percentile_label(key: str) -> str | None:
     """``p99.9`` -> ``99.9``, ``p50`` -> ``50``: the percentile as Go's %g prints it, as redis_exporter labels it."""
-    if not key.startswith("p"):
-        return None
-    number = parse_number(key[1:])
-    if number is None or not 0 <= number <= 100:
-        return None
-    return repr(number).removesuffix(".0")
+    label = _PERCENTILE_LABELS.get(key, "")
+    if label != "":
+        return label
+    number = parse_number(key[1:]) if key.startswith("p") else None
+    label = None if number is None or not 0 <= number <= 100 else repr(number).removesuffix(".0")
+    if len(_PERCENTILE_LABELS) < 256:
+        _PERCENTILE_LABELS[key] = label
+    return label
 
 
 def _add_errorstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
