@@ -220,9 +220,17 @@ class RespConnection:
         start = self._pos
         # Iterative, so a hostile nesting cannot reach Python's recursion limit: a stack of open arrays.
         stack: list[tuple[list[Any], int]] = []
+        buf = self._buf  # the same object while this reply is read: filling extends it in place
         while True:
-            value = self._read_item(deadline, start, len(stack))
-            if isinstance(value, _ArrayStart):
+            pos = self._pos
+            end = buf.find(b"\r\n", pos, pos + 22) if pos < len(buf) and buf[pos] == _COLON else -1
+            digits = buf[pos + 1 : end] if end > pos + 1 else b""
+            if digits.isdigit():  # the commonest item (LATENCY HISTOGRAM is mostly integers), whole in the buffer
+                self._pos = end + 2
+                value: Any = int(digits)
+            else:
+                value = self._read_item(deadline, start, len(stack))
+            if value.__class__ is _ArrayStart:
                 if value.count > 0:
                     stack.append(([], value.count))
                     continue
@@ -238,12 +246,6 @@ class RespConnection:
                 value = items
 
     def _read_item(self, deadline: float, start: int, depth: int) -> Any:
-        buf, pos = self._buf, self._pos
-        if pos < len(buf) and buf[pos] == _COLON:  # the commonest item (LATENCY HISTOGRAM is mostly integers), whole in the buffer
-            end = buf.find(b"\r\n", pos)
-            if end > pos + 1:
-                self._pos = end + 2
-                return _integer(bytes(buf[pos + 1 : end]))
         while len(self._buf) <= self._pos:
             self._fill(deadline)
         if self._buf[self._pos] not in _MARKERS:  # noise fails at its first byte, not when a CRLF happens to come
