@@ -81,9 +81,15 @@ def _kept(node: NodeView) -> dict[str, Any]:
 def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
     """``redis_commands_latencies_usec{cmd}``: the server's cumulative counts per bucket upper bound (µs), +Inf and _count
     the command's calls, _sum its µs from commandstats (a container command's subcommands included)."""
+    totals: dict[str, float] = {}  # a command's µs with its subcommands'
+    for command, (_, usec) in scraped.command_stats.items():
+        totals[command] = totals.get(command, 0) + usec
+        container, sub, _ = command.partition("|")
+        if sub:
+            totals[container] = totals.get(container, 0) + usec
     for histograms in replies:
         for cmd, (calls, bounds) in histograms.items():
-            total = sum(usec for command, (_, usec) in scraped.command_stats.items() if command == cmd or command.startswith(cmd + "|"))
+            total = totals.get(cmd, 0)
             out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
                               with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
 
