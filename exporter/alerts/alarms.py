@@ -12,13 +12,13 @@ MANAGED_TAG. Only such alarms of nodes that discovery no longer finds are delete
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import metric_of
 from exporter.aws.discovery import Node
 from exporter.baselines.table import BaselineTable
+from exporter.common.records import record
 
 from .catalog import Alert
 from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
@@ -44,7 +44,7 @@ COMPARED = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     action: str  # create | update | unchanged | delete
     name: str

@@ -4,13 +4,13 @@ records, with the guard each expression gets so that it is silent on stale data.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from exporter.aws.cloudwatch import FRESH_SECONDS
 from exporter.common.errors import ExporterError
+from exporter.common.records import record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
@@ -39,7 +39,7 @@ class RenderError(ExporterError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BaselineRule:
     """Fire above ``level`` % of the node type's baseline of ``signal``."""
 
@@ -47,7 +47,7 @@ class BaselineRule:
     level: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CloudWatchAlarm:
     """The alert as a CloudWatch alarm on each node's own series. ``threshold`` keeps the catalog's number as written."""
 
@@ -62,7 +62,7 @@ class CloudWatchAlarm:
     per_node_type: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Alert:
     name: str
     severity: str

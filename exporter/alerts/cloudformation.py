@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.aws.cloudwatch import NAMESPACE, NODE_DIMENSIONS
 from exporter.baselines.table import BaselineTable
+from exporter.common.records import record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
@@ -22,7 +22,7 @@ MAX_RESOURCES = 500  # CloudFormation's limit per stack
 CLUSTER_ID = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,49}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TemplateAlarm:
     name: str
     logical: str  # the resource name, before the node's id
@@ -40,7 +40,7 @@ class TemplateAlarm:
     sub: bool  # the description has ${...} for !Sub
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stack:
     """One stack of a fleet: nodes of one node type (NO_BASELINE for types without a baseline)."""
 
@@ -114,7 +114,7 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
 # --- a fleet: one stack per node type and chunk, each under the resource limit ----------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FleetNode:
     cluster_id: str
     node_type: str

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from exporter.baselines.table import BaselineTable
+from exporter.common.records import record
 
 from .catalog import DEFAULT_RUNBOOK_BASE, SIGNALS, Alert, guarded
 from .templating import render
 from .thresholds import ENGINE_CPU_FLOOR_PERCENT, node_type_thresholds
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     alert: str
     expr: str

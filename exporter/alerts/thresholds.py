@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from exporter.baselines.table import BaselineError, BaselineTable
+from exporter.common.records import record
 
 from .catalog import Alert
 
@@ -16,7 +15,7 @@ NO_SUGGESTION = "more shards (no larger node type in the table)"
 BASELINE_KEYS = {"network_out": "NetworkBaseline", "network_in": "NetworkBaseline", "engine_cpu": "EngineCpuBaseline"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeTypeThresholds:
     node_type: str
     levels: dict[int, int]  # bytes per second at 100, 90 and 80 % of the baseline

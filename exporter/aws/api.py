@@ -13,8 +13,9 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
+
+from exporter.common.records import factory, record
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +55,12 @@ class AwsCallError(Exception):
         self.kind = kind
 
 
-@dataclass
+@record
 class ApiStats:
-    calls: dict[str, int] = field(default_factory=dict)
-    errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    calls: dict[str, int] = factory(dict)
+    errors: dict[tuple[str, str], int] = factory(dict)
     metrics_requested: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = factory(threading.Lock)
 
     def count_call(self, api: str) -> None:
         with self.lock:
@@ -103,7 +104,7 @@ def classify_aws_error(err: BaseException) -> tuple[str, bool]:
     return "other", False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backoff:
     base: float = 0.5
     cap: float = 8.0

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from exporter.common.records import record
 
 from .discovery import Node
 
@@ -31,7 +32,7 @@ BASIC_STATISTICS = ("Average", "Maximum", "Minimum", "Sum", "SampleCount")
 _PERCENTILE = re.compile(r"^p(\d{1,2}(\.\d{1,2})?|100)$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetricSpec:
     name: str
     statistics: tuple[str, ...]
@@ -99,7 +100,7 @@ def metric_of(node: Node, metric: str) -> dict[str, Any]:
     return {"Namespace": NAMESPACE, "MetricName": metric, "Dimensions": [{"Name": name, "Value": value} for name, value in dimensions(node)]}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Query:
     id: str
     node: Node
@@ -171,7 +172,7 @@ def window(now: float, period: int, delay: float, lookback_periods: int) -> tupl
 FRESH_SECONDS = 600  # a datapoint older than this no longer speaks for the node (the rules' guard uses the same)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Datapoint:
     value: float
     timestamp: float
@@ -189,7 +190,7 @@ def newest_datapoints(results: Iterable[dict[str, Any]]) -> dict[str, Datapoint]
     return newest
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CostEstimate:
     nodes: int
     queries_per_cycle: int

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from exporter.common.records import record
 
 from .api import AwsApi
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     """One ElastiCache cache node; ``cluster_id`` is CloudWatch's CacheClusterId, unique only within its account and
     region: (account_id, region, cluster_id, node_id) is the node's identity."""
@@ -36,7 +37,7 @@ class Node:
     tls: bool = False
     arn: str = ""
     cluster_mode: bool = False
-    tags: tuple[tuple[str, str], ...] = field(default=())
+    tags: tuple[tuple[str, str], ...] = ()
     account_id: str = ""
 
     @property
@@ -76,7 +77,7 @@ def arn_account(arn: str) -> str:
     return parts[4] if len(parts) > 5 and parts[4].isdigit() else ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerlessCache:
     """An ElastiCache Serverless cache: no node type; its limits are ECPUs per second and data storage."""
 

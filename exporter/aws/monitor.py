@@ -12,7 +12,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from exporter.common.records import record
 
 from .api import AwsApi, AwsCallError
 from .cloudwatch import (
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId (or serverless cache), CacheNodeId, metric, statistic
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CachedValue:
     query: Query
     datapoint: Datapoint

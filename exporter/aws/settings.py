@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.common.records import factory, record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class AwsAccount:
     """Credentials of one account: the default chain, or a role assumed from it."""
 
@@ -15,10 +16,10 @@ class AwsAccount:
     external_id: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AwsConfig:
     accounts: tuple[AwsAccount, ...] = ()
-    tag_filters: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tag_filters: dict[str, tuple[str, ...]] = factory(dict)
     discovery_interval: float = 300.0
     cloudwatch: bool = True
     poll_interval: float = 60.0

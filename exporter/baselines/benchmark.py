@@ -16,12 +16,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import redis
 
 from exporter.common.processes import stop_process
 from exporter.common.progress import Progress
+from exporter.common.records import factory, record
 from exporter.redis.addresses import Endpoint
 from exporter.redis.info import parse_info, parse_number
 
@@ -42,7 +42,7 @@ CSV_COLUMNS = (
 )
 
 
-@dataclass
+@record
 class Sample:
     time: float
     bytes_out: float
@@ -52,10 +52,10 @@ class Sample:
     ops: float
 
 
-@dataclass
+@record
 class SizeResult:
     data_size: int
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[Sample] = factory(list)
     interrupted: bool = False
 
     def rates(self) -> dict[str, list[float]]:
@@ -125,7 +125,7 @@ def rows_to_csv(rows: list[BenchmarkRow]) -> str:
     return buffer.getvalue()
 
 
-@dataclass
+@record
 class BenchmarkPlan:
     endpoint: Endpoint
     password: str | None

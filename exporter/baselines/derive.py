@@ -14,10 +14,10 @@ import io
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from exporter.common.records import record, replace
 from exporter.common.yamlfile import decode_utf8
 
 from .table import LEVELS, BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
@@ -25,7 +25,7 @@ from .table import LEVELS, BaselineError, BaselineTable, Measured, NodeBaseline,
 METHOD = "p90 of per-minute NetworkBytesOut / 60, maximum over data sizes"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BenchmarkRow:
     """One row of the seed's Athena query: a node type at one data size."""
 
@@ -95,14 +95,14 @@ def read_athena_csv(path: Path, text: str) -> list[BenchmarkRow]:
         if required and field not in present:
             raise BaselineError(f"{path} line 1: missing column {key!r}")
     rows = []
-    for line_number, record in enumerate(reader, start=2):
-        if not record or all(not cell.strip() for cell in record):
+    for line_number, cells in enumerate(reader, start=2):
+        if not cells or all(not cell.strip() for cell in cells):
             continue
-        if len(record) != len(header):
-            raise BaselineError(f"{path} line {line_number}: {len(record)} columns, the header has {len(header)}")
+        if len(cells) != len(header):
+            raise BaselineError(f"{path} line {line_number}: {len(cells)} columns, the header has {len(header)}")
         values: dict[str, Any] = {}
         for index, (field, kind, required) in columns.items():
-            cell = record[index].strip()
+            cell = cells[index].strip()
             if cell == "" and not required:
                 continue
             where = f"{path} line {line_number} column {header[index].strip()!r}"

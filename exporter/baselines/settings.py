@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from exporter.common.records import record
 
 # formats of `baseline derive` (read by the command line without loading the derivation)
 INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
 OUTPUT_FORMATS = ("table", "mapping", "cloudformation")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BaselineConfig:
     file: str | None = None  # the shipped table when None
     basis: str | None = None  # the table's own basis when None

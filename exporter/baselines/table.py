@@ -5,10 +5,10 @@ and AWS's published network figures. Loading, validation and the thresholds; pur
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.common.errors import ExporterError
+from exporter.common.records import factory, record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
@@ -27,7 +27,7 @@ class BaselineError(ExporterError):
     exit_code = 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Measured:
     bytes_per_second: dict[int, int]  # level (100/90/80) -> bytes/s
     data_size: int | None = None
@@ -40,7 +40,7 @@ class Measured:
     estimated: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Published:
     baseline_gbps: float | None = None
     burst_gbps: float | None = None
@@ -52,7 +52,7 @@ class Published:
         return None if self.baseline_gbps is None else self.baseline_gbps * BYTES_PER_GBIT
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeBaseline:
     node_type: str
     vcpus: int | None = None
@@ -91,12 +91,12 @@ class NodeBaseline:
         return (measured, "benchmarked") if measured else (DEFAULT_ENGINE_CPU_PERCENT, "aws-guidance")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BaselineTable:
     node_types: dict[str, NodeBaseline]
     basis: str = "lower"
     source: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = factory(dict)
 
     def get(self, node_type: str) -> NodeBaseline | None:
         if not node_type:

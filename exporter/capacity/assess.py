@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from exporter.aws.discovery import Node, NodeKey
 from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import BaselineTable
+from exporter.common.records import factory, record
 
 from .history import DAY, SIGNALS, History, history_window
 from .trend import BAND_Z, Projection, project
@@ -29,7 +29,7 @@ def daily_p90(points: list[tuple[float, float]], now: float, days: int, period: 
     return [(start + day * DAY, percentile(values, 0.9)) for day, values in sorted(buckets.items())]
 
 
-@dataclass
+@record
 class NodeReport:
     node: Node
     status: str  # ok | watch | warning | critical | no data | no baseline
@@ -51,7 +51,7 @@ class NodeReport:
     memory_p90: float | None = None
     connections_p90: float | None = None
     recommendation: dict[str, Any] | None = None
-    daily: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    daily: dict[str, list[tuple[float, float]]] = factory(dict)
 
     @property
     def urgency(self) -> tuple[int, float]:

@@ -9,7 +9,8 @@ projection is the earlier of the model's date and the date its upper band (one-s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from exporter.common.records import record
 
 DAY = 86400.0
 BAND_Z = 1.2816  # one-sided 90 % of a normal residual
@@ -19,7 +20,7 @@ STEP_GAIN = 0.5  # ... and whose split halves the squared error of one fit is a 
 CLOSE_FIT = 1.1  # fits whose errors are within this factor are equally good: the earlier date is kept
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fit:
     model: str  # "linear" or "compound"
     slope: float  # linear: value per second; compound: ln(value) per second
@@ -109,7 +110,7 @@ def step_start(points: list[tuple[float, float]]) -> int:
     return best
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Projection:
     fit: Fit
     regime_start: float  # the time of the first point the fit used

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
+from exporter.common.records import factory, record
 from exporter.common.sharding import Shard, parse_shard
 from exporter.redis.keys import KeyProbes
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
@@ -47,7 +47,7 @@ DEFAULT_LISTEN_ADDRESS = ":9769"
 DEFAULT_REDIS_ADDR = "redis://localhost:6379"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     listen_address: str = DEFAULT_LISTEN_ADDRESS
     telemetry_path: str = "/metrics"
@@ -59,12 +59,12 @@ class Config:
     shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
     scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
-    keys: KeyProbes = field(default_factory=KeyProbes)  # watched keys of every target without keys of its own
+    keys: KeyProbes = factory(KeyProbes)  # watched keys of every target without keys of its own
     allow: tuple[AllowRule, ...] = ()
-    heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
-    aws: AwsConfig = field(default_factory=AwsConfig)
-    discovered_credentials: Credentials = field(default_factory=Credentials)  # the config file's aws.discovered
-    baselines: BaselineConfig = field(default_factory=BaselineConfig)
+    heartbeat: HeartbeatConfig = factory(HeartbeatConfig)
+    aws: AwsConfig = factory(AwsConfig)
+    discovered_credentials: Credentials = factory(Credentials)  # the config file's aws.discovered
+    baselines: BaselineConfig = factory(BaselineConfig)
     source_file: str | None = None
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
-from dataclasses import dataclass
 from urllib.parse import unquote
+
+from exporter.common.records import record
 
 DEFAULT_PORT = 6379
 PLAIN_SCHEMES = {"redis": False, "valkey": False, "rediss": True, "valkeys": True}
@@ -17,7 +18,7 @@ class AddressError(ValueError):
     """An address that is not a Redis endpoint this exporter will connect to."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Endpoint:
     host: str
     port: int
@@ -38,7 +39,7 @@ class Endpoint:
         return f"{scheme}://{user}{self.host_port}{db}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParsedAddress:
     endpoint: Endpoint
     password: str | None  # only from a URI's userinfo; callers move it into a secret
@@ -108,7 +109,7 @@ def _split_host_port(authority: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostPattern:
     """A host glob (``*.cache.amazonaws.com``) or a network (``10.0.0.0/8``)."""
 

@@ -4,11 +4,11 @@ of one node's scrape that their families are built from. ``pipeline`` puts the r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from exporter.common.families import FamilySet
 from exporter.common.labels import instance_labels
+from exporter.common.records import record
 
 from .info import InfoReply
 from .info_metrics import CommandStats
@@ -48,7 +48,7 @@ class Doc(NamedTuple):
     meaning: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scraped:
     """One node's scrape as the families see it: INFO parsed once, every command's replies by purpose."""
 
@@ -63,7 +63,7 @@ class Scraped:
         return instance_labels(self.target)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScrapeCommand:
     """One command of the scrape. ``args`` gives what to send this scrape (none: not this time); a reply of another type
     than ``reply`` means the peer is not a sane Redis. ``gate`` names what an error reply drops until the next reconnect;

@@ -9,7 +9,8 @@ malformed and skipped, never raised.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+
+from exporter.common.records import factory, record
 
 # Fields whose values look numeric but are identifiers or versions, not measurements.
 IDENTIFIER_FIELDS = frozenset(
@@ -44,11 +45,11 @@ _INF = math.inf
 STATUS_VALUES = {"ok": 1.0, "up": 1.0, "true": 1.0, "yes": 1.0, "err": 0.0, "fail": 0.0, "down": 0.0, "false": 0.0, "no": 0.0}
 
 
-@dataclass
+@record
 class InfoReply:
     """A parsed INFO reply: ``sections[section][field] = raw value``."""
 
-    sections: dict[str, dict[str, str]] = field(default_factory=dict)
+    sections: dict[str, dict[str, str]] = factory(dict)
     malformed_lines: int = 0
 
     def get(self, name: str, default: str | None = None) -> str | None:

@@ -8,14 +8,13 @@ generically, by :mod:`exporter.redis.info_metrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from exporter.common.families import COUNTER, GAUGE
+from exporter.common.records import record
 
 PERCENT = 0.01  # scale marker: a "12.5%" value becomes the ratio 0.125
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FieldMetric:
     name: str
     kind: str

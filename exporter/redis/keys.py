@@ -4,11 +4,11 @@ syntax), what a probe found, and the samples made of it. The probe itself (I/O) 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import unquote_plus
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
+from exporter.common.records import factory, record
 
 from .info import parse_number
 
@@ -19,7 +19,7 @@ DEFAULT_MAX_COUNTED = 1_000_000  # keys a count_keys pattern may visit per scrap
 MAX_VALUE_BYTES = 1024  # a longer string value is not served (redis_exporter would make any value a label)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeySpec:
     db: int
     key: str
@@ -29,7 +29,7 @@ class KeySpec:
         return GLOB.search(self.key) is not None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class QueueSpec:
     """Watched keys that are queues: the queue alerts watch their length; ``max_length`` None: growth only."""
 
@@ -41,7 +41,7 @@ class QueueSpec:
         return db == self.db and (key == self.key or glob_regex(self.key).fullmatch(key) is not None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeyProbes:
     """A target's watched keys and streams; empty: nothing is probed."""
 
@@ -80,7 +80,7 @@ def parse_key_list(text: str) -> tuple[KeySpec, ...]:
     return tuple(dict.fromkeys(specs))
 
 
-@dataclass
+@record
 class KeyReading:
     db: int
     key: str
@@ -90,7 +90,7 @@ class KeyReading:
     memory: int | None = None
 
 
-@dataclass
+@record
 class ScanReading:
     option: str  # check_keys, count_keys or check_streams
     db: int
@@ -99,7 +99,7 @@ class ScanReading:
     complete: bool
 
 
-@dataclass
+@record
 class StreamReading:
     db: int
     key: str
@@ -108,12 +108,12 @@ class StreamReading:
     consumers: list[list[dict[str, object]]]
 
 
-@dataclass
+@record
 class KeyProbeResult:
-    keys: list[KeyReading] = field(default_factory=list)
-    counts: list[tuple[int, str, int]] = field(default_factory=list)  # complete counts only
-    scans: list[ScanReading] = field(default_factory=list)
-    streams: list[StreamReading] = field(default_factory=list)
+    keys: list[KeyReading] = factory(list)
+    counts: list[tuple[int, str, int]] = factory(list)  # complete counts only
+    scans: list[ScanReading] = factory(list)
+    streams: list[StreamReading] = factory(list)
     complete: bool = True  # False: the deadline (or a refusal) ended the probes early
     duration: float = 0.0
     queues: tuple[QueueSpec, ...] = ()

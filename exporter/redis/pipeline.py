@@ -8,8 +8,9 @@ families and docs/metrics.md all follow from the entry.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+from exporter.common.records import factory, record
 
 from . import cluster, config_get, latency, slowlog
 from .command import Args, NodeView, ScrapeCommand, always, text
@@ -37,15 +38,15 @@ SETNAME = ScrapeCommand("client", always("CLIENT", "SETNAME"), (bytes,), gate="c
 ASKED: tuple[str, ...] = tuple(dict.fromkeys(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked))
 
 
-@dataclass
+@record
 class ScrapeResult:
     """Raw replies of one scrape, by purpose; parsing happens outside the node lock."""
 
     info: str = ""
-    extra_info: list[str] = field(default_factory=list)
-    replies: dict[str, list[Any]] = field(default_factory=dict)
+    extra_info: list[str] = factory(list)
+    replies: dict[str, list[Any]] = factory(dict)
     heartbeat_values: list[bytes | None] | None = None
-    heartbeat_types: dict[str, str] = field(default_factory=dict)
+    heartbeat_types: dict[str, str] = factory(dict)
     keys: KeyProbeResult | None = None
     read_time: float = 0.0
     duration: float = 0.0

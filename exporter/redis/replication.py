@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from exporter.common.families import GAUGE, FamilySet
+from exporter.common.records import record
 
 from .heartbeat import HeartbeatParseError, parse_timestamp
 from .info import InfoReply, parse_number, parse_subfields
@@ -17,7 +17,7 @@ _REPLICA_LINE = re.compile(r"slave\d+$")
 AddressNames = Mapping[tuple[str, int], str]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HeartbeatReading:
     source: str
     key: str
@@ -79,7 +79,7 @@ def add_replication_metrics(info: InfoReply, target: str, names: AddressNames, o
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Membership:
     """Where a node belongs, as configured or discovered; in cluster mode, the id of its shard's primary."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from exporter.common.records import factory, record
 
 from .addresses import Endpoint, HostPattern
 from .keys import KeyProbes
@@ -36,7 +36,7 @@ class Secret:
         return hash((self._value, self.file))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TlsOptions:
     ca_file: str | None = None
     cert_file: str | None = None
@@ -45,15 +45,15 @@ class TlsOptions:
     insecure_skip_verify: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Credentials:
     username: str | None = None
     password: Secret | None = None
-    tls: TlsOptions = field(default_factory=TlsOptions)
+    tls: TlsOptions = factory(TlsOptions)
     timeout: float = DEFAULT_TIMEOUT
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TargetConfig:
     name: str
     endpoint: Endpoint
@@ -68,7 +68,7 @@ class TargetConfig:
         return self.endpoint.display()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AllowRule:
     """Addresses /scrape may reach beyond the configured targets, and what to send them."""
 
@@ -79,7 +79,7 @@ class AllowRule:
         return any(pattern.matches(endpoint.host) for pattern in self.hosts)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HeartbeatConfig:
     """Replication heartbeats: read ElastiCache's and our own key; optionally write our own."""
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from exporter.common.records import factory, record
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
@@ -28,35 +28,35 @@ class TargetRefused(Exception):
     """A /scrape target that is not configured and matches no allow rule."""
 
 
-@dataclass
+@record
 class TargetState:
     """What the status page and the self-metrics know of a target."""
 
-    errors: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = factory(dict)
     last_error: str = "none"
     last_duration: float = 0.0
     last_success: float = 0.0
     malformed_lines: int = 0
-    heartbeat_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    heartbeat_errors: dict[tuple[str, str], int] = factory(dict)
     # (monotonic time, bytes out, bytes in, engine CPU seconds) of recent scrapes, for rates over a window
-    counters: deque[tuple[float, float, float, float]] = field(default_factory=lambda: deque(maxlen=256))
+    counters: deque[tuple[float, float, float, float]] = factory(lambda: deque(maxlen=256))
     baseline_missing: int = 0
-    heartbeat_lag: dict[str, float] = field(default_factory=dict)
+    heartbeat_lag: dict[str, float] = factory(dict)
     up: bool = False
     role: str = ""
     version: str = ""
     scraped: bool = False
 
 
-@dataclass
+@record
 class Target:
     name: str
     node: RedisNode
     node_type: str = ""
     replication_group: str = ""  # configured or discovered; empty: unknown
     shard: str = ""
-    state: TargetState = field(default_factory=TargetState)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    state: TargetState = factory(TargetState)
+    lock: threading.Lock = factory(threading.Lock)
 
     @property
     def display(self) -> str:

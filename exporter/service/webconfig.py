@@ -14,11 +14,11 @@ import ssl
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ConfigError
+from exporter.common.records import factory, record
 from exporter.common.schema import unknown_key_problem
 from exporter.common.yamlfile import read_yaml
 
@@ -44,16 +44,16 @@ _BCRYPT = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@record
 class WebConfig:
     ssl_context: ssl.SSLContext | None = None
-    users: dict[str, bytes] = field(default_factory=dict)
-    headers: list[tuple[str, str]] = field(default_factory=list)
+    users: dict[str, bytes] = factory(dict)
+    headers: list[tuple[str, str]] = factory(list)
     allowed_sans: tuple[str, ...] = ()
     _dummy_hash: bytes = b""
-    _verified: dict[bytes, bool] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _logged: dict[str, float] = field(default_factory=dict)
+    _verified: dict[bytes, bool] = factory(dict)
+    _lock: threading.Lock = factory(threading.Lock)
+    _logged: dict[str, float] = factory(dict)
 
     def authorized(self, header: str | None, peer: str = "") -> bool:
         """Checks an Authorization header. An unknown user costs what a wrong password costs (a dummy hash of
