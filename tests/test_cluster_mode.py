@@ -1,4 +1,4 @@
-"""A real 3-master cluster-mode set with replicas: scrapes and the heartbeat writer add no error replies."""
+"""A real 3-master cluster-mode set with replicas, on each engine: scrapes and the heartbeat writer add no error replies."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 from helpers import call, make_app, sample
-from servers import start_redis, wait_until
+from servers import ENGINES, start_redis, wait_until
 
 from exporter.redis.heartbeat import ELASTICACHE_KEY
 from exporter.redis.slots import key_slot, owned_slots
@@ -23,9 +23,9 @@ def _error_counts(client: redis.Redis) -> dict[str, int]:
     return {key: value["count"] if isinstance(value, dict) else value for key, value in stats.items()}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000") for _ in range(6)]
+@pytest.fixture(scope="module", params=sorted(ENGINES))
+def cluster(request):
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=request.param) for _ in range(6)]
     try:
         subprocess.run(
             [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),

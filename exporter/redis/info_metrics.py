@@ -174,6 +174,8 @@ def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) 
                 out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, value)
             elif key == "avg_ttl":
                 out.add("redis_db_avg_ttl_seconds", GAUGE, "Average TTL of keys with an expiry.", labels, value / 1000.0)
+            elif key == "subexpiry":  # Redis 7.4+; redis_exporter serves keyspace's fourth field under this name
+                out.add("redis_db_keys_cached", GAUGE, "Keys with hash fields that expire (INFO keyspace subexpiry).", labels, value)
             else:
                 out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
 

@@ -136,9 +136,9 @@ class RedisNode:
             if isinstance(name_reply, ErrorReply):
                 self._gates.refuse("client")
 
-    def allows(self, gate: str) -> bool:
-        """Whether commands gated by ``gate`` may be sent (unknown: tried once)."""
-        return self._gates.allows(gate)
+    def allows(self, gate: str, known_only: bool = False) -> bool:
+        """Whether commands gated by ``gate`` may be sent (unknown: tried once, unless ``known_only``)."""
+        return self._gates.allows(gate, known_only)
 
     def cluster_nodes_due(self) -> bool:
         return time.monotonic() - self._slots_read > NODES_REFRESH

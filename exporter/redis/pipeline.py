@@ -12,7 +12,7 @@ from typing import Any
 
 from exporter.common.records import factory, record
 
-from . import cluster, config_get, latency, slowlog
+from . import cluster, commandlog, config_get, latency, slowlog
 from .command import Args, NodeView, ScrapeCommand, always, text
 from .failures import NOT_AUTHENTICATED, kind_of, looks_like_info, reply_failure
 from .heartbeat_read import HEARTBEAT_COMMANDS, heartbeat_values
@@ -29,6 +29,7 @@ SCRAPE_COMMANDS: tuple[ScrapeCommand, ...] = (
     *slowlog.COMMANDS,
     *latency.COMMANDS,
     *config_get.COMMANDS,
+    *commandlog.COMMANDS,
     *cluster.COMMANDS,
     *HEARTBEAT_COMMANDS,
 )
