@@ -3,8 +3,9 @@
     python bench/redis_exporter_families.py --redis-exporter /path/to/redis_exporter [--out tests/data/redis_exporter_families.tsv]
 
 Runs the real redis_exporter (multi-target mode, default flags) against real servers started here: a primary with
-keys in two databases, a slow command in its slowlog and a latency event, its replica, and a node of a 3-master
-cluster; writes one line per family: name, TYPE, label names (instance and job excluded: Prometheus adds them).
+keys in two databases, a slow command in its slowlog and a latency event, its replica, a node of a 3-master
+cluster, and a primary on each other engine the tests run (Valkey 8.1, Redis 8.2; see tests/servers.py); writes
+one line per family: name, TYPE, label names (instance and job excluded: Prometheus adds them).
 With --values it also prints, for the families both exporters serve, the samples whose values differ by more than
 the drift between two scrapes allows, to compare values side by side.
 """
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import exact_samples, exposition_types  # noqa: E402
-from servers import WATCHED_KEYS, free_port, seed_reference_primary, seed_watched_keys, start_exporter, start_redis, wait_until  # noqa: E402
+from servers import ENGINES, WATCHED_KEYS, free_port, seed_reference_primary, seed_watched_keys, start_exporter, start_redis, wait_until  # noqa: E402
 
 
 def get(port: int, path: str) -> str:
@@ -71,8 +72,10 @@ def main() -> None:
     primary = start_redis()
     replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
     cluster = start_cluster()
-    servers = [primary, replica, *cluster]
-    seed_reference_primary(primary.client())
+    engines = [start_redis(engine=engine) for engine, binary in sorted(ENGINES.items()) if binary and engine != "redis-7.0"]
+    servers = [primary, replica, *cluster, *engines]
+    for server in (primary, *engines):
+        seed_reference_primary(server.client())
     wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
     port = free_port()
     upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],

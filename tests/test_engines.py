@@ -67,6 +67,8 @@ def test_standalone_no_error_reply_and_the_engine_s_own_families(engine):
         assert sample(samples, "redis_up", instance=target) == 1
         assert sample(samples, "redis_db_keys", instance=target, db="db0") == 21
         assert any(name == "redis_commands_latencies_usec_bucket" for name in names(samples))  # LATENCY HISTOGRAM on all three
+        info_labels = {dict(labels).get("valkey_version") for name, labels in samples if name == "redis_instance_info"}
+        assert info_labels == {client.info("server").get("valkey_version")}  # a label where the server has it, as redis_exporter
         if subexpiry is not None:  # Redis 7.4+
             assert sample(samples, "redis_db_keys_cached", instance=target, db="db0") == client.info("keyspace")["db0"]["subexpiry"] == 1
         else:

@@ -259,7 +259,7 @@ def key_is_set(raw: Mapping[str, Any], key: str) -> bool:
     for part in key.replace("[", ".[").split("."):
         if not part:
             continue
-        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
+        if part.startswith("[") and part.endswith("]") and part[1:-1].isascii() and part[1:-1].isdigit():
             index = int(part[1:-1])
             if not isinstance(node, list) or index >= len(node):
                 return False

@@ -31,7 +31,7 @@ def hashmod(value: str, modulus: int) -> int:
 def parse_shard(text: str) -> Shard:
     """``"i/n"`` with 0 <= i < n <= 1024; a one-line ``ValueError`` otherwise."""
     index_text, slash, count_text = text.strip().partition("/")
-    if not slash or not index_text.isdigit() or not count_text.isdigit():
+    if not slash or not (index_text.isascii() and index_text.isdigit()) or not (count_text.isascii() and count_text.isdigit()):
         raise ValueError(f"must be INDEX/COUNT such as 0/3, got {text!r}")
     index, count = int(index_text), int(count_text)
     if not 1 <= count <= 1024:

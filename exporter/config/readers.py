@@ -112,7 +112,7 @@ def as_size(value: Any, key: str, low: int, high: int) -> int:
 
 def _listen_parts(listen: str, key: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
         raise ConfigError(key, f"must be host:port or :port, got {listen!r}")
     return host.strip("[]"), int(port)
 

@@ -74,7 +74,7 @@ def parse_address(text: str, *, allow_userinfo: bool = True) -> ParsedAddress:
     host, port = _split_host_port(authority)
     db = 0
     if path:
-        if not path.isdigit() or len(path) > 5:
+        if not (path.isascii() and path.isdigit()) or len(path) > 5:
             raise AddressError(f"database must be a number, got {path!r}")
         db = int(path)
     return ParsedAddress(Endpoint(host=host, port=port, tls=tls, db=db, username=username), password)
@@ -104,7 +104,7 @@ def _split_host_port(authority: str) -> tuple[str, int]:
         host = host.rstrip(".").lower()
     if port_text == "":
         return host, DEFAULT_PORT
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
         raise AddressError(f"invalid port {port_text!r}")
     return host, int(port_text)
 

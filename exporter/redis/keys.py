@@ -71,7 +71,7 @@ def parse_key_list(text: str) -> tuple[KeySpec, ...]:
         if len(parts) > 2:
             raise ValueError(f"{entry!r} has more than one '=' (write '=' in a key as %3D)")
         db_text, key_text = ("0", parts[0]) if len(parts) == 1 else (parts[0].strip().removeprefix("db"), parts[1])
-        if not db_text.isdigit():
+        if not (db_text.isascii() and db_text.isdigit()):
             raise ValueError(f"{entry!r}: {parts[0].strip()!r} is not a database such as db3")
         key = unquote_plus(key_text.strip())
         if not key:

@@ -75,7 +75,7 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
         if entry.startswith("["):
             continue
         low, _, high = entry.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
+        if not (low.isascii() and low.isdigit()) or (high and not (high.isascii() and high.isdigit())):
             continue
         first, last = int(low), int(high or low)
         if 0 <= first <= last < SLOTS:

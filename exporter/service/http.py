@@ -367,7 +367,7 @@ def _body_length(request: Request) -> int:
     if "transfer-encoding" in request.headers:
         raise BadRequest(400, "request bodies are not taken in chunks")
     text = request.headers.get("content-length", "0") or "0"
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise BadRequest(400, "bad Content-Length")
     length = int(text)
     if length > MAX_BODY_BYTES:
