@@ -50,8 +50,8 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
     return exact_samples(text)
 
 
-def start_cluster():
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000") for _ in range(3)]
+def start_cluster(engine: str = "redis-7.0"):
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=engine) for _ in range(3)]
     subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
                    check=True, capture_output=True, timeout=60)  # fmt: skip
     for node in nodes:

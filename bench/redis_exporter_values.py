@@ -2,9 +2,10 @@
 
     python bench/redis_exporter_values.py --redis-exporter /path/to/redis_exporter [--out tests/data/upstream_values]
 
-1. Real servers are started here (a seeded primary, its replica, a node of a 3-master cluster). Both exporters
-   scrape each through a recording proxy (this one twice, as the test does); the first reply to every distinct
-   command is kept.
+1. Real servers are started here (a seeded primary, its replica, a node of a 3-master cluster), on Redis 7.0 and on
+   each other engine the tests run (Valkey 8.1, Redis 8.2: tests/servers.py; their files are named after the
+   engine, ``primary_valkey_8_1``). Both exporters scrape each through a recording proxy (this one twice, as the
+   test does); the first reply to every distinct command is kept.
 2. The kept replies are served by a replay server (tests/fake_resp.py), and the old-INFO fixtures of tests/data
    are added as a Redis 2.6 primary and replica. redis_exporter scrapes each replay once.
 3. For each server, ``<server>.json`` (the replies, latin-1 text) and ``<server>.prom`` (redis_exporter's redis_*
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from fake_resp import FakeRespServer, bulk  # noqa: E402
 from redis_exporter_families import _answers, get, start_cluster  # noqa: E402
-from servers import free_port, seed_reference_primary, start_exporter, start_redis, wait_until  # noqa: E402
+from servers import ENGINES, free_port, seed_reference_primary, start_exporter, start_redis, wait_until  # noqa: E402
 
 OLD_INFO = {"redis_2_6_primary": "info_redis_2_6_primary.txt", "redis_2_6_replica": "info_redis_2_6_replica.txt"}
 
@@ -113,11 +114,17 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    primary = start_redis()
-    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
-    cluster = start_cluster()
-    seed_reference_primary(primary.client())
-    wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
+    servers: dict[str, int] = {}
+    started = []
+    for engine in ["redis-7.0", *sorted(name for name, binary in ENGINES.items() if binary and name != "redis-7.0")]:
+        suffix = "" if engine == "redis-7.0" else "_" + engine.replace("-", "_").replace(".", "_")
+        primary = start_redis(engine=engine)
+        replica = start_redis("--replicaof", "127.0.0.1", str(primary.port), engine=engine)
+        cluster = start_cluster(engine)
+        started += [primary, replica, *cluster]
+        seed_reference_primary(primary.client())
+        wait_until(lambda replica=replica: replica.info().get("master_link_status") == "up", what="replica link up")
+        servers.update({f"primary{suffix}": primary.port, f"replica{suffix}": replica.port, f"cluster_node{suffix}": cluster[0].port})
     port = free_port()
     upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -126,7 +133,7 @@ def main() -> None:
     ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
     try:
         wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
-        tables = record(port, ours, {"primary": primary.port, "replica": replica.port, "cluster_node": cluster[0].port})
+        tables = record(port, ours, servers)
         for name, fixture in OLD_INFO.items():
             info = bulk((ROOT / "tests" / "data" / fixture).read_text().replace("\n", "\r\n"))
             # as Redis 2.6 answers: no COMMAND, and an empty text for a section it does not have
@@ -147,7 +154,7 @@ def main() -> None:
         upstream.terminate()
         upstream.wait(timeout=10)
         ours.stop()
-        for server in (primary, replica, *cluster):
+        for server in started:
             server.stop()
 
 

@@ -1,7 +1,7 @@
 """Values side by side with redis_exporter: the replies real servers gave (a seeded primary, its replica, a cluster
-node) and two Redis 2.6 INFO captures are replayed to this exporter, and every redis_* sample redis_exporter served
-for the same replies (tests/data/upstream_values, written by bench/redis_exporter_values.py from a real
-redis_exporter) must be served here with the same name, labels and value."""
+node; on Redis 7.0, Valkey 8.1 and Redis 8.2) and two Redis 2.6 INFO captures are replayed to this exporter, and every
+redis_* sample redis_exporter served for the same replies (tests/data/upstream_values, written by
+bench/redis_exporter_values.py from a real redis_exporter) must be served here with the same name, labels and value."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from exporter.redis.compat import UPSTREAM_DIFFERENCES
 
 DATA = Path(__file__).parent / "data" / "upstream_values"
 HISTOGRAM = "redis_commands_latencies_usec"
-SERVERS = ["primary", "replica", "cluster_node", "redis_2_6_primary", "redis_2_6_replica"]
+ENGINE_SUFFIXES = ["", "_valkey_8_1", "_redis_8_2"]
+SERVERS = [f"{role}{suffix}" for suffix in ENGINE_SUFFIXES for role in ("primary", "replica", "cluster_node")]
+SERVERS += ["redis_2_6_primary", "redis_2_6_replica"]
 
 
 def replay(name: str) -> FakeRespServer:

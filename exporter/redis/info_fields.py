@@ -244,7 +244,9 @@ INSTANCE_INFO_LABELS = (
     "role", "redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "run_id", "process_id",
     "master_replid",
 )  # fmt: skip
-INSTANCE_INFO_OPTIONAL_LABELS = ("valkey_version", "valkey_release_stage", "server_name")
+# Valkey's, as redis_exporter sets them (not its server_name: "valkey" on every Valkey, and a label more would make
+# another series than redis_exporter's)
+INSTANCE_INFO_OPTIONAL_LABELS = ("valkey_version", "valkey_release_stage")
 
 # Fields handled elsewhere (labels, the role gauge) and so never exported generically.
 CONSUMED_FIELDS = frozenset((*INSTANCE_INFO_LABELS, *INSTANCE_INFO_OPTIONAL_LABELS, "role", "master_host", "master_port", "master_failover_state"))

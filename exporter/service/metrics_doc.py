@@ -14,8 +14,8 @@ from exporter.redis.pipeline import SCRAPE_COMMANDS
 STRUCTURED = [
     Doc("redis_up", "gauge", T, "the scrape", "1 when the last scrape of the target succeeded, else 0 (the HTTP reply is still 200)"),
     Doc("redis_instance_info", "gauge", f"{T}, `role`, `redis_version`, `redis_build_id`, `redis_mode`, `os`, `maxmemory_policy`, "
-        "`tcp_port`, `run_id`, `process_id`, `master_replid`, `valkey_version`, `valkey_release_stage`, `server_name`",
-        "INFO server, memory, replication", "always 1; redis_exporter's labels, then Valkey's and the server's names where INFO has them"),
+        "`tcp_port`, `run_id`, `process_id`, `master_replid`, `valkey_version`, `valkey_release_stage`",
+        "INFO server, memory, replication", "always 1; redis_exporter's labels, then Valkey's where INFO has them, as it sets them"),
     Doc("redis_slave_info", "gauge", f"{T}, `master_host`, `master_port`, `read_only`", "INFO replication, on replicas", "always 1"),
     Doc("redis_instance_role", "gauge", f"{T}, `role`", "INFO `role`", "always 1; the role alone (`master` or `slave`)"),
     Doc("redis_start_time_seconds", "gauge", T, "INFO `server_time_usec` (before Redis 5 the time of the reply) − `uptime_in_seconds`",
