@@ -151,3 +151,54 @@ def test_primary_and_replica_draw_no_error_reply(engine):
     finally:
         replica.stop()
         primary.stop()
+
+
+def test_key_probes_and_the_heartbeat_writer(engine):
+    """Watched keys, a pattern count, a stream and the exporter's own heartbeat on a primary and its replica: exact
+    values, the heartbeat read back on the replica, no error reply from either."""
+    primary = start_redis(engine=engine)
+    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port), engine=engine)
+    try:
+        wait_until(lambda: replica.info().get("master_link_status") == "up", timeout=30, what="replica link")
+        clients = [node.client(single_connection_client=True) for node in (primary, replica)]
+        writer = clients[0]
+        writer.rpush("queue:default", *[f"job{i}" for i in range(7)])
+        writer.zadd("schedule", {"a": 1, "b": 2})
+        writer.set("stat:processed", "4242")
+        writer.mset({f"session:{i}": "x" for i in range(150)})
+        for i in range(5):
+            writer.xadd("events", {"n": str(i)})
+        writer.xgroup_create("events", "billing", id="0")
+        writer.xreadgroup("billing", "worker-1", {"events": ">"}, count=2)
+        wait_until(lambda: clients[1].xlen("events") == 5, what="replicated stream")
+        before = [errors(client) for client in clients]
+        keys = {"check_single_keys": "queue:default,schedule,stat:processed", "count_keys": "session:*",
+                "check_single_streams": "events"}  # fmt: skip
+        app = make_app({
+            "targets": [{"name": "primary", "addr": primary.addr}, {"name": "replica", "addr": replica.addr}],
+            "keys": keys,
+            "heartbeat": {"write": True, "interval": "100ms", "ttl": "10s"},
+        })  # fmt: skip
+        try:
+            def exporter_lag() -> float | None:
+                samples = call(app, "/metrics").samples()
+                return samples.get(("elasticache_replication_heartbeat_lag_seconds", (("instance", "replica"), ("source", "exporter"))))
+
+            wait_until(lambda: (lag := exporter_lag()) is not None and lag < 1.0, timeout=15, what=f"a heartbeat on the {engine} replica")
+            samples = call(app, "/metrics").samples()
+        finally:
+            app.close()
+        assert [errors(client) for client in clients] == before, f"the probes or the writer drew error replies from {engine}"
+        for node in ("primary", "replica"):
+            labels = {"instance": node, "db": "db0"}
+            assert sample(samples, "redis_key_size", **labels, key="queue:default") == 7
+            assert sample(samples, "redis_key_size", **labels, key="schedule") == 2
+            assert sample(samples, "redis_key_value", **labels, key="stat:processed") == 4242
+            assert sample(samples, "redis_keys_count", **labels, key="session:*") == 150
+            assert sample(samples, "redis_stream_length", **labels, stream="events") == 5
+            assert sample(samples, "redis_stream_group_messages_pending", **labels, stream="events", group="billing") == 2
+        assert sample(samples, "elasticache_exporter_heartbeat_writes_total", instance="primary") >= 1
+        assert 0 < clients[0].pttl("elasticache-exporter:heartbeat") <= 10_000
+    finally:
+        replica.stop()
+        primary.stop()
