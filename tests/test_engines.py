@@ -98,6 +98,7 @@ def test_commandlog_lengths_are_the_server_s(engine):
         client.config_set("commandlog-execution-slower-than", 10_000_000)  # the scrape's own commands are not logged
         client.config_set("commandlog-reply-larger-than", 1_000_000_000)
         expected = {log: client.execute_command("COMMANDLOG", "LEN", log) for log in ("slow", "large-request", "large-reply")}
+        newest_slow = client.execute_command("COMMANDLOG", "GET", "1", "slow")[0]
         assert expected["slow"] >= 8
         assert expected["large-reply"] >= 5
         samples = scrape_twice(server.addr)
@@ -106,6 +107,10 @@ def test_commandlog_lengths_are_the_server_s(engine):
         assert sample(samples, "redis_commandlog_large_request_length", instance=target) == expected["large-request"]
         assert sample(samples, "redis_commandlog_large_reply_length", instance=target) == expected["large-reply"]
         assert sample(samples, "redis_commandlog_execution_slower_than", instance=target) == 10_000_000
+        # SLOWLOG reads the slow command log on these engines: its newest entry is COMMANDLOG's, at no extra command
+        assert sample(samples, "redis_slowlog_last_id", instance=target) == newest_slow[0]
+        assert sample(samples, "redis_last_slow_execution_duration_seconds", instance=target) == newest_slow[2] / 1e6
+        assert sample(samples, "redis_slowlog_length", instance=target) == expected["slow"]
     finally:
         server.stop()
 
