@@ -99,6 +99,7 @@ def test_commandlog_lengths_are_the_server_s(engine):
         client.config_set("commandlog-reply-larger-than", 1_000_000_000)
         expected = {log: client.execute_command("COMMANDLOG", "LEN", log) for log in ("slow", "large-request", "large-reply")}
         newest_slow = client.execute_command("COMMANDLOG", "GET", "1", "slow")[0]
+        newest_reply = client.execute_command("COMMANDLOG", "GET", "1", "large-reply")[0]
         assert expected["slow"] >= 8
         assert expected["large-reply"] >= 5
         samples = scrape_twice(server.addr)
@@ -111,6 +112,9 @@ def test_commandlog_lengths_are_the_server_s(engine):
         assert sample(samples, "redis_slowlog_last_id", instance=target) == newest_slow[0]
         assert sample(samples, "redis_last_slow_execution_duration_seconds", instance=target) == newest_slow[2] / 1e6
         assert sample(samples, "redis_slowlog_length", instance=target) == expected["slow"]
+        assert sample(samples, "elasticache_commandlog_last_id", instance=target, log="large-reply") == newest_reply[0] > 0
+        assert sample(samples, "elasticache_commandlog_last_entry_bytes", instance=target, log="large-reply") == newest_reply[2] >= 100
+        assert sample(samples, "elasticache_commandlog_last_id", instance=target, log="large-request") == 0  # empty
     finally:
         server.stop()
 

@@ -299,6 +299,11 @@ case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
      [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
+LOGGED = "elasticache_commandlog_last_id"
+case("RedisLargeRepliesBurst", [(series(LOGGED, instance="a", log="large-reply"), "0+120x20")], "14m", "10m", {"instance": "a", "log": "large-reply"},
+     [(series(LOGGED, instance="q", log="large-reply"), "0+30x20"),  # half a reply a second
+      (series(LOGGED, instance="a", log="large-request"), "0+120x20"),
+      (series(LOGGED, instance="full", log="large-reply"), "128+0x20")])  # fmt: skip
 Q = {"instance": "a", "db": "db0", "key": "queue:jobs"}
 LIMIT = "elasticache_exporter_queue_length_limit"
 case("RedisQueueTooLong", [(series("redis_key_size", **Q), "20000+0x10"), (series(LIMIT, **Q), "10000+0x10")], "6m", "4m", Q,

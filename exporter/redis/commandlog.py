@@ -1,11 +1,14 @@
 """COMMANDLOG (Valkey 8.1+): the length of each of its three logs and their thresholds from CONFIG, as redis_exporter
-serves them. Sent only where COMMAND INFO shows COMMANDLOG (and, for the thresholds, CONFIG)."""
+serves them, and the newest entry of the large-request and large-reply logs. Sent only where COMMAND INFO shows
+COMMANDLOG (and, for the thresholds, CONFIG). The slow log's newest entry is SLOWLOG GET 1's: on these servers SLOWLOG
+reads the same log."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from exporter.common.families import GAUGE, FamilySet
+from exporter.common.labels import with_label
 
 from .command import Doc, NodeView, ScrapeCommand, Scraped, T
 from .config_get import REFRESH, settings
@@ -37,6 +40,25 @@ def add_lengths(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
         out.add(name, GAUGE, help_, scraped.base, float(length))
 
 
+SIZE_LOGS = ("large-request", "large-reply")  # COMMANDLOG GET 1 <log>, in the order sent
+
+
+def add_newest(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
+    """The newest entry's id (0 while the log is empty, as SLOWLOG's) and its request or reply size. A log keeps at most
+    its max-len entries, so its length stops at that; the id keeps counting, and its rate is entries logged per second."""
+    for log, reply in zip(SIZE_LOGS, replies, strict=False):
+        entry = reply[0] if reply and isinstance(reply[0], list) else []
+        last_id = entry[0] if entry and isinstance(entry[0], int) else 0
+        size = entry[2] if len(entry) > 2 and isinstance(entry[2], int) else 0
+        labels = with_label(scraped.base, "log", log)
+        out.add("elasticache_commandlog_last_id", GAUGE, ID_HELP, labels, float(last_id))
+        out.add("elasticache_commandlog_last_entry_bytes", GAUGE, SIZE_HELP, labels, float(size))
+
+
+ID_HELP = "Id of the newest entry of a command log (0 while it is empty); its rate is entries logged per second."
+SIZE_HELP = "Size in bytes of the request or reply of the newest entry of a command log (0 while it is empty)."
+
+
 def add_thresholds(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
     config = settings(replies)
     for parameter, name, help_ in THRESHOLDS:
@@ -54,6 +76,12 @@ COMMANDS = (
                   known_only=True, families=add_lengths,
                   docs=tuple(Doc(name, "gauge", T, f"`COMMANDLOG LEN {log}` (Valkey 8.1+, where `COMMAND INFO` shows it)")
                              for log, name, _ in LOGS)),
+    ScrapeCommand("commandlog_newest", lambda _node: [("COMMANDLOG", "GET", "1", log) for log in SIZE_LOGS], (list,),
+                  gate="commandlog", known_only=True, families=add_newest,
+                  docs=(Doc("elasticache_commandlog_last_id", "gauge", f"{T}, `log`", "`COMMANDLOG GET 1 large-request|large-reply`",
+                            "0 while the log is empty; rate() of it: entries logged per second"),
+                        Doc("elasticache_commandlog_last_entry_bytes", "gauge", f"{T}, `log`",
+                            "`COMMANDLOG GET 1 large-request|large-reply`", "the newest entry's request or reply size"))),
     ScrapeCommand("commandlog_config", _threshold_args, (list,), gate="config", known_only=True, refresh=REFRESH,
                   families=add_thresholds,
                   docs=tuple(Doc(name, "gauge", T, f"`CONFIG GET {parameter}`, where COMMANDLOG and CONFIG are known",
