@@ -1,10 +1,11 @@
 """Record what redis_exporter serves for fixed server replies, so that a test can compare values side by side.
 
     python bench/redis_exporter_values.py --redis-exporter /path/to/redis_exporter [--out tests/data/upstream_values]
+        [--engine valkey-7.2=/path/to/valkey-server ...]
 
-1. Real servers are started here (a seeded primary, its replica, a node of a 3-master cluster), on Redis 7.0 and on
-   each other engine the tests run (Valkey 8.1, Redis 8.2: tests/servers.py; their files are named after the
-   engine, ``primary_valkey_8_1``). Both exporters scrape each through a recording proxy (this one twice, as the
+1. Real servers are started here (a seeded primary, its replica, a node of a 3-master cluster), on Redis 7.0, on
+   each other engine the tests run (Valkey 8.1, Redis 8.2: tests/servers.py) and on those given with ``--engine``
+   (their files are named after the engine, ``primary_valkey_8_1``). Both exporters scrape each through a recording proxy (this one twice, as the
    test does); the first reply to every distinct command is kept.
 2. The kept replies are served by a replay server (tests/fake_resp.py), and the old-INFO fixtures of tests/data
    are added as a Redis 2.6 primary and replica. redis_exporter scrapes each replay once.
@@ -111,7 +112,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", required=True)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "upstream_values"))
+    parser.add_argument("--engine", action="append", default=[], metavar="NAME=SERVER",
+                        help="one more engine to record, by its server binary (a Valkey 7.2 built from source: valkey-7.2=/path/valkey-server)")
     args = parser.parse_args()
+    for engine in args.engine:
+        name, _, binary = engine.partition("=")
+        if not binary:
+            raise SystemExit(f"--engine {engine}: expected NAME=SERVER")
+        ENGINES[name] = binary
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     servers: dict[str, int] = {}
@@ -133,12 +141,15 @@ def main() -> None:
     ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
     try:
         wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
-        tables = record(port, ours, servers)
+        tables = {}
         for name, fixture in OLD_INFO.items():
             info = bulk((ROOT / "tests" / "data" / fixture).read_text().replace("\n", "\r\n"))
             # as Redis 2.6 answers: no COMMAND, and an empty text for a section it does not have
             tables[name] = {("INFO",): info, ("INFO", "ALL"): info, ("INFO", "CLUSTER"): bulk(""), ("PING",): b"+PONG\r\n"}
-        for name, table in tables.items():
+        for name in [*servers, *tables]:
+            # each server's replay right after its recording: redis_exporter's start time is its clock at the replay
+            # minus the recorded uptime, which the test compares with the server's own clock within 2 s
+            table = tables[name] if name in tables else record(port, ours, {name: servers[name]})[name]
             replay = FakeRespServer(table)
             try:
                 text = get(port, f"/scrape?target={replay.addr}")

@@ -17,7 +17,7 @@ from exporter.redis.compat import UPSTREAM_DIFFERENCES
 
 DATA = Path(__file__).parent / "data" / "upstream_values"
 HISTOGRAM = "redis_commands_latencies_usec"
-ENGINE_SUFFIXES = ["", "_valkey_8_1", "_redis_8_2"]
+ENGINE_SUFFIXES = ["", "_valkey_7_2", "_valkey_8_0", "_valkey_8_1", "_redis_8_2"]  # 7.2 and 8.0: built from source, replayed only
 SERVERS = [f"{role}{suffix}" for suffix in ENGINE_SUFFIXES for role in ("primary", "replica", "cluster_node")]
 SERVERS += ["redis_2_6_primary", "redis_2_6_replica"]
 
