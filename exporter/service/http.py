@@ -338,8 +338,29 @@ class HttpServer:
             keep = self._respond(conn, request)
         except Exception:  # a broken client must not end the worker
             log.debug("request from %s failed", conn.address, exc_info=True)
+        if keep and not conn.buffer and not self._stop.is_set() and self._rearm(conn):
+            return
         self._returned.put((conn, keep))
         self._wake()
+
+    def _rearm(self, conn: _Connection) -> bool:
+        """Hand a kept-alive connection back to the selector from the worker, without waking the selector thread
+        (a wake-up is two context switches a request). Taken off ``_busy`` before it is registered: once registered,
+        the selector thread may dispatch its next request at once. False: the selector thread is to close it."""
+        conn.last_active = time.monotonic()
+        conn.head_started = None
+        try:
+            conn.sock.setblocking(False)
+        except OSError:
+            return False
+        self._busy.discard(conn.sock.fileno())
+        try:
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        except ValueError:
+            return True  # evicted and closed by the selector thread once it left _busy: nothing is left to do
+        except (OSError, KeyError):
+            return False
+        return True
 
     def _respond(self, conn: _Connection, request: Request) -> bool:
         status, headers, body = self._handler(request, conn.address)
