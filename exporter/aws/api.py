@@ -194,6 +194,11 @@ class AwsApi:
         """The account a role acts in, from its ARN; "" for the default credentials (each node's ARN names its account)."""
         return self.role_arn.split(":")[4] if self.role_arn else ""
 
+    def credentials(self, region: str) -> Any:
+        """The botocore credentials calls are signed with (the assumed role's, renewed when due), for local signing."""
+        with self._lock:
+            return self._boto_session(region).get_credentials()
+
     def client(self, service: str, region: str) -> Any:
         with self._lock:
             session = self._boto_session(region)

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from exporter.common.records import record
 
@@ -136,6 +137,13 @@ class AwsMonitor:
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())
         return failures
+
+    def credentials_for(self, node: Node) -> Callable[[], Any]:
+        """Where a node's IAM tokens get their credentials: the session of the account that discovered it (its role,
+        where one is assumed), renewed as that account's calls renew it."""
+        api = next((api for account, api in self.apis.items() if api.account_id == node.account_id), None)
+        api = api or next(iter(self.apis.values()))
+        return lambda: api.credentials(node.region)
 
     def nodes(self) -> list[Node]:
         with self._lock:

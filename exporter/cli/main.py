@@ -76,6 +76,8 @@ def setup_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel({"warn": logging.WARNING}.get(level, getattr(logging, level.upper(), logging.INFO)))
+    if root.level < logging.INFO:  # botocore's DEBUG lines hold signatures, session tokens and secrets' values
+        logging.getLogger("botocore").setLevel(logging.INFO)
 
 
 def _add_aws_source(parser: argparse.ArgumentParser) -> None:

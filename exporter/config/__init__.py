@@ -24,6 +24,7 @@ from exporter.redis.keys import KeyProbes
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 
+from .auth_section import discovered_iam
 from .aws_section import aws_config
 from .keys_section import key_probes_config
 from .readers import as_choice, as_duration, as_int, as_mapping, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
@@ -64,6 +65,7 @@ class Config:
     heartbeat: HeartbeatConfig = factory(HeartbeatConfig)
     aws: AwsConfig = factory(AwsConfig)
     discovered_credentials: Credentials = factory(Credentials)  # the config file's aws.discovered
+    discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache
     baselines: BaselineConfig = factory(BaselineConfig)
     source_file: str | None = None
 
@@ -123,10 +125,12 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     allow = tuple(allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
 
     aws = as_mapping(raw, "aws")
+    discovered_credentials, discovered_iam_auth = _discovered_credentials(aws, timeout, environ)
     return Config(
         baselines=baselines_config(as_mapping(raw, "baselines")),
         aws=aws_config(aws),
-        discovered_credentials=_discovered_credentials(aws, timeout, environ),
+        discovered_credentials=discovered_credentials,
+        discovered_iam=discovered_iam_auth,
         heartbeat=heartbeat_config(as_mapping(raw, "heartbeat")),
         listen_address=listen,
         telemetry_path=path,
@@ -144,10 +148,12 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     )
 
 
-def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> Credentials:
+def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> tuple[Credentials, bool]:
+    """The credentials of discovered nodes, and whether they authenticate with IAM (each signs for its own cache)."""
     discovered = as_mapping(aws, "discovered")
-    check_keys(discovered, "aws.discovered", CREDENTIAL_KEYS)
-    return credentials_config(discovered, "aws.discovered", timeout, environ, None, None)
+    check_keys(discovered, "aws.discovered", {*CREDENTIAL_KEYS, "iam_auth"})
+    credentials = credentials_config(discovered, "aws.discovered", timeout, environ, None, None)
+    return credentials, discovered_iam(discovered, "aws.discovered", credentials.username)
 
 
 def baselines_config(raw: dict[str, Any]) -> BaselineConfig:

@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.common.errors import ConfigError
+from exporter.common.records import replace
+from exporter.common.secrets import Secret
 from exporter.redis.addresses import AddressError, Endpoint, HostPattern, parse_address
-from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, Secret, TargetConfig, TlsOptions
+from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, TargetConfig, TlsOptions
 
+from .auth_section import iam_password, secret_password
 from .keys_section import key_probes_config
 from .readers import as_bool, as_duration, as_string, check_keys, readable_path
 
@@ -35,7 +38,7 @@ def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
 
 
 _TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}
-CREDENTIAL_KEYS = {"user", "password", "password_file", "password_env", "timeout", *_TLS_KEYS}
+CREDENTIAL_KEYS = {"user", "password", "password_file", "password_env", "password_secret", "password_secret_key", "timeout", *_TLS_KEYS}
 _NODE_TYPE = re.compile(r"^(cache\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 
@@ -44,7 +47,7 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
         item = {"addr": item}
     if not isinstance(item, dict):
         raise ConfigError(key, "must be an address or a mapping with 'addr'")
-    check_keys(item, key, {"name", "addr", "node_type", "replication_group", "shard", "keys", *CREDENTIAL_KEYS})
+    check_keys(item, key, {"name", "addr", "node_type", "replication_group", "shard", "keys", "iam_auth", *CREDENTIAL_KEYS})
     node_type = as_string(item.get("node_type") or "", f"{key}.node_type")
     if node_type and not _NODE_TYPE.match(node_type):
         raise ConfigError(f"{key}.node_type", f"not a node type such as cache.r6g.large: {node_type!r}")
@@ -63,6 +66,9 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
     if parsed.password is not None:
         password = Secret(value=parsed.password, source=f"{key}.addr")
     credentials = credentials_config(item, key, timeout, environ, password, endpoint.username)
+    iam = iam_password(item, key, credentials.username, endpoint.tls)
+    if iam is not None:
+        credentials = replace(credentials, password=iam[0], max_connection_age=iam[1])
     name = item.get("name")
     if name is None:
         name = endpoint.host_port
@@ -116,6 +122,7 @@ def credentials_config(
         if var not in environ:
             raise ConfigError(f"{key}.password_env", f"environment variable {var} is not set")
         password = Secret(value=environ[var], source=f"{key}.password_env")
+    password = secret_password(item, key) or password
     tls = TlsOptions(
         ca_file=readable_path(item.get("tls_ca_file"), f"{key}.tls_ca_file"),
         cert_file=readable_path(item.get("tls_cert_file"), f"{key}.tls_cert_file"),

@@ -17,6 +17,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from exporter.common.secrets import SecretUnavailable
+
 from .addresses import Endpoint
 from .cluster import NODES_REFRESH
 from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
@@ -73,6 +75,8 @@ class RedisNode:
         self.command_calls: dict[str, float] = {}
         self._closed = False
         self.connects = 0
+        self.renewals = 0  # connections replaced for their age
+        self._connected_at = 0.0
         self.key_probes = KeyProbes()  # watched keys and streams, probed after INFO
 
     @property
@@ -95,20 +99,38 @@ class RedisNode:
         try:
             setup: list[tuple[str, ...]] = []
             if creds.password is not None:
-                password = creds.password.reveal()
+                try:
+                    password = creds.password.reveal()
+                except SecretUnavailable as err:
+                    raise RespFailure("auth", f"{creds.password.source}: {err}") from None
                 setup.append(("AUTH", creds.username, password) if creds.username else ("AUTH", password))
             if self.endpoint.db:
                 setup.append(("SELECT", str(self.endpoint.db)))
             for reply in conn.call(setup, deadline) if setup else ():
                 if isinstance(reply, ErrorReply):
-                    raise reply_failure(reply, "AUTH/SELECT")
+                    failure = reply_failure(reply, "AUTH/SELECT")
+                    if failure.kind == "auth" and creds.password is not None:
+                        creds.password.refused()
+                    raise failure
             if probe:
                 self._probe(conn, deadline)
         except BaseException:
             conn.close()
             raise
         self.connects += 1
+        self._connected_at = time.monotonic()
         return conn
+
+    def _connection(self, deadline: float) -> RespConnection:
+        """The open connection, or a new one; one older than the credentials' ``max_connection_age`` is replaced first,
+        so that a server that cuts connections at an age (ElastiCache's IAM, at 12 hours) never cuts one in use."""
+        max_age = self.credentials.max_connection_age
+        if self._conn is not None and max_age is not None and time.monotonic() - self._connected_at >= max_age:
+            self._drop_connection()
+            self.renewals += 1
+        if self._conn is None:
+            self._conn = self._connect(deadline)
+        return self._conn
 
     def _probe(self, conn: RespConnection, deadline: float) -> None:
         """Learn which optional commands exist, in one round trip, without error replies."""
@@ -171,9 +193,7 @@ class RedisNode:
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise RespFailure("timeout", "the node is busy with another call")
         try:
-            if self._conn is None:
-                self._conn = self._connect(deadline)
-            role, cluster = self._conn.call([("ROLE",), ("INFO", "cluster")], deadline)
+            role, cluster = self._connection(deadline).call([("ROLE",), ("INFO", "cluster")], deadline)
             if isinstance(role, ErrorReply):
                 raise reply_failure(role, "ROLE")
             if not (isinstance(role, list) and role and role[0] == b"master"):
@@ -222,9 +242,7 @@ class RedisNode:
 
     def _scrape_locked(self, deadline: float, started: float) -> ScrapeResult:
         try:
-            if self._conn is None:
-                self._conn = self._connect(deadline)
-            result = self._exchange(self._conn, deadline)
+            result = self._exchange(self._connection(deadline), deadline)
             if not result.info and not self.info_all:
                 result = self._exchange(self._conn, deadline)  # INFO ALL was refused: once more with INFO and its sections
         except BaseException:

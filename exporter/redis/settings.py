@@ -3,37 +3,12 @@
 from __future__ import annotations
 
 from exporter.common.records import factory, record
+from exporter.common.secrets import Secret
 
 from .addresses import Endpoint, HostPattern
 from .keys import KeyProbes
 
 DEFAULT_TIMEOUT = 5.0
-
-
-class Secret:
-    """A password read when needed: from a file (re-read on each connect) or a value."""
-
-    def __init__(self, *, value: str | None = None, file: str | None = None, source: str = "") -> None:
-        self._value = value
-        self.file = file
-        self.source = source
-
-    def reveal(self) -> str:
-        if self.file is not None:
-            with open(self.file, encoding="utf-8") as handle:
-                return handle.read().rstrip("\r\n")
-        return self._value or ""
-
-    def __repr__(self) -> str:
-        return f"Secret(source={self.source!r})"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and (self._value, self.file) == (other._value, other.file)
-
-    def __hash__(self) -> int:
-        return hash((self._value, self.file))
 
 
 @record(frozen=True)
@@ -51,6 +26,7 @@ class Credentials:
     password: Secret | None = None
     tls: TlsOptions = factory(TlsOptions)
     timeout: float = DEFAULT_TIMEOUT
+    max_connection_age: float | None = None  # renew a connection this old before using it (IAM: the server cuts at 12 h)
 
 
 @record(frozen=True)

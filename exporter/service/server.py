@@ -67,6 +67,8 @@ class ExporterApp:
     def __init__(self, config: Config, targets: TargetSet | None = None) -> None:
         self.config = config
         self.targets = targets or TargetSet(config)
+        if targets is None:
+            self.targets.prepare_passwords()  # a secret that cannot be read, or IAM without credentials, stops the start
         self.pool = ScrapePool(config.scrape_concurrency)
         self.http: HttpServer | None = None
         self._process = ProcessMetrics()
@@ -89,6 +91,7 @@ class ExporterApp:
             from .collectors.aws import AwsCollector
 
             self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
+            self.targets.credentials_for = self.aws_monitor.credentials_for
             self._extra_collectors.append(AwsCollector(self.aws_monitor))
             self.aws_monitor.start()
 

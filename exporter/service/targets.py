@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import factory, record, replace
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
@@ -86,9 +87,42 @@ class TargetSet:
         self._discovered: dict[str, Target] = {}
         self._discovered_nodes: dict[str, Node] = {}
         self._discovered_credentials = config.discovered_credentials
+        self._discovered_iam = config.discovered_iam
+        self.credentials_for: Callable[[Node], Any] | None = None  # an account's AWS credentials, for IAM tokens
         self._key_probes = config.keys
+        self._config = config
         # discovered nodes are always resolvable by /scrape (Prometheus finds them in /discovery); on /metrics only if asked
         self._discovered_on_metrics = config.aws.scrape_discovered
+
+    def prepare_passwords(self) -> None:
+        """At start-up: every password that lives in AWS is fetched or checked once (a Secrets Manager secret is read;
+        IAM needs credentials). Raises the ExporterError that names the first that cannot be had."""
+        config = self._config
+        credentials = [item.credentials for item in config.targets] + [rule.credentials for rule in config.allow]
+        credentials.append(config.discovered_credentials)
+        seen: set[int] = set()
+        for item in credentials:
+            if item.password is not None and id(item.password) not in seen:
+                seen.add(id(item.password))
+                item.password.prepare()
+        if self._discovered_iam:
+            from exporter.aws.iam_auth import IamAuth, IamToken
+
+            IamToken(IamAuth("discovered", "user", "us-east-1"), source="aws.discovered.iam_auth").prepare()
+
+    def _discovered_node_credentials(self, name: str, node: Node) -> Credentials:
+        """aws.discovered's credentials; with IAM, a token signed for the node's own replication group (or serverless
+        cache) in its region, with the account's credentials (its role, where one is assumed)."""
+        credentials = self._discovered_credentials
+        if not self._discovered_iam:
+            return credentials
+        from exporter.aws.iam_auth import MAX_CONNECTION_AGE, IamAuth, IamToken, default_chain
+
+        auth = IamAuth(cache=node.replication_group or node.cluster_id, user=credentials.username or "", region=node.region,
+                       serverless=node.serverless)  # fmt: skip
+        source = self.credentials_for(node) if self.credentials_for is not None else default_chain
+        token = IamToken(auth, source=f"aws.discovered.iam_auth ({name})", credentials=source)
+        return replace(credentials, password=token, max_connection_age=MAX_CONNECTION_AGE)
 
     @property
     def configured(self) -> list[Target]:
@@ -127,7 +161,7 @@ class TargetSet:
                 if name in self._discovered:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
-                redis_node = RedisNode(endpoint, self._discovered_credentials, keys, self.max_reply_bytes)
+                redis_node = RedisNode(endpoint, self._discovered_node_credentials(name, node), keys, self.max_reply_bytes)
                 redis_node.key_probes = self._key_probes
                 node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
                 self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard)
