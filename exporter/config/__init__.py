@@ -107,7 +107,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         targets.append(target_config(item, f"targets[{index}]", timeout, environ))
 
     redis = as_mapping(raw, "redis")
-    check_keys(redis, "redis", {"addr", "node_type", *CREDENTIAL_KEYS})
+    check_keys(redis, "redis", {"addr", "node_type", "iam_auth", *CREDENTIAL_KEYS})
     addr = redis.get("addr", None if targets_raw else DEFAULT_REDIS_ADDR)
     if addr not in (None, ""):
         single = {"addr": addr, **{k: v for k, v in redis.items() if k != "addr"}}
