@@ -33,7 +33,7 @@ COMMANDS = {
 # file -> what its one line must say (besides naming the file)
 EXPECTED = {
     "config/typo.yml": "'targets[0].adr': unknown key (did you mean 'addr'?)",
-    "config/wrong_name.yml": "'redis.password_path': unknown key (did you mean 'password_env' or 'password_file'?)",
+    "config/wrong_name.yml": "'redis.password_path': unknown key (did you mean 'password_env' or 'password_secret'?)",
     "config/wrong_type.yml": "'scrape.timeout': must be a positive duration",
     "config/out_of_range.yml": "'scrape.concurrency': must be between 1 and 256",
     "config/bad_port.yml": "'targets[0].addr': invalid port",
