@@ -43,6 +43,8 @@ def _create(self: ElastiCacheResponse) -> ActionResult:
     }
     if params.get("CacheUsageLimits"):
         cache["CacheUsageLimits"] = params["CacheUsageLimits"]
+    tags = params.get("Tags") or []
+    cache["_tags"] = tags.get("Tag", list(tags.values())) if isinstance(tags, dict) else tags
     caches[name] = cache
     return ActionResult({"ServerlessCache": cache})
 
@@ -60,6 +62,19 @@ def _describe(self: ElastiCacheResponse) -> ActionResult:
     return ActionResult(result)
 
 
+def _tags_of(original):
+    """ListTagsForResource for a serverless cache's ARN too (moto's own knows only its clusters and groups)."""
+
+    def list_tags_for_resource(self: ElastiCacheResponse) -> ActionResult:
+        arn = self._get_param("ResourceName")
+        cache = next((c for c in _caches(self).values() if c["ARN"] == arn), None)
+        if cache is None:
+            return original(self)
+        return ActionResult({"TagList": cache.get("_tags", [])})
+
+    return list_tags_for_resource
+
+
 def _delete(self: ElastiCacheResponse) -> ActionResult:
     cache = _caches(self)[self._get_param("ServerlessCacheName")]
     cache["Status"] = "deleting"
@@ -72,8 +87,11 @@ def serverless_in_moto() -> Iterator[None]:
     missing = [name for name in added if not hasattr(ElastiCacheResponse, name)]
     for name in missing:
         setattr(ElastiCacheResponse, name, added[name])
+    original_tags = ElastiCacheResponse.list_tags_for_resource
+    ElastiCacheResponse.list_tags_for_resource = _tags_of(original_tags)
     try:
         yield
     finally:
+        ElastiCacheResponse.list_tags_for_resource = original_tags
         for name in missing:
             delattr(ElastiCacheResponse, name)

@@ -10,9 +10,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from exporter.common.records import record
+from exporter.common.records import record, replace
 
-from .api import AwsApi
+from .api import AwsApi, AwsCallError
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,8 @@ class Node:
     cluster_mode: bool = False
     tags: tuple[tuple[str, str], ...] = ()
     account_id: str = ""
+    maintenance_window: str = ""  # PreferredMaintenanceWindow, as ElastiCache gives it (ddd:hh:mm-ddd:hh:mm, UTC)
+    pending_modifications: tuple[str, ...] = ()  # the fields of the cluster's and its group's PendingModifiedValues
 
     @property
     def node_type_short(self) -> str:
@@ -91,6 +93,8 @@ class ServerlessCache:
     status: str = ""
     ecpu_per_second_max: float | None = None
     data_storage_max_bytes: float | None = None
+    arn: str = ""
+    tags: tuple[tuple[str, str], ...] = ()
 
     def as_node(self) -> Node:
         """The cache as a node of its own: the subject of its CloudWatch series, and a Redis target (always TLS)."""
@@ -152,9 +156,17 @@ def build_nodes(
                     cluster_mode=bool(group.get("ClusterEnabled", False)),
                     tags=tuple(sorted((tags or {}).get(cluster.get("ARN", ""), {}).items())),
                     account_id=arn_account(cluster.get("ARN", "")) or account_id,
+                    maintenance_window=str(cluster.get("PreferredMaintenanceWindow") or ""),
+                    pending_modifications=_pending(cluster, group),
                 )
             )
     return sorted(nodes, key=lambda n: (n.account_id, n.region, n.cluster_id, n.node_id))
+
+
+def _pending(*described: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields with a value in the PendingModifiedValues of a cluster and of its replication group."""
+    fields = {name for item in described for name, value in (item.get("PendingModifiedValues") or {}).items() if value not in (None, "", [], {})}
+    return tuple(sorted(fields))
 
 
 def matches_tag_filters(tags: Mapping[str, str], filters: Mapping[str, tuple[str, ...]]) -> bool:
@@ -166,13 +178,15 @@ GONE = frozenset({"deleting", "deleted"})
 
 
 def discover_region(
-    api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]], account_id: str = ""
+    api: AwsApi, region: str, tag_filters: Mapping[str, tuple[str, ...]], account_id: str = "", with_tags: bool = False
 ) -> tuple[list[Node], list[ServerlessCache]]:
+    """The region's nodes and serverless caches; their tags are read (one call each) where ``tag_filters`` or
+    ``with_tags`` asks for them."""
     client = api.client("elasticache", region)
     groups = api.paginate(client, "describe_replication_groups", "ReplicationGroups")
     clusters = api.paginate(client, "describe_cache_clusters", "CacheClusters", ShowCacheNodeInfo=True)
     tags: dict[str, dict[str, str]] = {}
-    if tag_filters:
+    if tag_filters or with_tags:
         for cluster in clusters:
             arn = cluster.get("ARN")
             if arn:
@@ -181,7 +195,20 @@ def discover_region(
     nodes = build_nodes(region, groups, clusters, tags, account_id)
     if tag_filters:
         nodes = [node for node in nodes if matches_tag_filters(dict(node.tags), tag_filters)]
-    return nodes, _serverless(api, client, region, account_id)
+    caches = _serverless(api, client, region, account_id)
+    if with_tags:
+        caches = [replace(cache, tags=_serverless_tags(api, client, cache.arn)) if cache.arn else cache for cache in caches]
+    return nodes, caches
+
+
+def _serverless_tags(api: AwsApi, client: Any, arn: str) -> tuple[tuple[str, str], ...]:
+    """A serverless cache's tags; none where they cannot be read (the cache is still served, without them)."""
+    try:
+        reply = api.call(client, "list_tags_for_resource", ResourceName=arn)
+    except AwsCallError as err:
+        log.debug("tags of %s: %s", arn, err)
+        return ()
+    return tuple(sorted((tag["Key"], tag["Value"]) for tag in reply.get("TagList", [])))
 
 
 _STORAGE_UNITS = {"GB": 1e9, "GIB": 2**30, "MB": 1e6, "TB": 1e12}
@@ -212,6 +239,7 @@ def build_serverless(region: str, caches: list[dict[str, Any]], account_id: str 
                 status=cache.get("Status", "") or "",
                 ecpu_per_second_max=float(ecpu["Maximum"]) if ecpu.get("Maximum") is not None else None,
                 data_storage_max_bytes=float(storage_max) * unit if storage_max is not None else None,
+                arn=cache.get("ARN", "") or "",
             )
         )
     return sorted(result, key=lambda c: (c.account_id, c.region, c.name))

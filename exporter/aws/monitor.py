@@ -30,6 +30,7 @@ from .cloudwatch import (
     window,
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
+from .fleet_watch import FleetWatch
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,9 @@ class AwsMonitor:
         self.last_queries = 0
         self.polls = 0
         self._warned: set[str] = set()
+        self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
-        if config.cloudwatch:
+        if config.cloudwatch or config.events:
             self._threads.append(threading.Thread(target=self._poll_loop, name="cloudwatch-poll", daemon=True))
 
     # --- loops ----------------------------------------------------------------------
@@ -100,7 +102,28 @@ class AwsMonitor:
 
     def _poll_loop(self) -> None:
         self._discovered.wait()
-        self._loop(self.poll_once, self.config.poll_interval)
+        self._loop(self._poll_all, self.config.poll_interval)
+
+    def _poll_all(self) -> None:
+        if self.config.cloudwatch:
+            self.poll_once()
+        if self.fleet is not None:
+            self.poll_events()
+
+    def poll_events(self) -> list[tuple[str, AwsCallError]]:
+        """DescribeEvents in every account and region, since the last poll; the failures, as discovery gives them."""
+        if self.fleet is None:
+            return []
+        failures = self.fleet.poll_events()
+        for where, err in failures:
+            self._report(err, f"events in {where}")
+        return failures
+
+    def _account_id_of(self, account: AwsAccount, region: str) -> str:
+        """The id of an account whose credentials name none (the default chain): that of the nodes it discovered."""
+        with self._lock:
+            nodes = self._nodes.get((account, region)) or [n for (a, _), found in self._nodes.items() if a == account for n in found]
+        return next((node.account_id for node in nodes if node.account_id), "")
 
     def _warn_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._warned and self._log_failures:
@@ -119,7 +142,7 @@ class AwsMonitor:
             api = self.apis[account]
             for region in account.regions:
                 try:
-                    nodes, serverless = discover_region(api, region, self.config.tag_filters, api.account_id)
+                    nodes, serverless = discover_region(api, region, self.config.tag_filters, api.account_id, bool(self.config.export_tags))
                 except AwsCallError as err:
                     self._report(err, f"discovery in {_place(api, region)}")
                     failures.append((_place(api, region), err))
@@ -133,6 +156,9 @@ class AwsMonitor:
             self._index()
         if ok:
             self.last_discovery = time.time()
+        if self.fleet is not None:
+            for where, err in self.fleet.poll_updates():
+                self._report(err, f"service updates in {where}")
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())

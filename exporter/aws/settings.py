@@ -29,6 +29,8 @@ class AwsConfig:
     metrics: tuple[Any, ...] = ()  # MetricSpec; the default set when empty
     serverless_metrics: tuple[Any, ...] | None = None  # MetricSpec of serverless caches; None: cloudwatch.SERVERLESS_METRICS
     scrape_discovered: bool = False
+    export_tags: tuple[str, ...] = ()  # tag keys served as tag_<key> labels of elasticache_node_info and serverless info
+    events: bool = True  # poll DescribeEvents and the service updates
 
     @property
     def enabled(self) -> bool:

@@ -38,7 +38,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
     from exporter.aws.cloudwatch import DEFAULT_METRICS
 
     check_keys(raw, "aws", {"region", "regions", "role_arn", "external_id", "accounts", "tag_filters", "discovery_interval",
-                             "cloudwatch", "scrape_discovered", "discovered"})  # fmt: skip
+                             "cloudwatch", "scrape_discovered", "discovered", "export_tags", "events"})  # fmt: skip
     regions = _regions(raw.get("regions"), "aws.regions") + _regions(raw.get("region"), "aws.region")
     accounts: list[AwsAccount] = []
     role = raw.get("role_arn")
@@ -90,7 +90,27 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         metrics=metrics or DEFAULT_METRICS,
         serverless_metrics=None if serverless_metrics is None else _metric_specs(serverless_metrics, "aws.cloudwatch.serverless_metrics"),
         scrape_discovered=as_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
+        export_tags=_export_tags(raw.get("export_tags")),
+        events=as_bool(raw.get("events", True), "aws.events"),
     )
+
+
+def _export_tags(value: Any) -> tuple[str, ...]:
+    """``aws.export_tags``: tag keys, each served as the label YACE would name it (``tag_<key>``)."""
+    from exporter.aws.fleet_events import tag_label
+
+    if value in (None, []):
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError("aws.export_tags", "must be a list of tag keys")
+    keys = []
+    for i, item in enumerate(value):
+        key = as_string(item, f"aws.export_tags[{i}]")
+        if tag_label(key) is None:
+            raise ConfigError(f"aws.export_tags[{i}]", f"tag {key!r} makes no valid label name (tag_<key>, as YACE names it)")
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
 
 
 def _metric_specs(entries: Any, where: str) -> tuple[MetricSpec, ...]:

@@ -3,10 +3,14 @@ caches against their limits, and the AWS calls' own health. Reads the cache only
 
 from __future__ import annotations
 
+import time
+
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.monitor import AwsMonitor, series_key
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+
+from .aws_fleet import add_fleet, tag_labels
 
 
 class AwsCollector(FamilyCollector):
@@ -52,11 +56,13 @@ class AwsCollector(FamilyCollector):
                     "role": node.role,
                     "dimension_CacheClusterId": node.cluster_id,
                     "dimension_CacheNodeId": node.node_id,
+                    **tag_labels(node.tags, monitor.config.export_tags),
                 },
                 1.0,
             )
         for cache in monitor.serverless():
             _add_serverless(monitor, cache, out)
+        add_fleet(monitor, time.time(), out)
         _add_api_health(monitor, out)
         return out
 
@@ -66,7 +72,8 @@ def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet)
     use of them is served as a ratio while its CloudWatch data is fresh."""
     labels = {"account_id": cache.account_id, "region": cache.region, "cache": cache.name}
     out.add("elasticache_serverless_cache_info", GAUGE, "A discovered ElastiCache Serverless cache.",
-            {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status}, 1.0)  # fmt: skip
+            {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status,
+             **tag_labels(cache.tags, monitor.config.export_tags)}, 1.0)  # fmt: skip
     if cache.ecpu_per_second_max is not None:
         out.add("elasticache_serverless_ecpu_per_second_limit", GAUGE, "The cache's maximum ElastiCache Processing Units per second.",
                 labels, cache.ecpu_per_second_max)  # fmt: skip

@@ -1,0 +1,62 @@
+"""What AWS does to the fleet, as served: events by category, service updates not yet applied, the next maintenance
+window and the pending modifications of each replication group, and the tags chosen for routing. Reads what the
+monitor keeps: nothing here calls AWS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter.aws.discovery import Node
+from exporter.aws.fleet_events import next_window_start, tag_label
+from exporter.aws.monitor import AwsMonitor
+from exporter.common.families import COUNTER, GAUGE, FamilySet
+
+
+def tag_labels(tags: Iterable[tuple[str, str]], export: tuple[str, ...]) -> dict[str, str]:
+    """``tag_<key>`` of each exported tag key: the value, or "" where the resource lacks the tag (every series of a family
+    then has the same label names)."""
+    present = dict(tags)
+    return {label: present.get(key, "") for key in export if (label := tag_label(key)) is not None}
+
+
+def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
+    fleet = monitor.fleet
+    if fleet is not None:
+        for (account_id, region, source_type, source_id, category), total, last in fleet.event_counts():
+            labels = {"account_id": account_id, "region": region, "source_type": source_type, "source_id": source_id, "category": category}
+            out.add("elasticache_events_total", COUNTER, "ElastiCache events (DescribeEvents) by source and category, each counted once.",
+                    labels, float(total))  # fmt: skip
+            out.add("elasticache_event_last_timestamp_seconds", GAUGE, "When the newest event of this source and category happened.",
+                    labels, last)  # fmt: skip
+        for action in fleet.update_actions():
+            where = {"account_id": action.account_id, "region": action.region, "replication_group": action.replication_group,
+                     "service_update": action.service_update}  # fmt: skip
+            out.add("elasticache_service_update_info", GAUGE, "A service update not yet applied to a replication group (DescribeUpdateActions).",
+                    {**where, "severity": action.severity, "update_type": action.update_type, "status": action.status}, 1.0)  # fmt: skip
+            if action.apply_by is not None:
+                out.add("elasticache_service_update_apply_by_timestamp_seconds", GAUGE, "The update's recommended apply-by date.", where,
+                        action.apply_by)  # fmt: skip
+            if action.auto_update_start is not None:
+                out.add("elasticache_service_update_auto_update_start_timestamp_seconds", GAUGE,
+                        "When AWS applies the update itself (after its apply-by date), where it does.", where, action.auto_update_start)  # fmt: skip
+    _add_groups(monitor.nodes(), now, out)
+
+
+def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:
+    """Per replication group (a node outside any group counts as one): the next start of its maintenance window and the
+    fields of its pending modifications."""
+    windows: dict[tuple[str, str, str], float] = {}
+    pending: set[tuple[str, str, str, str]] = set()
+    for node in nodes:
+        group = (node.account_id, node.region, node.replication_group or node.cluster_id)
+        start = next_window_start(node.maintenance_window, now) if node.maintenance_window else None
+        if start is not None:
+            windows[group] = min(start, windows.get(group, start))
+        pending.update((*group, field) for field in node.pending_modifications)
+    for (account_id, region, group), start in sorted(windows.items()):
+        out.add("elasticache_maintenance_window_next_start_timestamp_seconds", GAUGE,
+                "The next start of the replication group's preferred maintenance window (UTC).",
+                {"account_id": account_id, "region": region, "replication_group": group}, start)  # fmt: skip
+    for account_id, region, group, field in sorted(pending):
+        out.add("elasticache_pending_modification_info", GAUGE, "A modification of the replication group or its nodes that waits to be applied.",
+                {"account_id": account_id, "region": region, "replication_group": group, "field": field}, 1.0)  # fmt: skip
