@@ -92,10 +92,25 @@ AWS = [
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId` (a serverless cache's: `dimension_clusterId`), `metric`",
         "CloudWatch", "time of that datapoint"),
     Doc("elasticache_node_info", "gauge", f"{T}, `account_id`, `region`, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, "
-        "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`", "discovery",
+        "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `tag_<key>` (each of `aws.export_tags`)", "discovery",
         "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),
-    Doc("elasticache_serverless_cache_info", "gauge", "`account_id`, `region`, `cache`, `engine`, `engine_version`, `status`", "discovery",
-        "always 1, one per serverless cache"),
+    Doc("elasticache_serverless_cache_info", "gauge", "`account_id`, `region`, `cache`, `engine`, `engine_version`, `status`, `tag_<key>` "
+        "(each of `aws.export_tags`)", "discovery", "always 1, one per serverless cache"),
+    Doc("elasticache_events_total", "counter", "`account_id`, `region`, `source_type`, `source_id`, `category` (`failover`, "
+        "`node_replaced`, `maintenance`, `scaling`, `snapshot`, `error`, `other`)", "DescribeEvents",
+        "events, each counted once, by the category of their message"),
+    Doc("elasticache_event_last_timestamp_seconds", "gauge", "`account_id`, `region`, `source_type`, `source_id`, `category`", "DescribeEvents",
+        "when the newest event of that source and category happened"),
+    Doc("elasticache_service_update_info", "gauge", "`account_id`, `region`, `replication_group`, `service_update`, `severity`, "
+        "`update_type`, `status`", "DescribeUpdateActions", "always 1, one per service update not yet applied to a group"),
+    Doc("elasticache_service_update_apply_by_timestamp_seconds", "gauge", "`account_id`, `region`, `replication_group`, `service_update`",
+        "DescribeUpdateActions", "the recommended apply-by date"),
+    Doc("elasticache_service_update_auto_update_start_timestamp_seconds", "gauge", "`account_id`, `region`, `replication_group`, "
+        "`service_update`", "DescribeServiceUpdates", "when AWS applies the update itself, where it does (after the apply-by date)"),
+    Doc("elasticache_maintenance_window_next_start_timestamp_seconds", "gauge", "`account_id`, `region`, `replication_group`", "discovery",
+        "the next start of the preferred maintenance window (UTC); a cluster outside any group stands for a group of its own"),
+    Doc("elasticache_pending_modification_info", "gauge", "`account_id`, `region`, `replication_group`, `field`", "discovery",
+        "always 1, one per field of the PendingModifiedValues of a group or its clusters"),
     Doc("elasticache_serverless_ecpu_per_second_limit", "gauge", "`account_id`, `region`, `cache`", "discovery",
         "the cache's ECPU-per-second maximum, where set"),
     Doc("elasticache_serverless_data_storage_limit_bytes", "gauge", "`account_id`, `region`, `cache`", "discovery",
