@@ -299,6 +299,46 @@ case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
      [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
+EVENT = {"account_id": "111111111111", "region": "eu-west-1", "source_type": "cache-cluster", "source_id": "orders-0001-001"}
+LAST_EVENT = "elasticache_event_last_timestamp_seconds"
+for alert, category, other in (("ElastiCacheFailover", "failover", "node_replaced"), ("ElastiCacheNodeReplaced", "node_replaced", "failover")):
+    # an event of now (promtool's time() is the evaluation time: +60 a minute), one 83 minutes old, one of another category
+    case(alert, [(series(LAST_EVENT, **EVENT, category=category), "0+60x40")], "5m", None, {**EVENT, "category": category},
+         [(series(LAST_EVENT, **{**EVENT, "source_id": "old"}, category=category), "-5000+0x40"),
+          (series(LAST_EVENT, **EVENT, category=other), "0+60x40")])  # fmt: skip
+UPDATE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders", "service_update": "elasticache-20261101-001"}
+APPLY_BY, INFO = "elasticache_service_update_apply_by_timestamp_seconds", "elasticache_service_update_info"
+case("ElastiCacheServiceUpdateDue",
+     [(series(APPLY_BY, **UPDATE), f"{3 * 86400}+0x40"), (series(INFO, **UPDATE, severity="critical", update_type="security-update",
+                                                                  status="not-applied"), "1+0x40")],
+     "11m", "9m", UPDATE,
+     [(series(APPLY_BY, **{**UPDATE, "replication_group": "low"}), f"{3 * 86400}+0x40"),
+      (series(INFO, **{**UPDATE, "replication_group": "low"}, severity="low", update_type="security-update", status="not-applied"), "1+0x40"),
+      (series(APPLY_BY, **{**UPDATE, "replication_group": "later"}), f"{30 * 86400}+0x40"),
+      (series(INFO, **{**UPDATE, "replication_group": "later"}, severity="important", update_type="security-update", status="not-applied"),
+       "1+0x40")])  # fmt: skip
+GROUP = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders"}
+WINDOW, NODE = "elasticache_maintenance_window_next_start_timestamp_seconds", "elasticache_node_info"
+
+
+def _group(name: str, window_in: int, replica: tuple[str, str] | None) -> list[tuple[str, str]]:
+    """A group's window (starting ``window_in`` seconds after the test's start), its primary, and its replica with
+    (link up, heartbeat lag) values, if it has one."""
+    where = {**GROUP, "replication_group": name}
+    inputs = [(series(WINDOW, **where), f"{window_in}+0x40"),
+              (series(NODE, **where, shard="0001", role="primary", instance=f"{name}-001"), "1+0x40")]  # fmt: skip
+    if replica is not None:
+        inputs += [(series(NODE, **where, shard="0001", role="replica", instance=f"{name}-002"), "1+0x40"),
+                   (series("redis_master_link_up", instance=f"{name}-002"), replica[0]),
+                   (series("elasticache_replication_heartbeat_lag_seconds", instance=f"{name}-002", source="elasticache"), replica[1])]  # fmt: skip
+    return inputs
+
+
+# its only replica lags 30 s; a group with a healthy replica, one whose window is 3 days away, and one without a
+# replica but far from its window stay quiet
+case("ElastiCacheMaintenanceAtRisk", _group("orders", 3600 * 5, ("1+0x40", "30+0x40")), "16m", "14m", GROUP,
+     _group("carts", 3600 * 5, ("1+0x40", "0.5+0x40")) + _group("later", 3 * 86400, ("0+0x40", "30+0x40"))
+     + _group("single", 86400 * 2, None))  # fmt: skip
 LOGGED = "elasticache_commandlog_last_id"
 case("RedisLargeRepliesBurst", [(series(LOGGED, instance="a", log="large-reply"), "0+120x20")], "14m", "10m", {"instance": "a", "log": "large-reply"},
      [(series(LOGGED, instance="q", log="large-reply"), "0+30x20"),  # half a reply a second
@@ -373,6 +413,10 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
             metric = CW_SERIES.search(expr).group(0)
             # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
             extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x40" if fresh else "-1000+0x40"
+        elif guard == "fleet":  # discovery of the exporter that polls AWS succeeded now, or 50 minutes before the test's start
+            extra[series("elasticache_exporter_discovery_last_success_timestamp_seconds", instance="e:9769", job="x")] = (
+                "0+60x40" if fresh else "-3000+0x40"
+            )
     return list(extra.items())
 
 
@@ -424,6 +468,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "redis": "and on (instance) (redis_up == 1)",
         "utilization": "unless on (instance) (redis_up == 0)",
         "cloudwatch": "elasticache_cloudwatch_datapoint_timestamp_seconds",
+        "fleet": "elasticache_exporter_discovery_last_success_timestamp_seconds",
     }
     served_while_fresh = {"elasticache_serverless_ecpu_utilization_ratio", "elasticache_serverless_data_storage_utilization_ratio"}
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}

@@ -23,12 +23,17 @@ SIGNALS = {
 }
 LEVELS = (80, 90, 100)
 SEVERITIES = ("critical", "warning", "info")
-GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh")
+GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh", "fleet")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
 CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
 SERVED_WHILE_FRESH = re.compile(r"\belasticache_serverless_[a-z_]+_utilization_ratio\b")
+# AWS's own records of the fleet (events, service updates, maintenance windows): kept between polls, so fresh only while
+# discovery still succeeds somewhere
+FLEET_SERIES = re.compile(r"\belasticache_(events_total|event_last_timestamp_seconds|service_update_[a-z_]+|maintenance_window_[a-z_]+"
+                          r"|pending_modification_info)\b")  # fmt: skip
+FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "guard", "baseline", "prometheus", "cloudwatch")
 CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type")
@@ -169,6 +174,8 @@ def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, w
 
 
 def _guard_for(expr: str | None, baseline: bool) -> str:
+    if expr and FLEET_SERIES.search(expr):
+        return "fleet"
     if expr and SERVED_WHILE_FRESH.search(expr) and not (CLOUDWATCH_SERIES.search(expr) or "redis_" in expr):
         return "fresh"
     if baseline or (expr and UTILIZATION_SERIES.search(expr)):
@@ -179,7 +186,8 @@ def _guard_for(expr: str | None, baseline: bool) -> str:
 
 
 def guarded(expr: str, guard: str) -> str:
-    """The expression, silent when its data is stale: its target is down, or its CloudWatch datapoint is old. A "fresh"
+    """The expression, silent when its data is stale: its target is down, its CloudWatch datapoint is old, or discovery
+    (which reads the fleet's events and updates) has not succeeded for half an hour. A "fresh"
     expression reads only series the exporter drops once their data is old, so it needs no guard."""
     if guard == "redis":
         return f"({expr}) and on (instance) (redis_up == 1)"
@@ -190,4 +198,6 @@ def guarded(expr: str, guard: str) -> str:
         assert metric is not None
         fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {FRESH_SECONDS}'
         return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({fresh})"
+    if guard == "fleet":
+        return f"({expr}) and on () (time() - max(elasticache_exporter_discovery_last_success_timestamp_seconds) < {FLEET_FRESH_SECONDS})"
     return expr
