@@ -16,9 +16,11 @@ from test_aws_fleet import DEV, EU, PROD, US, moto_fleet, role
 from exporter.aws.discovery import build_nodes
 from exporter.aws.fleet_events import EVENT_CATEGORIES, categorize, next_window_start, tag_label
 from exporter.aws.monitor import AwsMonitor
+from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
 from exporter.config import build_config
 from exporter.service.collectors.aws import AwsCollector
+from exporter.service.status import render_status_page
 
 MESSAGES = Path(__file__).parent / "data" / "elasticache_event_messages.tsv"
 UTC = datetime.timezone.utc
@@ -131,6 +133,10 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001",
                      category="node_replaced") == 2  # fmt: skip
         calls = sum(api.stats.snapshot()[0].get("describe_events", 0) for api in monitor.apis.values())
+        page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table(), None,
+                                  monitor.fleet.newest_events())  # fmt: skip
+        assert page.index("Failover to replica node sessions-001 completed") < page.index("Recovering cache nodes 0001")  # newest first
+        assert "Finished recovery" not in page  # only the newest of each source
         # the first poll: two pages of four events in one account-region, one page in each other; the second, a page each
         assert calls == (2 + 1 + 1) + (1 + 1 + 1)
 

@@ -96,6 +96,12 @@ def print_cost(config: Config) -> int:
             print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>14,} {calls:>12,} {usd:>10.2f}")
         print("Calls are made per account and region: ceil(queries / 500) each, every cycle.")
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
+    if config.aws.events:
+        account_regions = sum(len(account.regions) for account in config.aws.accounts)
+        per_hour = account_regions * (3600 / config.aws.poll_interval + 2 * 3600 / config.aws.discovery_interval)
+        print(f"Events and service updates (free, as discovery): DescribeEvents every {config.aws.poll_interval:.0f}s and "
+              f"DescribeServiceUpdates with DescribeUpdateActions every {config.aws.discovery_interval:.0f}s in each of "
+              f"{account_regions} account-region(s): about {per_hour:,.0f} calls an hour (a page more per 100 events or updates).")
     return 0
 
 

@@ -141,8 +141,10 @@ class ExporterApp:
             if path == "/":
                 from .status import render_status_page
 
-                last_poll = self.aws_monitor.last_poll if self.aws_monitor is not None else None
-                body = render_status_page(self.config, self.targets.all(), self.started, self.baselines, last_poll).encode()
+                monitor = self.aws_monitor
+                last_poll = monitor.last_poll if monitor is not None else None
+                events = monitor.fleet.newest_events() if monitor is not None and monitor.fleet is not None else []
+                body = render_status_page(self.config, self.targets.all(), self.started, self.baselines, last_poll, events).encode()
                 return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
             return _plain(404, "not found\n")
         except Exception:

@@ -39,7 +39,12 @@ def _bar(ratio: float | None) -> dict[str, Any] | None:
     return {"percent": round(ratio * 100, 1), "width": round(min(ratio, 1.0) * 100, 1), "level": level}
 
 
-def render_status_page(config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None) -> str:
+MAX_EVENTS = 50  # the newest event of each source, newest first: at most this many on the page
+
+
+def render_status_page(config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None,
+                       events: list[Any] | None = None) -> str:  # fmt: skip
+    """``events``: the newest fleet event of each source (FleetEvent records), newest first."""
     now = time.time()
     monotonic = time.monotonic()
     rows = []
@@ -75,5 +80,10 @@ def render_status_page(config: Config, targets: list[Target], started: float, ta
             cloudwatch=config.aws.enabled,
             poll_ago=poll_ago,
             window=round(config.baselines.window),
+            events=[
+                {"when": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.date)), "account": event.account_id or "-", "region": event.region,
+                 "source": f"{event.source_type} {event.source_id}", "category": event.category, "message": event.message}
+                for event in (events or [])[:MAX_EVENTS]
+            ],
         )
     )
