@@ -192,3 +192,33 @@ def test_maintenance_windows_and_tags_of_discovered_groups(aws_credentials):
         assert "tag_unrelated" not in info[0]
         caches = {dict(labels)["cache"]: dict(labels) for name, labels in samples if name == "elasticache_serverless_cache_info"}
         assert (caches["basket"]["tag_team"], caches["basket"]["tag_env"]) == ("checkout", "")
+
+
+def test_data_tiering_and_burstable_nodes_get_their_own_metrics(aws_credentials):
+    from exporter.aws.cloudwatch import window
+
+    with moto_fleet(), fleet_events_in_moto():
+        dev = boto3.client("sts", region_name=EU).assume_role(RoleArn=role(DEV), RoleSessionName="seed")["Credentials"]
+        keys = {"aws_access_key_id": dev["AccessKeyId"], "aws_secret_access_key": dev["SecretAccessKey"], "aws_session_token": dev["SessionToken"]}
+        elasticache = boto3.client("elasticache", region_name=EU, **keys)
+        cloudwatch = boto3.client("cloudwatch", region_name=EU, **keys)
+        _, end = window(datetime.datetime.now(UTC).timestamp(), 60, 120, 5)
+        for cluster_id, node_type, metric, number in (("archive-001", "cache.r6gd.xlarge", "DatabaseCapacityUsageCountedForEvictPercentage", 93.0),
+                                                       ("carts-001", "cache.t4g.small", "CPUCreditBalance", 4.0)):  # fmt: skip
+            elasticache.create_cache_cluster(CacheClusterId=cluster_id, CacheNodeType=node_type, Engine="valkey", NumCacheNodes=1)
+            dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
+            data = [{"MetricName": metric, "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": number, "Dimensions": dimensions}
+                    for minutes in range(1, 4)]  # fmt: skip
+            cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+        plain, extra = fleet_monitor(cloudwatch={"node_type_metrics": False}), fleet_monitor()
+        for monitor in (plain, extra):
+            assert monitor.discover_once() == []
+            monitor.poll_once()
+        # five more queries: three of the r6gd node's, two of the t4g node's
+        assert extra.last_queries == plain.last_queries + 5
+        samples = served(extra)
+        node = {"account_id": DEV, "region": EU, "dimension_CacheNodeId": "0001"}
+        assert value(samples, "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum", **node,
+                     dimension_CacheClusterId="archive-001") == 93.0  # fmt: skip
+        assert value(samples, "aws_elasticache_cpucredit_balance_minimum", **node, dimension_CacheClusterId="carts-001") == 4.0
+        assert not [key for key in samples if key[0] == "aws_elasticache_cpucredit_balance_minimum" and "sessions-001" in str(key)]

@@ -299,6 +299,17 @@ case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections
      [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
 case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
      [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
+T4G = {**CW, "dimension_CacheClusterId": "carts-001"}
+CREDITS, CPU_AVG = "aws_elasticache_cpucredit_balance_minimum", "aws_elasticache_cpuutilization_average"
+case("ElastiCacheBurstCreditsLow", [(series(CREDITS, **T4G), "3+0x20"), (series(CPU_AVG, **T4G), "35+0x20")], "16m", "14m", T4G,
+     [(series(CREDITS, **{**T4G, "dimension_CacheClusterId": "idle"}), "3+0x20"),
+      (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "idle"}), "8+0x20"),
+      (series(CREDITS, **{**T4G, "dimension_CacheClusterId": "rich"}), "120+0x20"),
+      (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "rich"}), "60+0x20")])  # fmt: skip
+EVICT = "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum"
+R6GD = {**CW, "dimension_CacheClusterId": "archive-001"}
+case("ElastiCacheDataTieringFull", [(series(EVICT, **R6GD), "95+0x20")], "16m", "14m", R6GD,
+     [(series(EVICT, **{**R6GD, "dimension_CacheClusterId": "roomy"}), "60+0x20")])  # fmt: skip
 EVENT = {"account_id": "111111111111", "region": "eu-west-1", "source_type": "cache-cluster", "source_id": "orders-0001-001"}
 LAST_EVENT = "elasticache_event_last_timestamp_seconds"
 for alert, category, other in (("ElastiCacheFailover", "failover", "node_replaced"), ("ElastiCacheNodeReplaced", "node_replaced", "failover")):

@@ -62,6 +62,19 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("IsPrimary", ("Maximum",)),
 )
 
+# Metrics only some node types publish, polled for those nodes beside the metric set (aws.cloudwatch.node_type_metrics):
+# data tiering's SSD traffic and fill on r6gd, the CPU credits of the burstable t family.
+NODE_TYPE_METRICS: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = (
+    ("cache.r6gd.", (MetricSpec("BytesReadFromDisk", ("Sum",)), MetricSpec("BytesWrittenToDisk", ("Sum",)),
+                     MetricSpec("DatabaseCapacityUsageCountedForEvictPercentage", ("Maximum",)))),
+    ("cache.t", (MetricSpec("CPUCreditBalance", ("Minimum",)), MetricSpec("CPUCreditUsage", ("Sum",)))),
+)
+
+
+def node_type_metrics(node_type: str) -> tuple[MetricSpec, ...]:
+    return next((specs for prefix, specs in NODE_TYPE_METRICS if node_type.startswith(prefix)), ())
+
+
 # A serverless cache's usage, set against its CacheUsageLimits (ECPUs per second, data storage), and its throttling.
 SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ElastiCacheProcessingUnits", ("Sum",)),
@@ -119,11 +132,14 @@ class Query:
         }
 
 
-def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0) -> list[Query]:
-    """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call)."""
+def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0, by_node_type: bool = False) -> list[Query]:
+    """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call); ``by_node_type`` adds
+    the metrics of :data:`NODE_TYPE_METRICS` that the set lacks."""
     queries = []
+    names = {spec.name for spec in metrics}
     for node in nodes:
-        for spec in metrics:
+        extra = [spec for spec in node_type_metrics(node.node_type) if spec.name not in names] if by_node_type else []
+        for spec in (*metrics, *extra):
             for statistic in spec.statistics:
                 queries.append(Query(f"q{first + len(queries)}", node, spec.name, statistic))
     return queries

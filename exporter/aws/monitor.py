@@ -216,7 +216,7 @@ class AwsMonitor:
                       for key, nodes in self._nodes.items()}  # fmt: skip
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = build_queries(groups.get((account, region), []), self.config.metrics)
+            queries = build_queries(groups.get((account, region), []), self.config.metrics, by_node_type=self.config.node_type_metrics)
             queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
             total_queries += len(queries)
             if not queries:

@@ -31,6 +31,7 @@ class AwsConfig:
     scrape_discovered: bool = False
     export_tags: tuple[str, ...] = ()  # tag keys served as tag_<key> labels of elasticache_node_info and serverless info
     events: bool = True  # poll DescribeEvents and the service updates
+    node_type_metrics: bool = True  # poll the metrics only some node types have (r6gd data tiering, t-family credits)
 
     @property
     def enabled(self) -> bool:

@@ -68,7 +68,8 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         else:
             filters[str(tag)] = (as_string(values, f"aws.tag_filters.{tag}"),)
     cloudwatch = as_mapping(raw, "cloudwatch")
-    check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics", "serverless_metrics"})
+    check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics", "serverless_metrics",
+                                              "node_type_metrics"})  # fmt: skip
     period = as_duration(cloudwatch.get("period", 60), "aws.cloudwatch.period")
     if period < 60 or period % 60:
         raise ConfigError("aws.cloudwatch.period", "must be a multiple of 60s (ElastiCache publishes one datapoint a minute)")
@@ -92,6 +93,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         scrape_discovered=as_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
         export_tags=_export_tags(raw.get("export_tags")),
         events=as_bool(raw.get("events", True), "aws.events"),
+        node_type_metrics=as_bool(cloudwatch.get("node_type_metrics", True), "aws.cloudwatch.node_type_metrics"),
     )
 
 
