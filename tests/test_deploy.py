@@ -112,6 +112,9 @@ def test_every_dashboard_query_names_a_metric_the_exporter_serves(plain_redis):
         app.close()
     assert "redis_up" in live
     expressions = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    annotations = [annotation["expr"] for annotation in dashboard.get("annotations", {}).get("list", [])]
+    assert any("elasticache_event_last_timestamp_seconds" in expr for expr in annotations)  # AWS's events on the panels
+    expressions += annotations
     assert len(expressions) >= 15
     for expr in expressions:
         without_strings = re.sub(r'"[^"]*"', "", re.sub(r"\[[^\]]*\]", "", expr))

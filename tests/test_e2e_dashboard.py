@@ -82,6 +82,11 @@ def test_every_panel_has_data_without_aws(tmp_path):
             if not any(results):
                 empty.append(panel["title"])
         assert empty == [], f"panels without data in a Redis-only setup: {empty}"
+        dashboard = json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
+        for annotation in dashboard["annotations"]["list"]:  # valid PromQL, empty without AWS
+            reply = api(port, "/api/v1/query?query=" + urllib.parse.quote(as_prometheus_query(annotation["expr"])))
+            assert reply["status"] == "success", annotation["name"]
+            assert reply["data"]["result"] == [], annotation["name"]
         assert aws_panels >= 2
         assert len(panels_by_row()) >= 18
     finally:
