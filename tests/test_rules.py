@@ -84,7 +84,16 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
         properties = alarm["Properties"]
         threshold = properties["Threshold"]
         if not isinstance(threshold, dict):
-            assert "Condition" not in alarm, logical
+            limited = {"BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
+                       "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd.")}
+            if logical in limited:  # an alarm on a metric only some node types publish: for those types only
+                condition, prefix = limited[logical]
+                assert alarm["Condition"] == condition
+                tested = {test["Equals"][1] for test in template["Conditions"][condition]["Or"]}
+                assert tested == {node_type for node_type in node_types if node_type.startswith(prefix)}
+                assert len(tested) >= 6
+            else:
+                assert "Condition" not in alarm, logical
             continue
         assert alarm["Condition"] == "HasBaseline"
         map_name, node_type_ref, key, default = threshold["FindInMap"]
@@ -571,8 +580,11 @@ def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_
     lint = subprocess.run([cfn_lint(), *map(str, stacks)], capture_output=True, text=True, timeout=300, check=False)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     catalog = load_catalog()
-    every = {a.name for a in catalog if a.cloudwatch}
-    fixed = {a.name for a in catalog if a.cloudwatch and not (a.baseline or a.cloudwatch.per_node_type)}
+    # an alarm limited to some node types (t: CPU credits, r6gd: data tiering) is in the stacks of those types only
+    every = {a.name for a in catalog if a.cloudwatch and not a.cloudwatch.node_types}
+    fixed = {a.name for a in catalog if a.cloudwatch and not (a.baseline or a.cloudwatch.per_node_type or a.cloudwatch.node_types)}
+    burstable = {a.name for a in catalog if a.cloudwatch and a.cloudwatch.node_types == "cache.t"}
+    assert burstable == {"ElastiCacheBurstCreditsLow"}
     found: dict[str, set[str]] = {}
     for path in stacks:
         template = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506
@@ -582,9 +594,10 @@ def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_
         for node_id in ids:
             assert node_id not in found, node_id
             found[node_id] = {alarm["Properties"]["AlarmName"]["Sub"].removeprefix("${NodeId}-") for alarm in alarms.values()}
-            assert found[node_id] == (fixed if node_type == "none" else every), (path.name, node_id)
+            expected = fixed if node_type == "none" else every | (burstable if node_type.startswith("cache.t") else set())
+            assert found[node_id] == expected, (path.name, node_id)
     assert len(found) == 100
-    assert sum(len(names) for names in found.values()) == 85 * len(every) + 15 * len(fixed)
+    assert sum(len(names) for names in found.values()) == 85 * len(every) + 25 * len(burstable) + 15 * len(fixed)
 
 
 def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):

@@ -36,7 +36,8 @@ FLEET_SERIES = re.compile(r"\belasticache_(events_total|event_last_timestamp_sec
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "guard", "baseline", "prometheus", "cloudwatch")
-CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type")
+CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type",
+                   "node_types")  # fmt: skip
 PER_NODE_TYPE = ("host_cpu",)  # thresholds a CloudWatch alarm reads from the node type, not from the catalog
 
 
@@ -65,6 +66,7 @@ class CloudWatchAlarm:
     unit: str | None = None
     increase: bool = False  # alarm on DIFF() of the statistic: a counter's increase
     per_node_type: str | None = None
+    node_types: str | None = None  # a node-type prefix (cache.t): the alarm exists only for nodes of those types
 
 
 @record(frozen=True)
@@ -170,7 +172,16 @@ def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, w
         unit=raw.get("unit"),
         increase=bool(raw.get("increase", False)),
         per_node_type=per_node_type,
+        node_types=_node_types(raw.get("node_types"), where),
     )
+
+
+def _node_types(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"cache\.[a-z0-9]+\.?", value):
+        raise RenderError(f"{where}.node_types: must be a node-type prefix such as cache.t or cache.r6gd.")
+    return value
 
 
 def _guard_for(expr: str | None, baseline: bool) -> str:

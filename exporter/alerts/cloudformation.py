@@ -9,7 +9,7 @@ from pathlib import Path
 
 from exporter.aws.cloudwatch import NAMESPACE, NODE_DIMENSIONS
 from exporter.baselines.table import BaselineTable
-from exporter.common.records import record
+from exporter.common.records import record, replace
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
@@ -38,6 +38,8 @@ class TemplateAlarm:
     description: str  # a YAML string
     baseline_key: str | None  # the Mappings attribute naming the baseline's source
     sub: bool  # the description has ${...} for !Sub
+    node_types: str | None = None  # a node-type prefix: the alarm exists only for nodes of those types
+    condition: str | None = None  # the template's condition for those types (set where the template is rendered)
 
 
 @record(frozen=True)
@@ -76,6 +78,7 @@ def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlar
                 description=json.dumps(description),
                 baseline_key=BASELINE_KEYS.get(alert.baseline.signal) if alert.baseline else None,
                 sub="${" in description,
+                node_types=cw.node_types,
             )
         )
     return alarms
@@ -95,20 +98,54 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
     alarms = template_alarms(alerts, runbook_base)
     rows = alarm_thresholds(table)
     check_mapping(rows, [alarm.threshold_key for alarm in alarms if alarm.threshold_key])
+    conditions: dict[str, str] = {}
     if fleet is not None:
         rows = [row for row in rows if row.node_type == fleet.node_type]
         if fleet.node_type == NO_BASELINE:
             alarms = [alarm for alarm in alarms if not alarm.threshold_key]
+        alarms = [alarm for alarm in alarms if alarm.node_types is None or fleet.node_type.startswith(alarm.node_types)]
+    else:
+        alarms, conditions = _node_type_conditions(alarms, [row.node_type for row in rows])
     return render(
         "cloudformation.yaml.j2",
         mapping=rows,
         alarms=alarms,
+        node_type_conditions=conditions,
         fleet=fleet,
         no_baseline=NO_BASELINE,
         max_nodes=(MAX_RESOURCES - 1) // max(1, len(alarms)),
         namespace=NAMESPACE,
         dimensions=NODE_DIMENSIONS,
     )
+
+
+def _node_type_conditions(alarms: list[TemplateAlarm], node_types: list[str]) -> tuple[list[TemplateAlarm], dict[str, str]]:
+    """A condition per node-type prefix that some alarm is limited to (true where CacheNodeType is one of the template's
+    node types with that prefix), each alarm given its own; an alarm no allowed node type can have is left out."""
+    conditions: dict[str, str] = {}
+    kept = []
+    for alarm in alarms:
+        if alarm.node_types is None:
+            kept.append(alarm)
+            continue
+        if alarm.threshold_key:
+            raise RenderError(f"catalog: alert {alarm.name}: node_types and a baseline threshold cannot go together")
+        types = [node_type for node_type in node_types if node_type.startswith(alarm.node_types)]
+        if not types:
+            continue
+        name = "NodeTypeIs" + "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", alarm.node_types) if part)
+        conditions[name] = _any_of([f"!Equals [!Ref CacheNodeType, {json.dumps(node_type)}]" for node_type in types])
+        kept.append(replace(alarm, condition=name))
+    return kept, conditions
+
+
+def _any_of(tests: list[str]) -> str:
+    """Fn::Or takes 2 to 10 conditions: one test stands alone, more are grouped ten at a time."""
+    if len(tests) == 1:
+        return tests[0]
+    if len(tests) <= 10:
+        return "!Or [" + ", ".join(tests) + "]"
+    return _any_of([_any_of(tests[i : i + 10]) for i in range(0, len(tests), 10)])
 
 
 # --- a fleet: one stack per node type and chunk, each under the resource limit ----------------------
