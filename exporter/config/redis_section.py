@@ -11,11 +11,12 @@ from exporter.common.errors import ConfigError
 from exporter.common.records import replace
 from exporter.common.secrets import Secret
 from exporter.redis.addresses import AddressError, Endpoint, HostPattern, parse_address
+from exporter.redis.clients import ClientsConfig
 from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, TargetConfig, TlsOptions
 
 from .auth_section import iam_password, secret_password
 from .keys_section import key_probes_config
-from .readers import as_bool, as_duration, as_string, check_keys, readable_path
+from .readers import as_bool, as_duration, as_int, as_string, check_keys, readable_path
 
 
 def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
@@ -35,6 +36,17 @@ def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
         interval=interval,
         ttl=ttl,
     )
+
+
+def clients_config(raw: dict[str, Any]) -> ClientsConfig:
+    """``clients``: CLIENT LIST of every configured target, read in the background every ``interval``."""
+    check_keys(raw, "clients", {"enabled", "interval", "top"})
+    defaults = ClientsConfig()
+    interval = as_duration(raw.get("interval", defaults.interval), "clients.interval")
+    if interval < 5:
+        raise ConfigError("clients.interval", "must be at least 5s: CLIENT LIST walks every connection of the node")
+    return ClientsConfig(enabled=as_bool(raw.get("enabled", defaults.enabled), "clients.enabled"), interval=interval,
+                         top=as_int(raw.get("top", defaults.top), "clients.top", 1, 1000))  # fmt: skip
 
 
 _TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}

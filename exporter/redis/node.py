@@ -215,6 +215,27 @@ class RedisNode:
         finally:
             self._lock.release()
 
+    def call_if_allowed(self, gate: str, command: tuple[str, ...], timeout: float | None = None) -> Any:
+        """``command``'s reply on this node's connection, if COMMAND INFO showed the commands of ``gate`` on the last
+        (re)connect; None where it did not (renamed away) or an ACL refused it once (not asked again until a reconnect)."""
+        deadline = time.monotonic() + (timeout or self.credentials.timeout)
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise RespFailure("timeout", "the node is busy with another call")
+        try:
+            conn = self._connection(deadline)
+            if not self.allows(gate, known_only=True):
+                return None
+            (reply,) = conn.call([command], deadline)
+            if isinstance(reply, ErrorReply):
+                self._gates.refuse(gate)
+                return None
+            return reply
+        except RespFailure:
+            self._drop_connection()
+            raise
+        finally:
+            self._lock.release()
+
     def close(self) -> None:
         """Close the connection now, or, while a call holds it, as soon as that call ends. Never waits."""
         self._closed = True

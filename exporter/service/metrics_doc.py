@@ -131,6 +131,21 @@ AWS = [
     Doc("elasticache_exporter_discovered_nodes", "gauge", "`account_id`, `region`", "discovery", "nodes found"),
 ]  # fmt: skip
 
+CLIENTS = [
+    Doc("elasticache_clients_connected", "gauge", f"{T}, `client_name` (the top `clients.top` names, `(unnamed)`, `(other)`)",
+        "`CLIENT LIST` (background, `clients.enabled`)", "connections by client name"),
+    Doc("elasticache_clients_idle", "gauge", f"{T}, `client_name`, `idle` (`1m`, `10m`, `1h`)", "`CLIENT LIST`",
+        "connections of that name idle longer than `idle`"),
+    Doc("elasticache_clients_connected_by_source", "gauge", f"{T}, `source` (the top `clients.top` addresses, `(other)`)", "`CLIENT LIST`",
+        "connections by source address, without the port"),
+    Doc("elasticache_clients_output_buffer_bytes_max", "gauge", f"{T}, `client_name`", "`CLIENT LIST`",
+        "the largest `omem` of the name's connections"),
+    Doc("elasticache_clients_profile_age_seconds", "gauge", T, "`CLIENT LIST`", "seconds since it was last read"),
+    Doc("elasticache_exporter_client_list_duration_seconds", "gauge", T, "the client profiler", "duration of the last read and count"),
+    Doc("elasticache_exporter_client_list_errors_total", "counter", f"{T}, `kind`", "the client profiler",
+        "failed reads by kind (`reply_too_large` where the list is larger than `scrape.max_reply_size`)"),
+]  # fmt: skip
+
 EXPORTER = [
     Doc("elasticache_exporter_target_scrape_duration_seconds", "gauge", T, "the scrape", "duration of the last scrape of the target"),
     Doc("elasticache_exporter_target_scrape_errors_total", "counter", f"{T}, `kind`", "the scrape",
@@ -198,7 +213,7 @@ KEYS = [
 ]  # fmt: skip
 
 SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "keys": KEYS, "baselines": BASELINES,
-                                  "aws": AWS, "exporter": EXPORTER}  # fmt: skip
+                                  "aws": AWS, "clients": CLIENTS, "exporter": EXPORTER}  # fmt: skip
 
 
 def relation(name: str) -> str:

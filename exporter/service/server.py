@@ -84,6 +84,15 @@ class ExporterApp:
             self.heartbeat_writer = HeartbeatWriter(config.heartbeat, list(config.targets))
             self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))
             self.heartbeat_writer.start()
+        self.client_profiler: Any = None
+        if config.clients.enabled and config.targets:
+            from exporter.redis.clients import ClientProfiler
+
+            from .collectors.clients import ClientProfileCollector
+
+            self.client_profiler = ClientProfiler(config.clients, list(config.targets), config.scrape_max_reply_bytes)
+            self._extra_collectors.append(ClientProfileCollector(self.client_profiler))
+            self.client_profiler.start()
         self.aws_monitor: Any = None
         if config.aws.enabled:
             from exporter.aws.monitor import AwsMonitor
@@ -107,6 +116,8 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
+        if self.client_profiler is not None:
+            self.client_profiler.stop()
         self.pool.close()
         self.targets.close()
 

@@ -1,0 +1,142 @@
+"""Who holds a node's connections: CLIENT LIST, read in the background every ``clients.interval`` on a connection of
+its own (never inside a scrape's deadline, its reply bounded by the reply-size limit), turned into a few aggregates of
+low cardinality: connections by client name (the top N, ``(unnamed)`` and ``(other)``), those idle longer than 1 m,
+10 m and 1 h, connections by source address, and the largest output buffer by name."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from exporter.common.records import factory, record
+
+from .failures import classify
+from .node import RedisNode
+from .settings import TargetConfig
+
+log = logging.getLogger(__name__)
+
+UNNAMED, OTHER = "(unnamed)", "(other)"
+IDLE_BUCKETS = (("1m", 60), ("10m", 600), ("1h", 3600))  # connections idle longer than each
+
+
+@record(frozen=True)
+class ClientsConfig:
+    enabled: bool = False
+    interval: float = 60.0
+    top: int = 20  # client names and source addresses served by name; the rest add up in (other)
+
+
+def parse_client_list(reply: bytes) -> Iterator[tuple[str, str, int, int]]:
+    """(name, source address without the port, idle seconds, output buffer bytes) of each line of CLIENT LIST."""
+    for line in reply.split(b"\n"):
+        if not line.strip():
+            continue
+        fields = dict(part.split(b"=", 1) for part in line.split(b" ") if b"=" in part)
+        addr = fields.get(b"addr", b"").decode("utf-8", "replace")
+        source = addr.rsplit(":", 1)[0].strip("[]") if ":" in addr else addr
+        name = fields.get(b"name", b"").decode("utf-8", "replace")
+        yield name, source, _number(fields.get(b"idle")), _number(fields.get(b"omem"))
+
+
+def _number(raw: bytes | None) -> int:
+    return int(raw) if raw is not None and raw.isdigit() else 0
+
+
+@record(frozen=True)
+class ClientProfile:
+    connected: dict[str, int] = factory(dict)  # client name (top N, (unnamed), (other)) -> connections
+    idle: dict[tuple[str, str], int] = factory(dict)  # (client name, bucket) -> connections idle longer than the bucket
+    by_source: dict[str, int] = factory(dict)  # source address (top N, (other)) -> connections
+    output_buffer_max: dict[str, int] = factory(dict)  # client name -> the largest omem
+    total: int = 0
+    read_at: float = 0.0
+
+
+def profile(clients: Iterable[tuple[str, str, int, int]], top: int, read_at: float = 0.0) -> ClientProfile:
+    names: Counter[str] = Counter()
+    sources: Counter[str] = Counter()
+    rows = []
+    for name, source, idle, omem in clients:
+        label = name or UNNAMED
+        names[label] += 1
+        sources[source] += 1
+        rows.append((label, idle, omem))
+    kept = {name for name, _ in names.most_common(top)} | {UNNAMED}
+    connected: Counter[str] = Counter()
+    idle_counts: Counter[tuple[str, str]] = Counter()
+    omem_max: dict[str, int] = {}
+    for label, idle, omem in rows:
+        name = label if label in kept else OTHER
+        connected[name] += 1
+        for bucket, seconds in IDLE_BUCKETS:
+            if idle > seconds:
+                idle_counts[(name, bucket)] += 1
+        omem_max[name] = max(omem_max.get(name, 0), omem)
+    by_source: Counter[str] = Counter()
+    kept_sources = {source for source, _ in sources.most_common(top)}
+    for source, count in sources.items():
+        by_source[source if source in kept_sources else OTHER] += count
+    return ClientProfile(dict(connected), dict(idle_counts), dict(by_source), omem_max, len(rows), read_at)
+
+
+class ClientProfiler:
+    """Reads CLIENT LIST of every target from one background thread, each on a connection of its own."""
+
+    def __init__(self, config: ClientsConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
+        self.config = config
+        self._nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="client-profiler", daemon=True)
+        self._lock = threading.Lock()
+        self.profiles: dict[str, ClientProfile] = {}
+        self.errors: dict[tuple[str, str], int] = {}
+        self.durations: dict[str, float] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        for _, node in self._nodes:
+            node.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.read_all()
+            self._stop.wait(max(1.0, self.config.interval - (time.monotonic() - started)))
+
+    def read_all(self) -> None:
+        for name, node in self._nodes:
+            if self._stop.is_set():
+                return
+            self.read_once(name, node)
+
+    def read_once(self, name: str, node: RedisNode) -> None:
+        started = time.monotonic()
+        try:
+            reply = node.call_if_allowed("client", ("CLIENT", "LIST"))
+        except Exception as err:  # noqa: BLE001 - a failing node must not stop the others' profiles
+            kind = classify(err)
+            with self._lock:
+                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
+            if (name, kind) not in self._logged:
+                self._logged.add((name, kind))
+                log.warning("clients: CLIENT LIST of target %s failed (%s): %.200s", name, kind, err)
+            return
+        if not isinstance(reply, bytes):  # CLIENT is renamed away or refused: nothing to read, no error reply sent
+            return
+        result = profile(parse_client_list(reply), self.config.top, time.time())
+        with self._lock:
+            self.profiles[name] = result
+            self.durations[name] = time.monotonic() - started
+
+    def snapshot(self) -> tuple[dict[str, ClientProfile], dict[tuple[str, str], int], dict[str, float]]:
+        with self._lock:
+            return dict(self.profiles), dict(self.errors), dict(self.durations)
