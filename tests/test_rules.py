@@ -364,6 +364,25 @@ case("RedisLargeRepliesBurst", [(series(LOGGED, instance="a", log="large-reply")
      [(series(LOGGED, instance="q", log="large-reply"), "0+30x20"),  # half a reply a second
       (series(LOGGED, instance="a", log="large-request"), "0+120x20"),
       (series(LOGGED, instance="full", log="large-reply"), "128+0x20")])  # fmt: skip
+LEAK = {"instance": "a", "client_name": "orders-api"}
+CONNECTED = "elasticache_clients_connected"
+case("RedisClientConnectionLeak",
+     [(series(CONNECTED, **LEAK), "100+20x90"), (series("redis_connected_clients", instance="a"), "8500+0x90"),
+      (series("redis_config_maxclients", instance="a"), "10000+0x90")],
+     "75m", "55m", LEAK,
+     [(series(CONNECTED, instance="a", client_name="cron"), " ".join(["100 200 300 400 500 0"] * 16)),  # grows, then drops: a cycle
+      (series(CONNECTED, instance="calm", client_name="orders-api"), "100+20x90"),  # grows, far from maxclients
+      (series("redis_connected_clients", instance="calm"), "2000+0x90"),
+      (series("redis_config_maxclients", instance="calm"), "10000+0x90")])  # fmt: skip
+IDLE = "elasticache_clients_idle"
+case("RedisIdleConnectionsHoldMaxclients",
+     [(series(IDLE, instance="a", client_name="cron", idle="10m"), "4000+0x40"),
+      (series(IDLE, instance="a", client_name="api", idle="10m"), "2000+0x40"),
+      (series(IDLE, instance="a", client_name="api", idle="1m"), "9000+0x40"), (series("redis_config_maxclients", instance="a"), "10000+0x40")],
+     "31m", "29m", {"instance": "a"},
+     [(series(IDLE, instance="q", client_name="cron", idle="10m"), "3000+0x40"),
+      (series(IDLE, instance="q", client_name="cron", idle="1m"), "9000+0x40"),
+      (series("redis_config_maxclients", instance="q"), "10000+0x40")])  # fmt: skip
 Q = {"instance": "a", "db": "db0", "key": "queue:jobs"}
 LIMIT = "elasticache_exporter_queue_length_limit"
 case("RedisQueueTooLong", [(series("redis_key_size", **Q), "20000+0x10"), (series(LIMIT, **Q), "10000+0x10")], "6m", "4m", Q,
@@ -427,15 +446,15 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
     for text, _ in inputs:
         labels = dict(LABEL.findall(text))
         if guard in ("redis", "utilization") and "instance" in labels:
-            extra[series("redis_up", instance=labels["instance"])] = "1+0x40" if fresh else "0+0x40"
+            extra[series("redis_up", instance=labels["instance"])] = "1+0x120" if fresh else "0+0x120"
         elif guard == "cloudwatch" and ("dimension_CacheClusterId" in labels or "dimension_clusterId" in labels):
             dims = {k: v for k, v in labels.items() if k in ("account_id", "region") or k.startswith("dimension_")}
             metric = CW_SERIES.search(expr).group(0)
             # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
-            extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x40" if fresh else "-1000+0x40"
+            extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x120" if fresh else "-1000+0x120"
         elif guard == "fleet":  # discovery of the exporter that polls AWS succeeded now, or 50 minutes before the test's start
             extra[series("elasticache_exporter_discovery_last_success_timestamp_seconds", instance="e:9769", job="x")] = (
-                "0+60x40" if fresh else "-3000+0x40"
+                "0+60x120" if fresh else "-3000+0x120"
             )
     return list(extra.items())
 
