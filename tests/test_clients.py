@@ -131,8 +131,7 @@ def test_no_error_reply_where_client_is_renamed_away():
         before = client.info("stats")["total_error_replies"]
         app = make_app({"targets": [{"name": "node", "addr": server.addr}], "clients": {"enabled": True, "interval": "5s"}})
         try:
-            node = app.client_profiler._nodes[0][1]
-            app.client_profiler.read_once("node", node)
+            app.client_profiler.visit_all()
             samples = call(app, "/metrics").samples()
         finally:
             app.close()

@@ -15,6 +15,7 @@ from exporter.common.records import factory, record
 
 from .failures import classify
 from .node import RedisNode
+from .node_loop import NodeLoop
 from .settings import TargetConfig
 
 log = logging.getLogger(__name__)
@@ -83,40 +84,21 @@ def profile(clients: Iterable[tuple[str, str, int, int]], top: int, read_at: flo
     return ClientProfile(dict(connected), dict(idle_counts), dict(by_source), omem_max, len(rows), read_at)
 
 
-class ClientProfiler:
+class ClientProfiler(NodeLoop):
     """Reads CLIENT LIST of every target from one background thread, each on a connection of its own."""
 
     def __init__(self, config: ClientsConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
+        nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
+        super().__init__("client-profiler", nodes, config.interval, least_wait=1.0)
         self.config = config
-        self._nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="client-profiler", daemon=True)
         self._lock = threading.Lock()
         self.profiles: dict[str, ClientProfile] = {}
         self.errors: dict[tuple[str, str], int] = {}
         self.durations: dict[str, float] = {}
         self._logged: set[tuple[str, str]] = set()
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        for _, node in self._nodes:
-            node.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            self.read_all()
-            self._stop.wait(max(1.0, self.config.interval - (time.monotonic() - started)))
-
-    def read_all(self) -> None:
-        for name, node in self._nodes:
-            if self._stop.is_set():
-                return
-            self.read_once(name, node)
+    def visit(self, name: str, node: RedisNode) -> None:
+        self.read_once(name, node)
 
     def read_once(self, name: str, node: RedisNode) -> None:
         started = time.monotonic()

@@ -16,6 +16,7 @@ import time
 
 from .failures import classify
 from .node import RedisNode
+from .node_loop import NodeLoop
 from .settings import HeartbeatConfig, TargetConfig
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def format_timestamp(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((seconds - whole) * 1000):03d}Z"
 
 
-class HeartbeatWriter:
+class HeartbeatWriter(NodeLoop):
     """Writes the exporter's heartbeat key on the targets that are primaries, from one background thread.
 
     Before every write it asks the node its role and writes only to a master, so
@@ -89,10 +90,9 @@ class HeartbeatWriter:
     """
 
     def __init__(self, config: HeartbeatConfig, targets: list[TargetConfig]) -> None:
+        super().__init__("heartbeat-writer", [(target.name, RedisNode(target.endpoint, target.credentials)) for target in targets],
+                         config.interval)  # fmt: skip
         self.config = config
-        self._nodes = [(target.name, RedisNode(target.endpoint, target.credentials)) for target in targets]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="heartbeat-writer", daemon=True)
         self._lock = threading.Lock()
         self.writes: dict[str, int] = {}
         self.skipped_not_master: dict[str, int] = {}
@@ -100,23 +100,8 @@ class HeartbeatWriter:
         self.last_write: dict[str, float] = {}
         self._logged: set[tuple[str, str]] = set()
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        for _, node in self._nodes:
-            node.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            for name, node in self._nodes:
-                if self._stop.is_set():
-                    return
-                self.write_once(name, node)
-            self._stop.wait(max(0.0, self.config.interval - (time.monotonic() - started)))
+    def visit(self, name: str, node: RedisNode) -> None:
+        self.write_once(name, node)
 
     def write_once(self, name: str, node: RedisNode) -> None:
         try:
