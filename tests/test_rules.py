@@ -632,3 +632,51 @@ def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):
                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert result.stderr.strip() == said
+
+
+def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_them(tmp_path):
+    """render prometheus --tags team: a discovered node's alerts carry tag_team from elasticache_node_info (for
+    Alertmanager routes); a node that discovery does not know still alerts, untagged."""
+    rules = tmp_path / "rules.yml"
+    rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "team"], capture_output=True, text=True,
+                              timeout=60, check=True).stdout  # fmt: skip
+    rules.write_text(_without_annotations(rendered))
+    known = {"instance": "orders-001", "account_id": CW["account_id"], "region": CW["region"],
+             "dimension_CacheClusterId": "orders-001", "dimension_CacheNodeId": "0001"}  # fmt: skip
+    node_info = series("elasticache_node_info", **known, tag_team="payments", role="primary")
+    rejected = "redis_rejected_connections_total"
+    allowance = "aws_elasticache_network_bandwidth_out_allowance_exceeded_maximum"
+    cw_known = {k: v for k, v in known.items() if k != "instance"}
+    cw_other = {**cw_known, "dimension_CacheClusterId": "legacy-001"}
+    tests = [{
+        "interval": "1m",
+        "input_series": [
+            {"series": node_info, "values": "1+0x20"},
+            {"series": series(rejected, instance="orders-001"), "values": "0 0 5 5"},
+            {"series": series(rejected, instance="self-managed"), "values": "0 0 5 5"},
+            {"series": series("redis_up", instance="orders-001"), "values": "1+0x20"},
+            {"series": series("redis_up", instance="self-managed"), "values": "1+0x20"},
+            {"series": series(allowance, **cw_known), "values": "0 0 0 5 10 15 20 25 30 35"},
+            {"series": series(allowance, **cw_other), "values": "0 0 0 5 10 15 20 25 30 35"},
+            {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_known, metric=allowance), "values": "0+60x20"},
+            {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_other, metric=allowance), "values": "0+60x20"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "RedisRejectedConnections", "exp_alerts": [
+                {"exp_labels": {"instance": "orders-001", "tag_team": "payments", "severity": "warning"}},
+                {"exp_labels": {"instance": "self-managed", "severity": "warning"}}]},
+            {"eval_time": "5m", "alertname": "ElastiCacheBandwidthOutAllowanceExceeded", "exp_alerts": [
+                {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical"}},
+                {"exp_labels": {**cw_other, "severity": "critical"}}]},
+        ],
+    }]  # fmt: skip
+    test_file = tmp_path / "tags.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    result = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=120, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    refused = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "2fa"], capture_output=True, text=True,
+                             timeout=60, check=False)  # fmt: skip
+    assert refused.returncode == 2
+    assert "--tags: tag '2fa' makes no valid label name" in refused.stderr

@@ -36,15 +36,31 @@ def expression(alert: Alert) -> str | None:
     return guarded(" ".join(expr.split()), alert.guard)
 
 
-def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE) -> list[Rule]:
+# what an alert's series share with elasticache_node_info, by the guard its expression has
+_NODE_JOIN = {"redis": "instance", "utilization": "instance",
+              "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}  # fmt: skip
+
+
+def with_tags(expr: str, guard: str, tags: tuple[str, ...]) -> str:
+    """The expression with the node's ``tag_*`` labels joined in from elasticache_node_info (discovered nodes); a node
+    without it (a configured target outside discovery) still alerts, untagged."""
+    on = _NODE_JOIN.get(guard)
+    if not tags or on is None:
+        return expr
+    return f"({expr}) * on ({on}) group_left ({', '.join(tags)}) elasticache_node_info or on ({on}) ({expr})"
+
+
+def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> list[Rule]:
     result = []
     for alert in alerts:
         expr = expression(alert)
         if expr is not None:
+            expr = with_tags(expr, alert.guard, tags)
             result.append(Rule(alert.name, expr, alert.duration, alert.keep_firing_for, alert.severity, alert.summary, alert.description,
                                f"{runbook_base}#{alert.runbook}"))  # fmt: skip
     return result
 
 
-def render_prometheus(alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE) -> str:
-    return render("prometheus.rules.yml.j2", node_types=node_type_thresholds(table), rules=rules(alerts, runbook_base), basis=table.basis)
+def render_prometheus(alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> str:
+    """``tags``: ``tag_*`` labels (aws.export_tags) each node's alert carries, for Alertmanager routes."""
+    return render("prometheus.rules.yml.j2", node_types=node_type_thresholds(table), rules=rules(alerts, runbook_base, tags), basis=table.basis)

@@ -15,14 +15,20 @@ def run_render(args: argparse.Namespace) -> int:
     from exporter.alerts.cloudformation import render_cloudformation
     from exporter.alerts.prometheus import render_prometheus
     from exporter.baselines.table import load_table
+    from exporter.common.errors import UsageError
     from exporter.common.files import write_atomically
 
     table = load_table(args.baselines, args.basis)
     alerts = load_catalog(args.catalog)
     if args.fleet:
         return _render_fleet(args, alerts, table)
-    renderer = render_prometheus if args.what == "prometheus" else render_cloudformation
-    text = renderer(alerts, table, args.runbook_base_url)
+    tags = [key.strip() for key in args.tags.split(",") if key.strip()]
+    if tags and args.what != "prometheus":
+        raise UsageError("--tags: only the Prometheus rules join tags in (a CloudWatch alarm has no labels)")
+    if args.what == "prometheus":
+        text = render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags))
+    else:
+        text = render_cloudformation(alerts, table, args.runbook_base_url)
     _say_skipped_types(args.what, table)
     if args.out:
         directory = Path(args.out)
@@ -31,6 +37,20 @@ def run_render(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def tag_labels(keys: list[str]) -> tuple[str, ...]:
+    """``tag_<key>`` of each key, named as discovery serves them; a key that makes no label name is a usage error."""
+    from exporter.aws.fleet_events import tag_label
+    from exporter.common.errors import UsageError
+
+    labels = []
+    for key in keys:
+        label = tag_label(key)
+        if label is None:
+            raise UsageError(f"--tags: tag {key!r} makes no valid label name")
+        labels.append(label)
+    return tuple(dict.fromkeys(labels))
 
 
 def _say_skipped_types(what: str, table: object) -> None:
