@@ -356,7 +356,12 @@ def _group(name: str, window_in: int, replica: tuple[str, str] | None) -> list[t
 
 # its only replica lags 30 s; a group with a healthy replica, one whose window is 3 days away, and one without a
 # replica but far from its window stay quiet
-case("ElastiCacheMaintenanceAtRisk", _group("orders", 3600 * 5, ("1+0x40", "30+0x40")), "16m", "14m", GROUP,
+STANDALONE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "legacy-001"}
+# a cluster outside any replication group: its window series names it as its group, its node info has none
+standalone = [(series(WINDOW, **STANDALONE), f"{3600 * 5}+0x40"),
+              (series(NODE, **{**STANDALONE, "replication_group": ""}, node="legacy-001", shard="", role="", instance="legacy-001"),
+               "1+0x40")]  # fmt: skip
+case("ElastiCacheMaintenanceAtRisk", _group("orders", 3600 * 5, ("1+0x40", "30+0x40")) + standalone, "16m", "14m", [GROUP, STANDALONE],
      _group("carts", 3600 * 5, ("1+0x40", "0.5+0x40")) + _group("later", 3 * 86400, ("0+0x40", "30+0x40"))
      + _group("single", 86400 * 2, None))  # fmt: skip
 LOGGED = "elasticache_commandlog_last_id"
@@ -469,7 +474,8 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
     stale_checked = set()
     for alert, (inputs, fire_at, quiet_at, labels, silent) in sorted(CASES.items()):
         guard, expr = catalog[alert].guard, exprs[alert]
-        expected = [{"exp_labels": {**labels, "severity": catalog[alert].severity}}]
+        # labels: of the one alert that fires, or a list of them
+        expected = [{"exp_labels": {**one, "severity": catalog[alert].severity}} for one in (labels if isinstance(labels, list) else [labels])]
         checks = [{"eval_time": fire_at, "alertname": alert, "exp_alerts": expected}]
         if quiet_at:
             checks.append({"eval_time": quiet_at, "alertname": alert, "exp_alerts": []})
