@@ -22,6 +22,7 @@ from exporter.common.records import factory, record
 from exporter.common.sharding import Shard, parse_shard
 from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes
+from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 
@@ -29,7 +30,7 @@ from .auth_section import discovered_iam
 from .aws_section import aws_config
 from .keys_section import key_probes_config
 from .readers import as_choice, as_duration, as_int, as_mapping, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
-from .redis_section import CREDENTIAL_KEYS, allow_rule, clients_config, credentials_config, heartbeat_config, target_config
+from .redis_section import CREDENTIAL_KEYS, allow_rule, clients_config, credentials_config, heartbeat_config, keyspace_config, target_config
 from .sources import env_values, flag_to_env, load_yaml, overlay
 
 __all__ = [
@@ -65,6 +66,7 @@ class Config:
     allow: tuple[AllowRule, ...] = ()
     heartbeat: HeartbeatConfig = factory(HeartbeatConfig)
     clients: ClientsConfig = factory(ClientsConfig)  # CLIENT LIST aggregates, read in the background
+    keyspace: KeyspaceConfig = factory(KeyspaceConfig)  # the keyspace by prefix, sampled in the background
     aws: AwsConfig = factory(AwsConfig)
     discovered_credentials: Credentials = factory(Credentials)  # the config file's aws.discovered
     discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache
@@ -74,7 +76,7 @@ class Config:
 
 def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
     environ = os.environ if environ is None else environ
-    check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines", "keys", "clients"})
+    check_keys(raw, "", {"web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines", "keys", "clients", "keyspace"})
     web = as_mapping(raw, "web")
     check_keys(web, "web", {"listen_address", "telemetry_path", "config_file"})
     log = as_mapping(raw, "log")
@@ -135,6 +137,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         discovered_iam=discovered_iam_auth,
         heartbeat=heartbeat_config(as_mapping(raw, "heartbeat")),
         clients=clients_config(as_mapping(raw, "clients")),
+        keyspace=keyspace_config(as_mapping(raw, "keyspace")),
         listen_address=listen,
         telemetry_path=path,
         web_config_file=readable_path(web.get("config_file"), "web.config_file"),

@@ -12,6 +12,7 @@ from exporter.common.records import replace
 from exporter.common.secrets import Secret
 from exporter.redis.addresses import AddressError, Endpoint, HostPattern, parse_address
 from exporter.redis.clients import ClientsConfig
+from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, TargetConfig, TlsOptions
 
 from .auth_section import iam_password, secret_password
@@ -47,6 +48,22 @@ def clients_config(raw: dict[str, Any]) -> ClientsConfig:
         raise ConfigError("clients.interval", "must be at least 5s: CLIENT LIST walks every connection of the node")
     return ClientsConfig(enabled=as_bool(raw.get("enabled", defaults.enabled), "clients.enabled"), interval=interval,
                          top=as_int(raw.get("top", defaults.top), "clients.top", 1, 1000))  # fmt: skip
+
+
+def keyspace_config(raw: dict[str, Any]) -> KeyspaceConfig:
+    """``keyspace``: a sample of every configured target's keys, read in the background every ``interval``."""
+    check_keys(raw, "keyspace", {"enabled", "interval", "sample", "delimiters", "depth", "top"})
+    defaults = KeyspaceConfig()
+    interval = as_duration(raw.get("interval", defaults.interval), "keyspace.interval")
+    if interval < 10:
+        raise ConfigError("keyspace.interval", "must be at least 10s")
+    delimiters = as_string(raw.get("delimiters", defaults.delimiters), "keyspace.delimiters")
+    if not delimiters or not delimiters.isprintable():
+        raise ConfigError("keyspace.delimiters", "must be one or more printable characters, such as ':' or ':/'")
+    return KeyspaceConfig(enabled=as_bool(raw.get("enabled", defaults.enabled), "keyspace.enabled"), interval=interval,
+                          sample=as_int(raw.get("sample", defaults.sample), "keyspace.sample", 100, 100_000), delimiters=delimiters,
+                          depth=as_int(raw.get("depth", defaults.depth), "keyspace.depth", 1, 10),
+                          top=as_int(raw.get("top", defaults.top), "keyspace.top", 1, 1000))  # fmt: skip
 
 
 _TLS_KEYS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify"}

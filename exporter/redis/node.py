@@ -215,6 +215,19 @@ class RedisNode:
         finally:
             self._lock.release()
 
+    def call_many(self, commands: list[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
+        """Commands in one round trip on this node's connection, by a deadline of their own (background work)."""
+        deadline = time.monotonic() + (timeout or self.credentials.timeout)
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise RespFailure("timeout", "the node is busy with another call")
+        try:
+            return self._connection(deadline).call(commands, deadline)
+        except RespFailure:
+            self._drop_connection()
+            raise
+        finally:
+            self._lock.release()
+
     def call_if_allowed(self, gate: str, command: tuple[str, ...], timeout: float | None = None) -> Any:
         """``command``'s reply on this node's connection, if COMMAND INFO showed the commands of ``gate`` on the last
         (re)connect; None where it did not (renamed away) or an ACL refused it once (not asked again until a reconnect)."""

@@ -36,7 +36,9 @@ SCRAPE_COMMANDS: tuple[ScrapeCommand, ...] = (
 SETNAME = ScrapeCommand("client", always("CLIENT", "SETNAME"), (bytes,), gate="client")  # on connect, not in the scrape
 # what COMMAND INFO asks on each (re)connect: it answers nil for a command (or subcommand, Redis 7+) the node lacks or
 # renamed away, so nothing is sent that would draw an error reply
-ASKED: tuple[str, ...] = tuple(dict.fromkeys(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked))
+# and the commands of the background profiles (keyspace.py), which are sent only where the node has them
+BACKGROUND_GATES = ("randomkey", "memory")
+ASKED: tuple[str, ...] = tuple(dict.fromkeys([*(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked), *BACKGROUND_GATES]))
 
 
 @record

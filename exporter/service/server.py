@@ -93,6 +93,15 @@ class ExporterApp:
             self.client_profiler = ClientProfiler(config.clients, list(config.targets), config.scrape_max_reply_bytes)
             self._extra_collectors.append(ClientProfileCollector(self.client_profiler))
             self.client_profiler.start()
+        self.keyspace_profiler: Any = None
+        if config.keyspace.enabled and config.targets:
+            from exporter.redis.keyspace import KeyspaceProfiler
+
+            from .collectors.keyspace import KeyspaceCollector
+
+            self.keyspace_profiler = KeyspaceProfiler(config.keyspace, list(config.targets), config.scrape_max_reply_bytes)
+            self._extra_collectors.append(KeyspaceCollector(self.keyspace_profiler))
+            self.keyspace_profiler.start()
         self.aws_monitor: Any = None
         if config.aws.enabled:
             from exporter.aws.monitor import AwsMonitor
@@ -116,8 +125,9 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
-        if self.client_profiler is not None:
-            self.client_profiler.stop()
+        for profiler in (self.client_profiler, self.keyspace_profiler):
+            if profiler is not None:
+                profiler.stop()
         self.pool.close()
         self.targets.close()
 

@@ -1,0 +1,181 @@
+"""Which key prefixes hold a node's keys and memory, which carry no TTL, and which expire soon together: a sample of
+the keyspace read in the background every ``keyspace.interval`` under a key budget (RANDOMKEY, then TYPE, PTTL and
+MEMORY USAGE with a small sample count, pipelined), scaled to each database's key count. Never inside a scrape.
+
+``RANDOMKEY`` draws uniformly enough from the hash table for shares of a few percent; the estimates carry the
+sample's size and age beside them. In cluster mode only primaries are profiled, so that each key counts once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import re
+import threading
+import time
+from typing import Any
+
+from exporter.common.records import factory, record
+
+from .failures import classify
+from .node import RedisNode
+from .node_loop import NodeLoop
+from .settings import TargetConfig
+
+log = logging.getLogger(__name__)
+
+NO_PREFIX, OTHER = "(none)", "(other)"
+EXPIRY_WINDOWS = (("1m", 60_000), ("5m", 300_000), ("1h", 3_600_000))  # keys whose TTL ends within each
+BIG_KEYS = 10
+MAX_KEY_LABEL = 100
+
+
+@record(frozen=True)
+class KeyspaceConfig:
+    enabled: bool = False
+    interval: float = 300.0
+    sample: int = 2000  # keys drawn per database and interval: the budget
+    delimiters: str = ":"
+    depth: int = 2
+    top: int = 20  # prefixes served by name (by memory); the rest add up in (other)
+
+
+def key_prefix(key: str, delimiters: str, depth: int) -> str:
+    """The first ``depth`` parts of a key split on any of ``delimiters``, never the whole key (its last part is the id):
+    ``session:user:42`` → ``session:user``, ``cache:42`` → ``cache``, ``plain`` → ``(none)``."""
+    parts = re.split("[" + re.escape(delimiters) + "]", key) if delimiters else [key]
+    kept = min(depth, len(parts) - 1)
+    if kept <= 0:
+        return NO_PREFIX
+    end = 0
+    for _ in range(kept):  # the prefix as written, with its own delimiters
+        end = next(i for i in range(end, len(key)) if key[i] in delimiters) + 1
+    return key[: end - 1]
+
+
+@record(frozen=True)
+class DbProfile:
+    keys: int  # the database's key count when sampled
+    sampled: int
+    prefix_keys: dict[str, float] = factory(dict)  # estimates, scaled to ``keys``
+    prefix_memory: dict[str, float] = factory(dict)
+    prefix_without_ttl: dict[str, float] = factory(dict)
+    expiring: dict[str, float] = factory(dict)  # window -> keys whose TTL ends within it
+    big_keys: list[tuple[int, str, str]] = factory(list)  # (bytes, key, type) of the largest sampled keys
+    read_at: float = 0.0
+
+
+def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], config: KeyspaceConfig, read_at: float = 0.0) -> DbProfile:
+    """``sampled``: (key, type, PTTL in ms, MEMORY USAGE or None) of distinct sampled keys of a database of ``keys``."""
+    if not sampled:
+        return DbProfile(keys, 0, read_at=read_at)
+    scale = keys / len(sampled)
+    count: dict[str, int] = {}
+    memory: dict[str, int] = {}
+    no_ttl: dict[str, int] = {}
+    expiring = dict.fromkeys((window for window, _ in EXPIRY_WINDOWS), 0)
+    for key, _, ttl, used in sampled:
+        prefix = key_prefix(key, config.delimiters, config.depth)
+        count[prefix] = count.get(prefix, 0) + 1
+        memory[prefix] = memory.get(prefix, 0) + (used or 0)
+        if ttl == -1:
+            no_ttl[prefix] = no_ttl.get(prefix, 0) + 1
+        for window, millis in EXPIRY_WINDOWS:
+            if 0 <= ttl <= millis:
+                expiring[window] += 1
+    ranked = sorted(count, key=lambda p: (-memory[p], -count[p], p))
+    kept = set(ranked[: config.top])
+
+    def folded(values: dict[str, int]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for prefix in count:
+            name = prefix if prefix in kept else OTHER
+            out[name] = out.get(name, 0.0) + values.get(prefix, 0) * scale
+        return out
+
+    big = heapq.nlargest(BIG_KEYS, ((used, key[:MAX_KEY_LABEL], kind) for key, kind, _, used in sampled if used))
+    measured = any(used is not None for _, _, _, used in sampled)  # MEMORY USAGE renamed away or refused: no memory figures
+    return DbProfile(keys, len(sampled), folded(count), folded(memory) if measured else {}, folded(no_ttl),
+                     {window: n * scale for window, n in expiring.items()}, big, read_at)  # fmt: skip
+
+
+_KEYSPACE_LINE = re.compile(r"^db(\d+):keys=(\d+)", re.M)
+
+
+class KeyspaceProfiler(NodeLoop):
+    """Samples the keyspace of every target (the primaries, in cluster mode) from one background thread."""
+
+    BATCH = 200  # keys per round trip
+
+    def __init__(self, config: KeyspaceConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
+        nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
+        super().__init__("keyspace-profiler", nodes, config.interval, least_wait=1.0)
+        self.config = config
+        self._lock = threading.Lock()
+        self.profiles: dict[str, dict[str, DbProfile]] = {}  # target -> db -> profile
+        self.errors: dict[tuple[str, str], int] = {}
+        self.durations: dict[str, float] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def visit(self, name: str, node: RedisNode) -> None:
+        started = time.monotonic()
+        try:
+            dbs = self._sample(node)
+        except Exception as err:  # noqa: BLE001 - a failing node must not stop the others' profiles
+            kind = classify(err)
+            with self._lock:
+                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
+            if (name, kind) not in self._logged:
+                self._logged.add((name, kind))
+                log.warning("keyspace: sampling target %s failed (%s): %.200s", name, kind, err)
+            return
+        if dbs is None:
+            return
+        with self._lock:
+            self.profiles[name] = dbs
+            self.durations[name] = time.monotonic() - started
+
+    def _sample(self, node: RedisNode) -> dict[str, DbProfile] | None:
+        info, replication = node.call_many([("INFO", "keyspace"), ("INFO", "replication")])
+        if not isinstance(info, bytes) or not node.allows("randomkey", known_only=True):
+            return None
+        if node.cluster_enabled and not (isinstance(replication, bytes) and b"role:master" in replication):
+            return None  # a replica's keys are its primary's: counted there
+        memory = node.allows("memory", known_only=True)
+        result: dict[str, DbProfile] = {}
+        for db, keys in _KEYSPACE_LINE.findall(info.decode("latin-1")):
+            if int(keys) == 0 or (node.cluster_enabled and db != "0"):
+                continue
+            sampled = self._sample_db(node, int(db), memory)
+            result[f"db{db}"] = profile_db(int(keys), sampled, self.config, time.time())
+        return result
+
+    def _sample_db(self, node: RedisNode, db: int, memory: bool) -> list[tuple[str, str, int, int | None]]:
+        select = [("SELECT", str(db))] if not node.cluster_enabled else []
+        restore = [("SELECT", str(node.endpoint.db))] if select else []
+        drawn: set[bytes] = set()
+        for start in range(0, self.config.sample, self.BATCH):
+            count = min(self.BATCH, self.config.sample - start)
+            replies = node.call_many([*select, *[("RANDOMKEY",)] * count, *restore])
+            drawn.update(reply for reply in replies[len(select) : len(select) + count] if isinstance(reply, bytes))
+        keys = sorted(drawn)
+        sampled: list[tuple[str, str, int, int | None]] = []
+        for start in range(0, len(keys), self.BATCH):
+            chunk = keys[start : start + self.BATCH]
+            commands: list[tuple[Any, ...]] = list(select)
+            for key in chunk:
+                commands += [("TYPE", key), ("PTTL", key)] + ([("MEMORY", "USAGE", key, "SAMPLES", "5")] if memory else [])
+            replies = node.call_many([*commands, *restore])[len(select) :]
+            step = 3 if memory else 2
+            for i, key in enumerate(chunk):
+                kind, ttl = replies[i * step], replies[i * step + 1]
+                used = replies[i * step + 2] if memory else None
+                if kind == b"none" or not isinstance(ttl, int):
+                    continue  # deleted between the draw and the look
+                sampled.append((key.decode("utf-8", "replace"), kind.decode() if isinstance(kind, bytes) else "", ttl,
+                                used if isinstance(used, int) else None))  # fmt: skip
+        return sampled
+
+    def snapshot(self) -> tuple[dict[str, dict[str, DbProfile]], dict[tuple[str, str], int], dict[str, float]]:
+        with self._lock:
+            return dict(self.profiles), dict(self.errors), dict(self.durations)

@@ -1,0 +1,49 @@
+"""The keyspace by prefix, from the keyspace profiler's latest sample of each database (read in the background)."""
+
+from __future__ import annotations
+
+import time
+
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+from exporter.common.labels import instance_labels
+from exporter.redis.keyspace import KeyspaceProfiler
+
+ESTIMATE = "estimated from the latest sample, scaled to the database's key count"
+
+
+class KeyspaceCollector(FamilyCollector):
+    def __init__(self, profiler: KeyspaceProfiler) -> None:
+        self._profiler = profiler
+
+    def build(self) -> FamilySet:
+        profiles, errors, durations = self._profiler.snapshot()
+        out = FamilySet()
+        now = time.time()
+        for name, dbs in sorted(profiles.items()):
+            base = instance_labels(name)
+            for db, result in sorted(dbs.items()):
+                labels = {**base, "db": db}
+                for prefix, keys in sorted(result.prefix_keys.items()):
+                    out.add("elasticache_keyspace_prefix_keys", GAUGE, f"Keys by prefix, {ESTIMATE}.", {**labels, "prefix": prefix}, keys)
+                for prefix, used in sorted(result.prefix_memory.items()):
+                    out.add("elasticache_keyspace_prefix_memory_bytes", GAUGE, f"Memory (MEMORY USAGE) by prefix, {ESTIMATE}.",
+                            {**labels, "prefix": prefix}, used)  # fmt: skip
+                for prefix in sorted(result.prefix_keys):
+                    out.add("elasticache_keyspace_prefix_keys_without_ttl", GAUGE, f"Keys without a TTL by prefix, {ESTIMATE}.",
+                            {**labels, "prefix": prefix}, result.prefix_without_ttl.get(prefix, 0.0))  # fmt: skip
+                for window, keys in result.expiring.items():
+                    out.add("elasticache_keyspace_expiring_keys", GAUGE, f"Keys whose TTL ends within 1m, 5m or 1h, {ESTIMATE}.",
+                            {**labels, "within": window}, keys)  # fmt: skip
+                for used, key, kind in result.big_keys:
+                    out.add("elasticache_keyspace_big_key_memory_bytes", GAUGE, "The largest keys of the latest sample (MEMORY USAGE); "
+                            "names cut at 100 bytes.", {**labels, "key": key, "type": kind}, float(used))  # fmt: skip
+                out.add("elasticache_keyspace_sample_keys", GAUGE, "Distinct keys in the latest sample of the database.", labels,
+                        float(result.sampled))  # fmt: skip
+                out.add("elasticache_keyspace_sample_age_seconds", GAUGE, "Seconds since the database was last sampled.", labels,
+                        now - result.read_at)  # fmt: skip
+            out.add("elasticache_exporter_keyspace_sample_duration_seconds", GAUGE, "Duration of the last sample of every database.", base,
+                    durations.get(name, 0.0))  # fmt: skip
+        for (name, kind), count in sorted(errors.items()):
+            out.add("elasticache_exporter_keyspace_sample_errors_total", COUNTER, "Keyspace samples that failed, by kind.",
+                    {"instance": name, "kind": kind}, float(count))  # fmt: skip
+        return out

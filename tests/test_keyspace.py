@@ -1,0 +1,121 @@
+"""The keyspace by prefix on a real server: 200,000 keys in five prefixes with known sizes and TTLs, estimated from a
+sample within 10 % of the truth; the expiry wave seen before it happens; the biggest keys of a small database; no
+error reply and no memory figures where MEMORY is renamed away."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import call, make_app, sample
+from servers import start_redis
+
+from exporter.redis.keyspace import NO_PREFIX, key_prefix
+
+# prefix: (keys, value bytes, TTL in seconds or None)
+PREFIXES = {
+    "session:user": (80_000, 100, 3600),
+    "cache:page": (40_000, 300, 240),  # written together, all expiring within 5 minutes: a wave ahead
+    "queue:job": (30_000, 500, None),
+    "feature:flag": (30_000, 50, None),
+    "tmp:lock": (20_000, 20, 40),
+}
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    server = start_redis()
+    client = server.client()
+    for prefix, (count, size, ttl) in PREFIXES.items():
+        for start in range(0, count, 10_000):
+            pipe = client.pipeline(transaction=False)
+            for i in range(start, min(count, start + 10_000)):
+                pipe.set(f"{prefix}:{i}", "v" * size, ex=ttl)
+            pipe.execute()
+    small = server.client(db=1)
+    for i in range(300):
+        small.set(f"small:item:{i}", "s" * 10)
+    small.set("blob:one", "b" * 500_000)
+    small.set("blob:two", "b" * 300_000)
+    small.set("k" * 150, "b" * 200_000)  # a long key name, cut at 100 bytes in its label
+    yield server
+    server.stop()
+
+
+def memory_truth(server, prefix: str, count: int) -> int:
+    client = server.client()
+    total = 0
+    for start in range(0, count, 20_000):
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, min(count, start + 20_000)):
+            pipe.memory_usage(f"{prefix}:{i}", samples=5)
+        total += sum(value or 0 for value in pipe.execute())
+    return total
+
+
+def profiled(server, **settings) -> dict:
+    app = make_app({"targets": [{"name": "node", "addr": server.addr}], "keyspace": {"enabled": True, "interval": "1h", **settings}})
+    try:
+        app.keyspace_profiler.visit_all()  # one sample now (the background thread's first is the same work)
+        return call(app, "/metrics").samples()
+    finally:
+        app.close()
+
+
+def test_prefixes_keys_memory_and_ttls_are_estimated_within_ten_percent(loaded):
+    samples = profiled(loaded, sample=10_000)
+    db0 = {"instance": "node", "db": "db0"}
+    assert 9_000 <= sample(samples, "elasticache_keyspace_sample_keys", **db0) <= 10_000
+    for prefix, (count, _, ttl) in PREFIXES.items():
+        keys = sample(samples, "elasticache_keyspace_prefix_keys", **db0, prefix=prefix)
+        assert keys == pytest.approx(count, rel=0.10), prefix
+        without_ttl = sample(samples, "elasticache_keyspace_prefix_keys_without_ttl", **db0, prefix=prefix)
+        assert without_ttl == (pytest.approx(count, rel=0.10) if ttl is None else 0), prefix
+        memory = sample(samples, "elasticache_keyspace_prefix_memory_bytes", **db0, prefix=prefix)
+        assert memory == pytest.approx(memory_truth(loaded, prefix, count), rel=0.10), prefix
+    # the wave ahead: the locks within the minute, the cached pages within five, everything with a TTL within the hour
+    expiring = {window: sample(samples, "elasticache_keyspace_expiring_keys", **db0, within=window) for window in ("1m", "5m", "1h")}
+    assert expiring["1m"] == pytest.approx(20_000, rel=0.10)
+    assert expiring["5m"] == pytest.approx(60_000, rel=0.10)
+    assert expiring["1h"] == pytest.approx(140_000, rel=0.10)
+
+
+def test_the_biggest_keys_of_the_sample(loaded):
+    samples = profiled(loaded, sample=2_000)  # draws every key of the small database
+    big = {dict(labels)["key"]: value for (name, labels), value in samples.items() if name == "elasticache_keyspace_big_key_memory_bytes"
+           and dict(labels)["db"] == "db1"}  # fmt: skip
+    assert len(big) == 10
+    client = loaded.client(db=1)
+    assert big["blob:one"] == client.memory_usage("blob:one", samples=5)
+    assert big["k" * 100] == client.memory_usage("k" * 150, samples=5)  # the name cut at 100 bytes
+    assert set(list(big)[:3]) <= {"blob:one", "blob:two", "k" * 100}
+
+
+def test_top_prefixes_by_memory_and_the_rest(loaded):
+    samples = profiled(loaded, sample=5_000, top=2)
+    prefixes = {dict(labels)["prefix"] for (name, labels) in samples if name == "elasticache_keyspace_prefix_memory_bytes"
+                and dict(labels)["db"] == "db0"}  # fmt: skip
+    assert prefixes == {"queue:job", "cache:page", "(other)"}  # the two largest by memory: 30,000 of 500 bytes, 40,000 of 300
+
+
+def test_no_error_reply_and_no_memory_where_memory_is_renamed_away():
+    server = start_redis("--rename-command", "MEMORY", "")
+    try:
+        client = server.client(single_connection_client=True)
+        for i in range(500):
+            client.set(f"a:b:{i}", "v", ex=600 if i % 2 else None)
+        before = client.info("stats")["total_error_replies"]
+        samples = profiled(server, sample=1_000)
+        assert client.info("stats")["total_error_replies"] == before
+        assert sample(samples, "elasticache_keyspace_prefix_keys", instance="node", db="db0", prefix="a:b") == 500
+        assert sample(samples, "elasticache_keyspace_prefix_keys_without_ttl", instance="node", db="db0", prefix="a:b") == pytest.approx(250, rel=0.1)
+        assert not [key for key in samples if key[0] in ("elasticache_keyspace_prefix_memory_bytes", "elasticache_keyspace_big_key_memory_bytes")]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("key", "delimiters", "depth", "prefix"),
+    [("session:user:42", ":", 2, "session:user"), ("cache:42", ":", 2, "cache"), ("plain", ":", 2, NO_PREFIX),
+     ("a/b:c/d", ":/", 3, "a/b:c"), ("a:b:c:d", ":", 1, "a")],
+)  # fmt: skip
+def test_key_prefixes(key, delimiters, depth, prefix):
+    assert key_prefix(key, delimiters, depth) == prefix
