@@ -379,6 +379,24 @@ case("RedisClientConnectionLeak",
       (series(CONNECTED, instance="calm", client_name="orders-api"), "100+20x90"),  # grows, far from maxclients
       (series("redis_connected_clients", instance="calm"), "2000+0x90"),
       (series("redis_config_maxclients", instance="calm"), "10000+0x90")])  # fmt: skip
+EXPIRING, DB = "elasticache_keyspace_expiring_keys", {"instance": "a", "db": "db0"}
+case("RedisExpiryWave",
+     [(series(EXPIRING, **DB, within="5m"), "60000+0x5"), (series(EXPIRING, **DB, within="1m"), "50000+0x5"),
+      (series("redis_db_keys", **DB), "100000+0x5")],
+     "1m", None, DB,
+     [(series(EXPIRING, instance="steady", db="db0", within="5m"), "90000+0x5"),  # short TTLs spread evenly: a fifth each minute
+      (series(EXPIRING, instance="steady", db="db0", within="1m"), "18000+0x5"), (series("redis_db_keys", instance="steady", db="db0"), "100000+0x5"),
+      (series(EXPIRING, instance="few", db="db0", within="5m"), "10000+0x5"), (series(EXPIRING, instance="few", db="db0", within="1m"), "9000+0x5"),
+      (series("redis_db_keys", instance="few", db="db0"), "100000+0x5")])  # fmt: skip
+PREFIX = {"instance": "a", "db": "db0", "prefix": "session:user"}
+case("RedisPrefixWithoutTtlHoldsMemory",
+     [(series("elasticache_keyspace_prefix_memory_bytes", **PREFIX), "8000000+0x80"),
+      (series("elasticache_keyspace_prefix_keys_without_ttl", **PREFIX), "900+0x80"),
+      (series("elasticache_keyspace_prefix_keys", **PREFIX), "1000+0x80"), (series("redis_memory_used_bytes", instance="a"), "10000000+0x80")],
+     "61m", "59m", PREFIX,
+     [(series("elasticache_keyspace_prefix_memory_bytes", **{**PREFIX, "prefix": "cache"}), "8000000+0x80"),  # has TTLs
+      (series("elasticache_keyspace_prefix_keys_without_ttl", **{**PREFIX, "prefix": "cache"}), "0+0x80"),
+      (series("elasticache_keyspace_prefix_keys", **{**PREFIX, "prefix": "cache"}), "1000+0x80")])  # fmt: skip
 IDLE = "elasticache_clients_idle"
 case("RedisIdleConnectionsHoldMaxclients",
      [(series(IDLE, instance="a", client_name="cron", idle="10m"), "4000+0x40"),

@@ -146,6 +146,22 @@ CLIENTS = [
         "failed reads by kind (`reply_too_large` where the list is larger than `scrape.max_reply_size`)"),
 ]  # fmt: skip
 
+KEYSPACE = [
+    Doc("elasticache_keyspace_prefix_keys", "gauge", f"{T}, `db`, `prefix` (the top `keyspace.top` by memory, `(other)`, `(none)`)",
+        "`RANDOMKEY`, `TYPE` (background, `keyspace.enabled`)", "keys of the prefix, estimated from the sample"),
+    Doc("elasticache_keyspace_prefix_memory_bytes", "gauge", f"{T}, `db`, `prefix`", "`MEMORY USAGE ... SAMPLES 5`",
+        "memory of the prefix, estimated; absent where MEMORY is renamed away"),
+    Doc("elasticache_keyspace_prefix_keys_without_ttl", "gauge", f"{T}, `db`, `prefix`", "`PTTL`", "keys of the prefix without a TTL, estimated"),
+    Doc("elasticache_keyspace_expiring_keys", "gauge", f"{T}, `db`, `within` (`1m`, `5m`, `1h`)", "`PTTL`",
+        "keys whose TTL ends within that time, estimated: an expiry wave ahead"),
+    Doc("elasticache_keyspace_big_key_memory_bytes", "gauge", f"{T}, `db`, `key` (cut at 100 bytes), `type`", "`MEMORY USAGE`",
+        "the ten largest keys of the latest sample"),
+    Doc("elasticache_keyspace_sample_keys", "gauge", f"{T}, `db`", "the sample", "distinct keys sampled"),
+    Doc("elasticache_keyspace_sample_age_seconds", "gauge", f"{T}, `db`", "the sample", "seconds since the database was sampled"),
+    Doc("elasticache_exporter_keyspace_sample_duration_seconds", "gauge", T, "the keyspace profiler", "duration of the last sample"),
+    Doc("elasticache_exporter_keyspace_sample_errors_total", "counter", f"{T}, `kind`", "the keyspace profiler", "failed samples by kind"),
+]  # fmt: skip
+
 EXPORTER = [
     Doc("elasticache_exporter_target_scrape_duration_seconds", "gauge", T, "the scrape", "duration of the last scrape of the target"),
     Doc("elasticache_exporter_target_scrape_errors_total", "counter", f"{T}, `kind`", "the scrape",
@@ -213,7 +229,8 @@ KEYS = [
 ]  # fmt: skip
 
 SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "keys": KEYS, "baselines": BASELINES,
-                                  "aws": AWS, "clients": CLIENTS, "exporter": EXPORTER}  # fmt: skip
+                                  "aws": AWS, "clients": CLIENTS, "keyspace": KEYSPACE,
+                                  "exporter": EXPORTER}  # fmt: skip
 
 
 def relation(name: str) -> str:
