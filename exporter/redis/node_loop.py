@@ -24,7 +24,8 @@ class NodeLoop:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=2)
         for _, node in self._nodes:
             node.close()
 
