@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis  # noqa: E402
-from scrape_bench import cpu_seconds, start_redis  # noqa: E402
+import redis
+from scrape_bench import cpu_seconds, start_redis
 
-from exporter.config import build_config  # noqa: E402
-from exporter.redis.keyspace import KeyspaceProfiler  # noqa: E402
+from exporter.config import build_config
+from exporter.redis.keyspace import KeyspaceProfiler
 
 
 def main() -> None:

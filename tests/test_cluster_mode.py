@@ -138,3 +138,29 @@ def test_watched_keys_are_reported_once_by_the_primary_that_owns_them(cluster):
     streams = [dict(labels)["instance"] for (name, labels), value in samples.items() if name == "redis_stream_length"]
     assert len(streams) == 1
     assert streams[0] in masters
+
+
+def test_the_keyspace_profile_counts_each_key_once(cluster):
+    """Sampled on every node of 3 masters and 3 replicas: only the primaries are profiled, and their estimates add up to
+    the cluster's keys."""
+    writer = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    pipe = writer.pipeline()
+    for i in range(30_000):
+        pipe.set(f"profile:item:{i}", "v" * 50)
+    pipe.execute()
+    wait_until(lambda: sum(node.client().dbsize() for node in cluster) >= 60_000, timeout=30, what="replicas in sync")
+    clients = [node.client(single_connection_client=True) for node in cluster]  # each connection's own SETINFO errors come first
+    before = [client.info("stats")["total_error_replies"] for client in clients]
+    targets = [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(cluster)]
+    app = make_app({"targets": targets, "keyspace": {"enabled": True, "sample": 3000}})
+    try:
+        app.keyspace_profiler.visit_all()
+        samples = call(app, "/metrics").samples()
+    finally:
+        app.close()
+    profiled = {dict(labels)["instance"]: value for (name, labels), value in samples.items()
+                if name == "elasticache_keyspace_prefix_keys" and dict(labels)["prefix"] == "profile:item"}  # fmt: skip
+    primaries = {f"n{i}" for i, client in enumerate(clients) if client.info("replication")["role"] == "master"}
+    assert set(profiled) == primaries
+    assert sum(profiled.values()) == pytest.approx(30_000, rel=0.05)  # each primary's sample is most of its ~10,000 keys
+    assert [client.info("stats")["total_error_replies"] for client in clients] == before

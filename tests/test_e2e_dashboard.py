@@ -53,7 +53,8 @@ def test_every_panel_has_data_without_aws(tmp_path):
             f"targets:\n  - name: primary\n    addr: {primary.addr}\n    node_type: cache.r6g.large\n"
             "    keys: {check_single_keys: queue:default, count_keys: 'key:*', check_single_streams: events, queues: {queue:default: 10}}\n"
             f"  - name: replica\n    addr: {replica.addr}\n    node_type: cache.r6g.large\n"
-            "heartbeat:\n  write: true\n  interval: 200ms\nbaselines:\n  window: 5s\nclients:\n  enabled: true\n  interval: 5s\nkeyspace:\n  enabled: true\n  interval: 10s\n"
+            "heartbeat:\n  write: true\n  interval: 200ms\nbaselines:\n  window: 5s\n"
+            "clients:\n  enabled: true\n  interval: 5s\nkeyspace:\n  enabled: true\n  interval: 10s\n"
         )
         exporter = start_exporter("--config.file", str(config))
         rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True,
