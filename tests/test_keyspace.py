@@ -119,3 +119,26 @@ def test_no_error_reply_and_no_memory_where_memory_is_renamed_away():
 )  # fmt: skip
 def test_key_prefixes(key, delimiters, depth, prefix):
     assert key_prefix(key, delimiters, depth) == prefix
+
+
+def test_hot_keys_under_an_lfu_policy_and_none_otherwise():
+    for policy in ("allkeys-lfu", "allkeys-lru"):
+        server = start_redis("--maxmemory-policy", policy, "--maxmemory", "100mb")
+        try:
+            client = server.client(single_connection_client=True)
+            for i in range(200):
+                client.set(f"item:{i}", "v")
+            for _ in range(300):  # the LFU counter grows with use, logarithmically
+                client.get("item:7")
+                client.get("item:42")
+            before = client.info("stats")["total_error_replies"]
+            samples = profiled(server, sample=1_000)
+            assert client.info("stats")["total_error_replies"] == before  # OBJECT FREQ is asked only under LFU
+            hot = {dict(labels)["key"]: value for (name, labels), value in samples.items() if name == "elasticache_keyspace_hot_key_frequency"}
+            if policy == "allkeys-lru":
+                assert hot == {}
+                continue
+            assert hot["item:7"] == client.object("freq", "item:7")
+            assert sorted(hot, key=hot.get, reverse=True)[:2] == sorted(["item:7", "item:42"], key=hot.get, reverse=True)
+        finally:
+            server.stop()

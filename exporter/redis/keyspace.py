@@ -63,10 +63,13 @@ class DbProfile:
     expiring: dict[str, float] = factory(dict)  # window -> keys whose TTL ends within it
     big_keys: list[tuple[int, str, str]] = factory(list)  # (bytes, key, type) of the largest sampled keys
     read_at: float = 0.0
+    hot_keys: list[tuple[int, str, str]] = factory(list)  # (LFU counter, key, type) of the most used sampled keys (LFU policies)
 
 
-def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], config: KeyspaceConfig, read_at: float = 0.0) -> DbProfile:
-    """``sampled``: (key, type, PTTL in ms, MEMORY USAGE or None) of distinct sampled keys of a database of ``keys``."""
+def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], config: KeyspaceConfig, read_at: float = 0.0,
+               frequencies: dict[str, int] | None = None) -> DbProfile:  # fmt: skip
+    """``sampled``: (key, type, PTTL in ms, MEMORY USAGE or None) of distinct sampled keys of a database of ``keys``;
+    ``frequencies``: their OBJECT FREQ, where the maxmemory policy is LFU."""
     if not sampled:
         return DbProfile(keys, 0, read_at=read_at)
     scale = keys / len(sampled)
@@ -95,8 +98,10 @@ def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], confi
 
     big = heapq.nlargest(BIG_KEYS, ((used, key[:MAX_KEY_LABEL], kind) for key, kind, _, used in sampled if used))
     measured = any(used is not None for _, _, _, used in sampled)  # MEMORY USAGE renamed away or refused: no memory figures
+    kinds = {key: kind for key, kind, _, _ in sampled}
+    hot = heapq.nlargest(BIG_KEYS, ((freq, key[:MAX_KEY_LABEL], kinds.get(key, "")) for key, freq in (frequencies or {}).items()))
     return DbProfile(keys, len(sampled), folded(count), folded(memory) if measured else {}, folded(no_ttl),
-                     {window: n * scale for window, n in expiring.items()}, big, read_at)  # fmt: skip
+                     {window: n * scale for window, n in expiring.items()}, big, read_at, hot)  # fmt: skip
 
 
 _KEYSPACE_LINE = re.compile(r"^db(\d+):keys=(\d+)", re.M)
@@ -136,21 +141,24 @@ class KeyspaceProfiler(NodeLoop):
             self.durations[name] = time.monotonic() - started
 
     def _sample(self, node: RedisNode) -> dict[str, DbProfile] | None:
-        info, replication = node.call_many([("INFO", "keyspace"), ("INFO", "replication")])
+        info, replication, memory_info = node.call_many([("INFO", "keyspace"), ("INFO", "replication"), ("INFO", "memory")])
         if not isinstance(info, bytes) or not node.allows("randomkey", known_only=True):
             return None
         if node.cluster_enabled and not (isinstance(replication, bytes) and b"role:master" in replication):
             return None  # a replica's keys are its primary's: counted there
         memory = node.allows("memory", known_only=True)
+        # OBJECT FREQ answers only under an LFU policy (an error otherwise): asked for only then
+        lfu = node.allows("object", known_only=True) and isinstance(memory_info, bytes) and b"maxmemory_policy:" in memory_info \
+            and b"lfu" in memory_info.split(b"maxmemory_policy:", 1)[1].split(b"\r\n", 1)[0]  # fmt: skip
         result: dict[str, DbProfile] = {}
         for db, keys in _KEYSPACE_LINE.findall(info.decode("latin-1")):
             if int(keys) == 0 or (node.cluster_enabled and db != "0"):
                 continue
-            sampled = self._sample_db(node, int(db), memory)
-            result[f"db{db}"] = profile_db(int(keys), sampled, self.config, time.time())
+            sampled, frequencies = self._sample_db(node, int(db), memory, lfu)
+            result[f"db{db}"] = profile_db(int(keys), sampled, self.config, time.time(), frequencies)
         return result
 
-    def _sample_db(self, node: RedisNode, db: int, memory: bool) -> list[tuple[str, str, int, int | None]]:
+    def _sample_db(self, node: RedisNode, db: int, memory: bool, lfu: bool) -> tuple[list[tuple[str, str, int, int | None]], dict[str, int]]:
         select = [("SELECT", str(db))] if not node.cluster_enabled else []
         restore = [("SELECT", str(node.endpoint.db))] if select else []
         drawn: set[bytes] = set()
@@ -160,21 +168,27 @@ class KeyspaceProfiler(NodeLoop):
             drawn.update(reply for reply in replies[len(select) : len(select) + count] if isinstance(reply, bytes))
         keys = sorted(drawn)
         sampled: list[tuple[str, str, int, int | None]] = []
+        frequencies: dict[str, int] = {}
         for start in range(0, len(keys), self.BATCH):
             chunk = keys[start : start + self.BATCH]
             commands: list[tuple[Any, ...]] = list(select)
             for key in chunk:
-                commands += [("TYPE", key), ("PTTL", key)] + ([("MEMORY", "USAGE", key, "SAMPLES", "5")] if memory else [])
+                commands += [("TYPE", key), ("PTTL", key)]
+                commands += [("MEMORY", "USAGE", key, "SAMPLES", "5")] if memory else []
+                commands += [("OBJECT", "FREQ", key)] if lfu else []
             replies = node.call_many([*commands, *restore])[len(select) :]
-            step = 3 if memory else 2
+            step = 2 + memory + lfu
             for i, key in enumerate(chunk):
                 kind, ttl = replies[i * step], replies[i * step + 1]
                 used = replies[i * step + 2] if memory else None
                 if kind == b"none" or not isinstance(ttl, int):
                     continue  # deleted between the draw and the look
-                sampled.append((key.decode("utf-8", "replace"), kind.decode() if isinstance(kind, bytes) else "", ttl,
-                                used if isinstance(used, int) else None))  # fmt: skip
-        return sampled
+                name = key.decode("utf-8", "replace")
+                sampled.append((name, kind.decode() if isinstance(kind, bytes) else "", ttl, used if isinstance(used, int) else None))
+                freq = replies[i * step + step - 1] if lfu else None
+                if isinstance(freq, int):
+                    frequencies[name] = freq
+        return sampled, frequencies
 
     def snapshot(self) -> tuple[dict[str, dict[str, DbProfile]], dict[tuple[str, str], int], dict[str, float]]:
         with self._lock:

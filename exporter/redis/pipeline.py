@@ -37,7 +37,7 @@ SETNAME = ScrapeCommand("client", always("CLIENT", "SETNAME"), (bytes,), gate="c
 # what COMMAND INFO asks on each (re)connect: it answers nil for a command (or subcommand, Redis 7+) the node lacks or
 # renamed away, so nothing is sent that would draw an error reply
 # and the commands of the background profiles (keyspace.py), which are sent only where the node has them
-BACKGROUND_GATES = ("randomkey", "memory")
+BACKGROUND_GATES = ("randomkey", "memory", "object")
 ASKED: tuple[str, ...] = tuple(dict.fromkeys([*(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked), *BACKGROUND_GATES]))
 
 

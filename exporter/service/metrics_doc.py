@@ -156,6 +156,8 @@ KEYSPACE = [
         "keys whose TTL ends within that time, estimated: an expiry wave ahead"),
     Doc("elasticache_keyspace_big_key_memory_bytes", "gauge", f"{T}, `db`, `key` (cut at 100 bytes), `type`", "`MEMORY USAGE`",
         "the ten largest keys of the latest sample"),
+    Doc("elasticache_keyspace_hot_key_frequency", "gauge", f"{T}, `db`, `key` (cut at 100 bytes), `type`", "`OBJECT FREQ`",
+        "the ten most used keys of the sample by their LFU counter, under an LFU maxmemory policy only"),
     Doc("elasticache_keyspace_sample_keys", "gauge", f"{T}, `db`", "the sample", "distinct keys sampled"),
     Doc("elasticache_keyspace_sample_age_seconds", "gauge", f"{T}, `db`", "the sample", "seconds since the database was sampled"),
     Doc("elasticache_exporter_keyspace_sample_duration_seconds", "gauge", T, "the keyspace profiler", "duration of the last sample"),

@@ -37,6 +37,10 @@ class KeyspaceCollector(FamilyCollector):
                 for used, key, kind in result.big_keys:
                     out.add("elasticache_keyspace_big_key_memory_bytes", GAUGE, "The largest keys of the latest sample (MEMORY USAGE); "
                             "names cut at 100 bytes.", {**labels, "key": key, "type": kind}, float(used))  # fmt: skip
+                for freq, key, kind in result.hot_keys:
+                    out.add("elasticache_keyspace_hot_key_frequency", GAUGE, "The most used keys of the latest sample by their LFU counter "
+                            "(OBJECT FREQ, logarithmic; only under an LFU maxmemory policy); names cut at 100 bytes.",
+                            {**labels, "key": key, "type": kind}, float(freq))  # fmt: skip
                 out.add("elasticache_keyspace_sample_keys", GAUGE, "Distinct keys in the latest sample of the database.", labels,
                         float(result.sampled))  # fmt: skip
                 out.add("elasticache_keyspace_sample_age_seconds", GAUGE, "Seconds since the database was last sampled.", labels,
