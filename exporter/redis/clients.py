@@ -5,20 +5,15 @@ low cardinality: connections by client name (the top N, ``(unnamed)`` and ``(oth
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from exporter.common.records import factory, record
 
-from .failures import classify
 from .node import RedisNode
-from .node_loop import NodeLoop
+from .node_loop import NodeProfiler
 from .settings import TargetConfig
-
-log = logging.getLogger(__name__)
 
 UNNAMED, OTHER = "(unnamed)", "(other)"
 IDLE_BUCKETS = (("1m", 60), ("10m", 600), ("1h", 3600))  # connections idle longer than each
@@ -84,41 +79,18 @@ def profile(clients: Iterable[tuple[str, str, int, int]], top: int, read_at: flo
     return ClientProfile(dict(connected), dict(idle_counts), dict(by_source), omem_max, len(rows), read_at)
 
 
-class ClientProfiler(NodeLoop):
+class ClientProfiler(NodeProfiler):
     """Reads CLIENT LIST of every target from one background thread, each on a connection of its own."""
+
+    what = "clients: CLIENT LIST"
 
     def __init__(self, config: ClientsConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
         nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
-        super().__init__("client-profiler", nodes, config.interval, least_wait=1.0)
+        super().__init__("client-profiler", nodes, config.interval)
         self.config = config
-        self._lock = threading.Lock()
-        self.profiles: dict[str, ClientProfile] = {}
-        self.errors: dict[tuple[str, str], int] = {}
-        self.durations: dict[str, float] = {}
-        self._logged: set[tuple[str, str]] = set()
 
-    def visit(self, name: str, node: RedisNode) -> None:
-        self.read_once(name, node)
-
-    def read_once(self, name: str, node: RedisNode) -> None:
-        started = time.monotonic()
-        try:
-            reply = node.call_if_allowed("client", ("CLIENT", "LIST"))
-        except Exception as err:  # noqa: BLE001 - a failing node must not stop the others' profiles
-            kind = classify(err)
-            with self._lock:
-                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
-            if (name, kind) not in self._logged:
-                self._logged.add((name, kind))
-                log.warning("clients: CLIENT LIST of target %s failed (%s): %.200s", name, kind, err)
-            return
+    def read(self, node: RedisNode) -> ClientProfile | None:
+        reply = node.call_if_allowed("client", ("CLIENT", "LIST"))
         if not isinstance(reply, bytes):  # CLIENT is renamed away or refused: nothing to read, no error reply sent
-            return
-        result = profile(parse_client_list(reply), self.config.top, time.time())
-        with self._lock:
-            self.profiles[name] = result
-            self.durations[name] = time.monotonic() - started
-
-    def snapshot(self) -> tuple[dict[str, ClientProfile], dict[tuple[str, str], int], dict[str, float]]:
-        with self._lock:
-            return dict(self.profiles), dict(self.errors), dict(self.durations)
+            return None
+        return profile(parse_client_list(reply), self.config.top, time.time())

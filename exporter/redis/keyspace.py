@@ -9,20 +9,15 @@ sample's size and age beside them. In cluster mode only primaries are profiled, 
 from __future__ import annotations
 
 import heapq
-import logging
 import re
-import threading
 import time
 from typing import Any
 
 from exporter.common.records import factory, record
 
-from .failures import classify
 from .node import RedisNode
-from .node_loop import NodeLoop
+from .node_loop import NodeProfiler
 from .settings import TargetConfig
-
-log = logging.getLogger(__name__)
 
 NO_PREFIX, OTHER = "(none)", "(other)"
 EXPIRY_WINDOWS = (("1m", 60_000), ("5m", 300_000), ("1h", 3_600_000))  # keys whose TTL ends within each
@@ -107,38 +102,19 @@ def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], confi
 _KEYSPACE_LINE = re.compile(r"^db(\d+):keys=(\d+)", re.M)
 
 
-class KeyspaceProfiler(NodeLoop):
+class KeyspaceProfiler(NodeProfiler):
     """Samples the keyspace of every target (the primaries, in cluster mode) from one background thread."""
 
     BATCH = 200  # keys per round trip
+    what = "keyspace: sampling"
 
     def __init__(self, config: KeyspaceConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
         nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
-        super().__init__("keyspace-profiler", nodes, config.interval, least_wait=1.0)
+        super().__init__("keyspace-profiler", nodes, config.interval)
         self.config = config
-        self._lock = threading.Lock()
-        self.profiles: dict[str, dict[str, DbProfile]] = {}  # target -> db -> profile
-        self.errors: dict[tuple[str, str], int] = {}
-        self.durations: dict[str, float] = {}
-        self._logged: set[tuple[str, str]] = set()
 
-    def visit(self, name: str, node: RedisNode) -> None:
-        started = time.monotonic()
-        try:
-            dbs = self._sample(node)
-        except Exception as err:  # noqa: BLE001 - a failing node must not stop the others' profiles
-            kind = classify(err)
-            with self._lock:
-                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
-            if (name, kind) not in self._logged:
-                self._logged.add((name, kind))
-                log.warning("keyspace: sampling target %s failed (%s): %.200s", name, kind, err)
-            return
-        if dbs is None:
-            return
-        with self._lock:
-            self.profiles[name] = dbs
-            self.durations[name] = time.monotonic() - started
+    def read(self, node: RedisNode) -> dict[str, DbProfile] | None:
+        return self._sample(node)
 
     def _sample(self, node: RedisNode) -> dict[str, DbProfile] | None:
         info, replication, memory_info = node.call_many([("INFO", "keyspace"), ("INFO", "replication"), ("INFO", "memory")])
@@ -189,7 +165,3 @@ class KeyspaceProfiler(NodeLoop):
                 if isinstance(freq, int):
                     frequencies[name] = freq
         return sampled, frequencies
-
-    def snapshot(self) -> tuple[dict[str, dict[str, DbProfile]], dict[tuple[str, str], int], dict[str, float]]:
-        with self._lock:
-            return dict(self.profiles), dict(self.errors), dict(self.durations)

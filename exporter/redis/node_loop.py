@@ -3,10 +3,15 @@ connection of its own (never the scrape's)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from typing import Any
 
+from .failures import classify
 from .node import RedisNode
+
+log = logging.getLogger(__name__)
 
 
 class NodeLoop:
@@ -43,3 +48,44 @@ class NodeLoop:
 
     def visit(self, name: str, node: RedisNode) -> None:
         raise NotImplementedError
+
+
+class NodeProfiler(NodeLoop):
+    """A loop that reads something of each node (:meth:`read`) and keeps the latest result per target, the time the
+    read took, and its failures by kind (each kind logged once per target)."""
+
+    what = "profile"  # for the log line
+
+    def __init__(self, thread_name: str, nodes: list[tuple[str, RedisNode]], interval: float) -> None:
+        super().__init__(thread_name, nodes, interval, least_wait=1.0)
+        self._lock = threading.Lock()
+        self.profiles: dict[str, Any] = {}
+        self.errors: dict[tuple[str, str], int] = {}
+        self.durations: dict[str, float] = {}
+        self._logged: set[tuple[str, str]] = set()
+
+    def read(self, node: RedisNode) -> Any:
+        """The node's profile; None where the node does not allow what it takes (nothing is kept, no error counted)."""
+        raise NotImplementedError
+
+    def visit(self, name: str, node: RedisNode) -> None:
+        started = time.monotonic()
+        try:
+            result = self.read(node)
+        except Exception as err:  # noqa: BLE001 - a failing node must not stop the others' profiles
+            kind = classify(err)
+            with self._lock:
+                self.errors[(name, kind)] = self.errors.get((name, kind), 0) + 1
+            if (name, kind) not in self._logged:
+                self._logged.add((name, kind))
+                log.warning("%s of target %s failed (%s): %.200s", self.what, name, kind, err)
+            return
+        if result is None:
+            return
+        with self._lock:
+            self.profiles[name] = result
+            self.durations[name] = time.monotonic() - started
+
+    def snapshot(self) -> tuple[dict[str, Any], dict[tuple[str, str], int], dict[str, float]]:
+        with self._lock:
+            return dict(self.profiles), dict(self.errors), dict(self.durations)
