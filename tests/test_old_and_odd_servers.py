@@ -9,11 +9,12 @@ from fake_resp import FakeRespServer, bulk, error
 from helpers import call, make_app, sample
 from servers import start_redis
 
-from exporter.redis.pipeline import ASKED
+from exporter.redis.pipeline import PROBES
 
 DATA = Path(__file__).parent / "data"
 
-PROBE = ("COMMAND", "INFO", *(name.upper() for name in ASKED))  # what the exporter asks on connect
+# what the exporter asks on connect: COMMAND INFO, eight names at a time
+PROBES_SENT = [tuple(part.upper() for part in probe) for probe in PROBES]
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_redis_2_6_falls_back_to_info_and_its_sections(redis_2_6):
     ],
 )
 def test_malformed_replies_never_crash_the_exporter(reply):
-    server = FakeRespServer({("INFO", "ALL"): reply, PROBE: b"*-1\r\n"})
+    server = FakeRespServer({("INFO", "ALL"): reply, **dict.fromkeys(PROBES_SENT, b"*-1\r\n")})
     app = make_app({"targets": [{"name": "odd", "addr": server.addr, "timeout": "500ms"}]})
     try:
         response = call(app, "/metrics")
@@ -82,7 +83,7 @@ def test_malformed_info_lines_are_counted(fresh_redis):
     server = FakeRespServer(
         {
             ("INFO", "ALL"): bulk("# Server\r\nuptime_in_seconds:5\r\nthis line is broken\r\n:\r\n"),
-            PROBE: b"*%d\r\n" % len(ASKED) + b"*-1\r\n" * len(ASKED),
+            **{probe: b"*%d\r\n" % (len(probe) - 2) + b"*-1\r\n" * (len(probe) - 2) for probe in PROBES_SENT},
             ("INFO", "CLUSTER"): bulk(""),
         }
     )

@@ -11,7 +11,7 @@ from proxy import StallableProxy
 from servers import start_redis
 
 from exporter.redis.latency import parse_histograms
-from exporter.redis.pipeline import ASKED
+from exporter.redis.pipeline import PROBES
 from exporter.redis.resp import RespConnection
 
 HEARTBEATS = ("ElastiCacheMasterReplicationTimestamp", "elasticache-exporter:heartbeat")  # ElastiCache's key and ours
@@ -39,7 +39,7 @@ def test_a_scrape_sends_the_table_in_order(proxied):
         second = proxy.commands()
     finally:
         app.close()
-    assert first == [("COMMAND", "INFO", *ASKED), ("INFO", "cluster"), ("CLIENT", "SETNAME", "elasticache-exporter"),
+    assert first == [*PROBES, ("INFO", "cluster"), ("CLIENT", "SETNAME", "elasticache-exporter"),
                      ("INFO", "ALL"), ("SLOWLOG", "LEN"), ("SLOWLOG", "GET", "1"), ("LATENCY", "LATEST"), *CONFIGS,
                      ("MGET", *HEARTBEATS), *(("TYPE", key) for key in HEARTBEATS)]  # fmt: skip
     # the connection is kept, CONFIG waits a minute, and LATENCY HISTOGRAM asks for the most called commands
@@ -63,7 +63,7 @@ def test_a_node_without_config_and_latency_is_never_sent_them():
         finally:
             app.close()
         sent = proxy.commands()
-        assert [words for words in sent if words[0] == "COMMAND"] == [("COMMAND", "INFO", *ASKED)]  # one connection, probed once
+        assert [words for words in sent if words[0] == "COMMAND"] == list(PROBES)  # one connection, probed once
         assert [words for words in sent if words[0] != "COMMAND"] == [("INFO", "cluster"), ("CLIENT", "SETNAME", "elasticache-exporter")] + [
             ("INFO", "ALL"), ("SLOWLOG", "LEN"), ("SLOWLOG", "GET", "1")] * 3  # fmt: skip
         assert admin.info("stats")["total_error_replies"] == errors

@@ -23,7 +23,7 @@ from .addresses import Endpoint
 from .cluster import NODES_REFRESH
 from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
 from .keys import KeyProbeResult, KeyProbes
-from .pipeline import ASKED, Gates, ScrapeResult, collect, requests
+from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
 from .settings import Credentials, TlsOptions
 from .slots import key_slot, owned_slots, shard_primary
@@ -137,13 +137,17 @@ class RedisNode:
         self.info_all = True
         self._slots = None
         self.histograms = {}  # a restarted server counts anew: nothing kept is reused
-        command_info, cluster = conn.call([("COMMAND", "INFO", *ASKED), ("INFO", "cluster")], deadline)
-        if isinstance(command_info, ErrorReply):
+        *probes, cluster = conn.call([*PROBES, ("INFO", "cluster")], deadline)
+        command_info: Any = next((reply for reply in probes if isinstance(reply, ErrorReply)), None)
+        if command_info is not None:
             # Without COMMAND (Redis < 2.8.13, or denied) each command is tried once and dropped on error.
             if command_info.message.startswith(NOT_AUTHENTICATED):
                 raise reply_failure(command_info, "COMMAND INFO")
-        elif not isinstance(command_info, list) or len(command_info) != len(ASKED):
-            raise RespFailure("protocol", f"COMMAND INFO answered {kind_of(command_info)}, not a list of {len(ASKED)}")
+        else:
+            for probe, reply in zip(PROBES, probes, strict=True):
+                if not isinstance(reply, list) or len(reply) != len(probe) - 2:
+                    raise RespFailure("protocol", f"COMMAND INFO answered {kind_of(reply)}, not a list of {len(probe) - 2}")
+            command_info = [entry for reply in probes for entry in reply]
         self._gates.reset(command_info)
         if isinstance(cluster, ErrorReply):
             raise reply_failure(cluster, "INFO cluster")

@@ -39,6 +39,10 @@ SETNAME = ScrapeCommand("client", always("CLIENT", "SETNAME"), (bytes,), gate="c
 # and the commands of the background profiles (keyspace.py), which are sent only where the node has them
 BACKGROUND_GATES = ("randomkey", "memory", "object")
 ASKED: tuple[str, ...] = tuple(dict.fromkeys([*(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked), *BACKGROUND_GATES]))
+# Redis 6.2.6+ closes an unauthenticated connection whose command has more than 10 elements (CVE-2021-32675): a node
+# that wants a password the exporter lacks must answer NOAUTH (an auth error), not close. So COMMAND INFO asks at most
+# eight names a command, the commands pipelined.
+PROBES: tuple[tuple[str, ...], ...] = tuple(("COMMAND", "INFO", *ASKED[i : i + 8]) for i in range(0, len(ASKED), 8))
 
 
 @record
