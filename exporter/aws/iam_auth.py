@@ -54,6 +54,25 @@ def default_chain() -> Any:
     return boto3.session.Session().get_credentials()
 
 
+def resolved(source: CredentialSource) -> Any:
+    """The credentials ``source`` gives (None: none found); its failure, whatever botocore raised, as one line."""
+    try:
+        return source()
+    except Exception as err:  # noqa: BLE001 - botocore's providers raise many kinds; reported in one line
+        raise SecretUnavailable(f"AWS credentials could not be had: {type(err).__name__}: {str(err)[:200]}") from None
+
+
+def require_credentials(where: str, resolve: Callable[[], Any]) -> None:
+    """At start-up: IAM needs credentials (exit 2 without any, exit 1 where looking for them failed)."""
+    try:
+        credentials = resolve()
+    except SecretUnavailable as err:
+        raise RuntimeFailure(f"{where}: {err}") from None
+    if credentials is None:
+        raise ConfigError(where, "IAM authentication needs AWS credentials and none were found (environment, shared "
+                                 "credentials file, web identity, container or instance role)")  # fmt: skip
+
+
 class IamToken(Secret):
     """A password that is a freshly signed IAM token each time it is revealed (each connect)."""
 
@@ -65,22 +84,12 @@ class IamToken(Secret):
         self._lock = threading.Lock()
 
     def prepare(self) -> None:
-        """At start-up: credentials must be found (exit 2 without any, exit 1 where looking for them failed)."""
-        try:
-            credentials = self._resolve()
-        except SecretUnavailable as err:
-            raise RuntimeFailure(f"{self.source}: {err}") from None
-        if credentials is None:
-            raise ConfigError(self.source, "IAM authentication needs AWS credentials and none were found (environment, shared "
-                                           "credentials file, web identity, container or instance role)")  # fmt: skip
+        require_credentials(self.source, self._resolve)
 
     def _resolve(self) -> Any:
         with self._lock:
             if self._credentials is None:
-                try:
-                    self._credentials = self._credential_source()
-                except Exception as err:  # noqa: BLE001 - botocore's providers raise many kinds; reported in one line
-                    raise SecretUnavailable(f"AWS credentials could not be had: {type(err).__name__}: {str(err)[:200]}") from None
+                self._credentials = resolved(self._credential_source)
             return self._credentials
 
     def reveal(self) -> str:

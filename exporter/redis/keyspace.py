@@ -114,9 +114,7 @@ class KeyspaceProfiler(NodeProfiler):
         self.config = config
 
     def read(self, node: RedisNode) -> dict[str, DbProfile] | None:
-        return self._sample(node)
-
-    def _sample(self, node: RedisNode) -> dict[str, DbProfile] | None:
+        """Each database's profile; None where RANDOMKEY is renamed away, or for a cluster replica."""
         info, replication, memory_info = node.call_many([("INFO", "keyspace"), ("INFO", "replication"), ("INFO", "memory")])
         if not isinstance(info, bytes) or not node.allows("randomkey", known_only=True):
             return None

@@ -12,9 +12,11 @@ only to keys of the node's own slots, so they never draw MOVED or CROSSSLOT.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from exporter.common.secrets import SecretUnavailable
@@ -191,55 +193,50 @@ class RedisNode:
             self._conn.close()
             self._conn = None
 
-    def write_heartbeat(self, key: str, value: str, ttl_ms: int, timeout: float | None = None) -> bool:
-        """SET ``key`` if, and only if, ``ROLE`` says this node is a master that owns the key; False otherwise."""
+    @contextlib.contextmanager
+    def _held(self, timeout: float | None) -> Iterator[tuple[RespConnection, float]]:
+        """The node's connection (opened or renewed as needed) and a deadline of its own, under the node's lock, for work
+        outside the scrape (the heartbeat writer, the profiles); a call that fails drops the connection."""
         deadline = time.monotonic() + (timeout or self.credentials.timeout)
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise RespFailure("timeout", "the node is busy with another call")
         try:
-            role, cluster = self._connection(deadline).call([("ROLE",), ("INFO", "cluster")], deadline)
+            yield self._connection(deadline), deadline
+        except RespFailure:
+            self._drop_connection()
+            raise
+        finally:
+            self._lock.release()
+
+    def write_heartbeat(self, key: str, value: str, ttl_ms: int, timeout: float | None = None) -> bool:
+        """SET ``key`` if, and only if, ``ROLE`` says this node is a master that owns the key; False otherwise."""
+        with self._held(timeout) as (conn, deadline):
+            role, cluster = conn.call([("ROLE",), ("INFO", "cluster")], deadline)
             if isinstance(role, ErrorReply):
                 raise reply_failure(role, "ROLE")
             if not (isinstance(role, list) and role and role[0] == b"master"):
                 return False
             if isinstance(cluster, bytes) and b"cluster_enabled:1" in cluster and self.allows("cluster"):
                 if self._slots is None or self.cluster_nodes_due():
-                    (nodes,) = self._conn.call([("CLUSTER", "NODES")], deadline)
+                    (nodes,) = conn.call([("CLUSTER", "NODES")], deadline)
                     self.on_cluster_nodes(nodes)
                 self._cluster_enabled = True
                 if not self.owns(key):
                     return False
-            (reply,) = self._conn.call([("SET", key, value, "PX", str(ttl_ms))], deadline)
+            (reply,) = conn.call([("SET", key, value, "PX", str(ttl_ms))], deadline)
             if isinstance(reply, ErrorReply):
                 raise reply_failure(reply, "SET")
             return True
-        except RespFailure:
-            self._drop_connection()
-            raise
-        finally:
-            self._lock.release()
 
     def call_many(self, commands: list[tuple[Any, ...]], timeout: float | None = None) -> list[Any]:
         """Commands in one round trip on this node's connection, by a deadline of their own (background work)."""
-        deadline = time.monotonic() + (timeout or self.credentials.timeout)
-        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise RespFailure("timeout", "the node is busy with another call")
-        try:
-            return self._connection(deadline).call(commands, deadline)
-        except RespFailure:
-            self._drop_connection()
-            raise
-        finally:
-            self._lock.release()
+        with self._held(timeout) as (conn, deadline):
+            return conn.call(commands, deadline)
 
     def call_if_allowed(self, gate: str, command: tuple[str, ...], timeout: float | None = None) -> Any:
         """``command``'s reply on this node's connection, if COMMAND INFO showed the commands of ``gate`` on the last
         (re)connect; None where it did not (renamed away) or an ACL refused it once (not asked again until a reconnect)."""
-        deadline = time.monotonic() + (timeout or self.credentials.timeout)
-        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise RespFailure("timeout", "the node is busy with another call")
-        try:
-            conn = self._connection(deadline)
+        with self._held(timeout) as (conn, deadline):
             if not self.allows(gate, known_only=True):
                 return None
             (reply,) = conn.call([command], deadline)
@@ -247,11 +244,6 @@ class RedisNode:
                 self._gates.refuse(gate)
                 return None
             return reply
-        except RespFailure:
-            self._drop_connection()
-            raise
-        finally:
-            self._lock.release()
 
     def close(self) -> None:
         """Close the connection now, or, while a call holds it, as soon as that call ends. Never waits."""

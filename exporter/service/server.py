@@ -90,18 +90,17 @@ class ExporterApp:
 
             from .collectors.clients import ClientProfileCollector
 
-            self.client_profiler = ClientProfiler(config.clients, list(config.targets), config.scrape_max_reply_bytes)
-            self._extra_collectors.append(ClientProfileCollector(self.client_profiler))
-            self.client_profiler.start()
+            self.client_profiler = self._start_profiler(ClientProfiler(config.clients, list(config.targets), config.scrape_max_reply_bytes),
+                                                        ClientProfileCollector)  # fmt: skip
         self.keyspace_profiler: Any = None
         if config.keyspace.enabled and config.targets:
             from exporter.redis.keyspace import KeyspaceProfiler
 
             from .collectors.keyspace import KeyspaceCollector
 
-            self.keyspace_profiler = KeyspaceProfiler(config.keyspace, list(config.targets), config.scrape_max_reply_bytes)
-            self._extra_collectors.append(KeyspaceCollector(self.keyspace_profiler))
-            self.keyspace_profiler.start()
+            self.keyspace_profiler = self._start_profiler(
+                KeyspaceProfiler(config.keyspace, list(config.targets), config.scrape_max_reply_bytes), KeyspaceCollector
+            )
         self.aws_monitor: Any = None
         if config.aws.enabled:
             from exporter.aws.monitor import AwsMonitor
@@ -112,6 +111,12 @@ class ExporterApp:
             self.targets.credentials_for = self.aws_monitor.credentials_for
             self._extra_collectors.append(AwsCollector(self.aws_monitor))
             self.aws_monitor.start()
+
+    def _start_profiler(self, profiler: Any, collector: Any) -> Any:
+        """A background profiler of the targets, served by its collector."""
+        self._extra_collectors.append(collector(profiler))
+        profiler.start()
+        return profiler
 
     @property
     def baselines(self) -> BaselineTable:

@@ -105,10 +105,10 @@ class TargetSet:
             if item.password is not None and id(item.password) not in seen:
                 seen.add(id(item.password))
                 item.password.prepare()
-        if self._discovered_iam:
-            from exporter.aws.iam_auth import IamAuth, IamToken
+        if self._discovered_iam:  # each discovered node's token signs with the default chain, or a role assumed from it
+            from exporter.aws.iam_auth import default_chain, require_credentials, resolved
 
-            IamToken(IamAuth("discovered", "user", "us-east-1"), source="aws.discovered.iam_auth").prepare()
+            require_credentials("aws.discovered.iam_auth", lambda: resolved(default_chain))
 
     def _discovered_node_credentials(self, name: str, node: Node) -> Credentials:
         """aws.discovered's credentials; with IAM, a token signed for the node's own replication group (or serverless
