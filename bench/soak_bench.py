@@ -1,11 +1,15 @@
 """Memory over a long run under a target that restarts: RSS every 1,000 scrapes and the growth after the warm-up.
 
-    python bench/soak_bench.py [--scrapes 8000] [--clients 5] [--python /tmp/ecx/bin/python]
+    python bench/soak_bench.py [--scrapes 8000] [--clients 5] [--python /tmp/ecx/bin/python] [--tracemalloc DIR]
 
 Three redis-servers on loopback: one stable, one killed and restarted on the same port every 2 s (each start gives it a
 new run_id, process id and replication id), one stopped with SIGSTOP for the whole run. The exporter scrapes the three
 through /metrics with a 200 ms scrape timeout; ``--clients`` threads scrape it at once until ``--scrapes`` answers are
 in. Prints RSS after the 200-scrape warm-up and at every 1,000 scrapes, and the growth from scrape 1,000 to the end.
+
+With ``--tracemalloc DIR`` the exporter runs under tracemalloc (slower, and its RSS includes the tracer's own tables) and
+writes a snapshot to DIR at every mark; the bench then prints the allocation sites that grew most from scrape 1,000 to
+the end, which tells a slow warm-up (sizes that level off) from a leak (sizes that keep growing).
 """
 
 from __future__ import annotations
@@ -25,6 +29,14 @@ from footprint_bench import first_answer
 from scrape_bench import free_port, rss_mib, start_redis
 
 RESTART_SECONDS = 2.0
+TRACED_START = """
+import signal, sys, tracemalloc
+tracemalloc.start(12)
+marks = iter(sys.argv.pop(1).split(","))
+signal.signal(signal.SIGUSR2, lambda *_: tracemalloc.take_snapshot().dump(next(marks)))
+from exporter.cli.main import main
+sys.exit(main())
+"""
 
 
 def restart_loop(workdir: Path, port: int, stop: threading.Event) -> None:
@@ -40,8 +52,9 @@ def restart_loop(workdir: Path, port: int, stop: threading.Event) -> None:
         process.wait(timeout=10)
 
 
-def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200) -> list[tuple[int, float]]:
-    """[(scrapes answered, RSS MiB)]: after the warm-up, then every ``report_every``."""
+def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200,
+         traces: Path | None = None) -> list[tuple[int, float]]:
+    """[(scrapes answered, RSS MiB)]: after the warm-up, then every ``report_every``; with ``traces``, a snapshot at each."""
     workdir = Path(tempfile.mkdtemp(prefix="ecx-soak-"))
     stop = threading.Event()
     stable, stable_port = start_redis(workdir)
@@ -55,12 +68,13 @@ def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warm
         f"  - name: {name}\n    addr: redis://127.0.0.1:{port}\n"
         for name, port in (("stable", stable_port), ("restarting", restarting_port), ("stopped", stopped_port))))  # fmt: skip
     port = free_port()
-    exporter = subprocess.Popen([python, "-m", "exporter", "serve", "--config.file", str(config), "--web.listen-address", f"127.0.0.1:{port}",
+    marks = [warmup, *range(report_every, scrapes + 1, report_every)]
+    launcher = ["-m", "exporter"] if traces is None else ["-c", TRACED_START, ",".join(str(traces / f"{mark}.trace") for mark in marks)]
+    exporter = subprocess.Popen([python, *launcher, "serve", "--config.file", str(config), "--web.listen-address", f"127.0.0.1:{port}",
                                  "--log.level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     done = 0
     lock = threading.Lock()
     readings: list[tuple[int, float]] = []
-    marks = [warmup, *range(report_every, scrapes + 1, report_every)]
 
     def client() -> None:
         nonlocal done
@@ -75,6 +89,8 @@ def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warm
                 done += 1
                 if marks and done >= marks[0]:
                     readings.append((marks.pop(0), rss_mib(exporter.pid)))
+                    if traces is not None:
+                        exporter.send_signal(signal.SIGUSR2)
                     print(f"{readings[-1][0]:6d} scrapes: RSS {readings[-1][1]:.1f} MiB", flush=True)
 
     try:
@@ -102,15 +118,38 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=8000)
     parser.add_argument("--clients", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="interpreter with the exporter installed (a clean venv, as deployed)")
+    parser.add_argument("--tracemalloc", type=Path, metavar="DIR", help="run the exporter under tracemalloc, a snapshot in DIR at each mark")
     args = parser.parse_args()
     if not shutil.which("redis-server"):
         raise SystemExit("needs redis-server (apt-get install redis-server)")
     started = time.monotonic()
-    readings = dict(soak(args.python, args.scrapes, args.clients))
+    if args.tracemalloc:
+        args.tracemalloc.mkdir(parents=True, exist_ok=True)
+    readings = dict(soak(args.python, args.scrapes, args.clients, traces=args.tracemalloc))
     base = readings.get(1000) or readings[min(readings)]
     end = readings[max(readings)]
     print(f"\n{args.scrapes} scrapes in {time.monotonic() - started:.0f} s; RSS {base:.1f} MiB at 1,000 -> {end:.1f} MiB at the end: "
           f"{(end / base - 1) * 100:+.1f} %")
+    if args.tracemalloc:
+        time.sleep(1.0)
+        print_growth(args.tracemalloc, min(readings, key=lambda mark: abs(mark - 1000)), max(readings))
+
+
+def print_growth(directory: Path, first: int, last: int, lines: int = 15) -> None:
+    """The allocation sites whose traced size grew most between two snapshots, with their size at every mark."""
+    import tracemalloc
+
+    snapshots = {int(path.stem): tracemalloc.Snapshot.load(str(path)) for path in sorted(directory.glob("*.trace"))}
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap*>")]
+    for mark, snapshot in snapshots.items():
+        snapshots[mark] = snapshot.filter_traces(ignore)
+        print(f"traced at {mark:6d}: {sum(stat.size for stat in snapshots[mark].statistics('filename')) / 1024:8.1f} KiB")
+    growth = snapshots[last].compare_to(snapshots[first], "traceback")
+    by_mark = {mark: {stat.traceback: stat.size for stat in snapshot.statistics("traceback")} for mark, snapshot in sorted(snapshots.items())}
+    for stat in growth[:lines]:
+        frame = next((frame for frame in reversed(stat.traceback) if "/exporter/" in frame.filename), stat.traceback[0])
+        sizes = [f"{sites.get(stat.traceback, 0) / 1024:.1f}" for sites in by_mark.values()]
+        print(f"{stat.size_diff / 1024:+8.1f} KiB {stat.count_diff:+6d} blocks  {frame.filename}:{frame.lineno}  KiB by mark: {' '.join(sizes)}")
 
 
 if __name__ == "__main__":

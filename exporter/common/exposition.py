@@ -14,6 +14,7 @@ from typing import Any
 
 from .families import Family
 from .labels import LabelSet
+from .recent import RecentCache
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _HELP_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
@@ -40,9 +41,9 @@ def _label_pair(key: str, value: str) -> str:
 
 
 # label sets as rendered, by their items: most recur scrape after scrape (a command's cmd, a bucket's le, a database),
-# in dicts made anew each scrape. Bounded: emptied when a churning label value (a run_id) has filled it.
-_RENDERED: dict[tuple[bool, tuple[tuple[str, str], ...]], str] = {}
-_MAX_RENDERED = 8192  # at most about 1.5 MiB
+# in dicts made anew each scrape. A set unused for two generations (an old run_id's) is let go; longer than a scrape
+# interval (up to 2 minutes), so a set seen every scrape stays
+RENDERED: RecentCache[tuple[bool, tuple[tuple[str, str], ...]], str] = RecentCache(max_entries=8192, generation_seconds=120.0)
 
 
 def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
@@ -85,6 +86,7 @@ def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> byte
     # itself, so no other dict can take its id while the encoding runs
     rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
     headers = _HEADERS
+    RENDERED.tick()
     for family in families:
         key = (family.__class__, family.name, family.type, family.documentation)
         header = headers.get(key)
@@ -122,10 +124,8 @@ def _keep_rendered(labels: LabelSet, drop_instance: bool, pairs: dict[tuple[str,
 
 def _rendered(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
     key = (drop_instance, tuple(labels.items()))
-    text = _RENDERED.get(key)
+    text = RENDERED.young.get(key) or RENDERED.recall(key)
     if text is None:
         text = _render_labels(labels, drop_instance, pairs)
-        if len(_RENDERED) >= _MAX_RENDERED:
-            _RENDERED.clear()
-        _RENDERED[key] = text
+        RENDERED.put(key, text)
     return text
