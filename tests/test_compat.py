@@ -30,6 +30,11 @@ def upstream_families() -> dict[str, tuple[str, set[str]]]:
         if line and not line.startswith("#"):
             name, kind, labels = line.split("\t")
             families[name] = (kind, set(filter(None, labels.split(","))))
+    for recorded in UPSTREAM.parent.glob("upstream_values/client_list_*.prom"):  # --export-client-list (test_compat_client_list.py)
+        text = recorded.read_text()
+        for name, kind in exposition_types(text).items():
+            labels = families.get(name, (kind, set()))[1]
+            families[name] = (kind, labels | {key for (sample, pairs) in exact_samples(text) if sample == name for key, _ in pairs})
     return families
 
 

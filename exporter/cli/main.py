@@ -52,6 +52,9 @@ SERVE_FLAGS: dict[str, str] = {
     "check-streams": "stream patterns to watch (length, groups, consumers, pending, lag), found by SCAN",
     "check-single-streams": "exact streams to watch",
     "check-keys-batch-size": "SCAN COUNT for the patterns above (default 1000)",
+    "export-client-list": "serve each connection of CLIENT LIST as redis_exporter does (redis_connected_client_*), read in the "
+    "background every clients.interval",
+    "export-client-port": "with --export-client-list, the client's port as a label (a new series for every connection)",
     "log.level": "debug, info, warn or error (default info)",
     "log.format": "text or json (default text)",
 }
@@ -124,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file")
         for flag, flag_help in SERVE_FLAGS.items():
             env = flag_to_env(flag)
-            if flag.endswith(("skip-verify", "heartbeat.write")):
+            if flag.endswith(("skip-verify", "heartbeat.write")) or flag in CLIENT_LIST_FLAGS:
                 sub.add_argument(f"--{flag}", dest=flag, action="store_const", const="true", default=None, help=f"{flag_help} [{env}]")
             else:
                 sub.add_argument(f"--{flag}", dest=flag, metavar="VALUE", default=None, help=f"{flag_help} [{env}]")
@@ -228,18 +231,20 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
 
 
 KEY_FLAGS = ("check-keys", "check-single-keys", "count-keys", "check-streams", "check-single-streams", "check-keys-batch-size")
+CLIENT_LIST_FLAGS = {"export-client-list": "clients.per_connection", "export-client-port": "clients.include_port"}
 
 
 def _upstream_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """redis_exporter's environment variables of the key flags (REDIS_EXPORTER_CHECK_KEYS, ...), so that its
+    """redis_exporter's environment variables of the key and client-list flags (REDIS_EXPORTER_CHECK_KEYS, ...), so that its
     users' deployments carry over; this exporter's own names win."""
-    names = {flag: "REDIS_EXPORTER_" + flag.replace("-", "_").upper() for flag in KEY_FLAGS}
+    names = {flag: "REDIS_EXPORTER_" + flag.replace("-", "_").upper() for flag in (*KEY_FLAGS, *CLIENT_LIST_FLAGS)}
     return {flag: environ[name] for flag, name in names.items() if name in environ}
 
 
 def _key_flags_in_section(values: dict[str, Any]) -> dict[str, Any]:
-    """``check-keys`` → ``keys.check-keys``: redis_exporter's flag names, this exporter's ``keys`` section."""
-    return {f"keys.{flag}" if flag in KEY_FLAGS else flag: value for flag, value in values.items()}
+    """``check-keys`` → ``keys.check-keys``, ``export-client-list`` → ``clients.per_connection``: redis_exporter's flag
+    names, this exporter's sections."""
+    return {f"keys.{flag}" if flag in KEY_FLAGS else CLIENT_LIST_FLAGS.get(flag, flag): value for flag, value in values.items()}
 
 
 def _refuse_password_in_address(value: Any, where: str) -> None:

@@ -41,13 +41,17 @@ def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
 
 def clients_config(raw: dict[str, Any]) -> ClientsConfig:
     """``clients``: CLIENT LIST of every configured target, read in the background every ``interval``."""
-    check_keys(raw, "clients", {"enabled", "interval", "top"})
+    check_keys(raw, "clients", {"enabled", "interval", "top", "per_connection", "include_port", "max_connections"})
     defaults = ClientsConfig()
     interval = as_duration(raw.get("interval", defaults.interval), "clients.interval")
     if interval < 5:
         raise ConfigError("clients.interval", "must be at least 5s: CLIENT LIST walks every connection of the node")
-    return ClientsConfig(enabled=as_bool(raw.get("enabled", defaults.enabled), "clients.enabled"), interval=interval,
-                         top=as_int(raw.get("top", defaults.top), "clients.top", 1, 1000))  # fmt: skip
+    per_connection = as_bool(raw.get("per_connection", defaults.per_connection), "clients.per_connection")
+    return ClientsConfig(enabled=as_bool(raw.get("enabled", defaults.enabled), "clients.enabled") or per_connection, interval=interval,
+                         top=as_int(raw.get("top", defaults.top), "clients.top", 1, 1000), per_connection=per_connection,
+                         include_port=as_bool(raw.get("include_port", defaults.include_port), "clients.include_port"),
+                         max_connections=as_int(raw.get("max_connections", defaults.max_connections), "clients.max_connections",
+                                                1, 1_000_000))  # fmt: skip
 
 
 def keyspace_config(raw: dict[str, Any]) -> KeyspaceConfig:

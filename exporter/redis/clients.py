@@ -1,7 +1,10 @@
 """Who holds a node's connections: CLIENT LIST, read in the background every ``clients.interval`` on a connection of
 its own (never inside a scrape's deadline, its reply bounded by the reply-size limit), turned into a few aggregates of
 low cardinality: connections by client name (the top N, ``(unnamed)`` and ``(other)``), those idle longer than 1 m,
-10 m and 1 h, connections by source address, and the largest output buffer by name."""
+10 m and 1 h, connections by source address, and the largest output buffer by name.
+
+With ``per_connection`` (redis_exporter's ``--export-client-list``) each connection is also kept, as redis_exporter
+serves it: one ``redis_connected_client_info`` and a dozen gauges per connection, up to ``max_connections``."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from exporter.common.records import factory, record
+from exporter.common.records import factory, record, replace
 
 from .node import RedisNode
 from .node_loop import NodeProfiler
@@ -24,6 +27,50 @@ class ClientsConfig:
     enabled: bool = False
     interval: float = 60.0
     top: int = 20  # client names and source addresses served by name; the rest add up in (other)
+    per_connection: bool = False  # redis_exporter's connected_client families, a series set per connection
+    include_port: bool = False  # the client's port as a label of redis_connected_client_info (a new series per connection)
+    max_connections: int = 10000  # per-connection series of at most this many connections (the lowest ids)
+
+
+# CLIENT LIST's numeric fields a connection's gauges show, by field (ssub: Redis 7.0.3 and later; watch: 7.4 and later)
+CONNECTION_NUMBERS = ("age", "idle", "sub", "psub", "ssub", "watch", "qbuf", "qbuf-free", "obl", "oll", "omem", "tot-mem")
+
+
+@record(frozen=True)
+class Connection:
+    """One line of CLIENT LIST, its labels as redis_exporter gives them; a numeric field the server did not list is None."""
+
+    id: str
+    name: str
+    flags: str
+    db: str
+    host: str
+    port: str
+    user: str
+    resp: str
+    numbers: dict[str, int | None]
+
+
+def parse_connections(reply: bytes) -> Iterator[Connection]:
+    """Every well-formed line of CLIENT LIST (one that starts ``id=<digits> addr=``) as a Connection."""
+    for raw in reply.decode("utf-8", "replace").split("\n"):
+        line = raw.rstrip("\r")
+        if not line.startswith("id=") or " addr=" not in line:
+            continue
+        fields = dict(part.split("=", 1) for part in line.split(" ") if "=" in part)
+        host, _, port = fields["addr"].rpartition(":")
+        if not fields["id"].isdigit() or not port:
+            continue
+        numbers = {key: _integer(fields.get(key)) for key in CONNECTION_NUMBERS}
+        yield Connection(fields["id"], fields.get("name", ""), fields.get("flags", ""), fields.get("db", ""), host, port,
+                         fields.get("user", ""), fields.get("resp", ""), numbers)  # fmt: skip
+
+
+def _integer(raw: str | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def parse_client_list(reply: bytes) -> Iterator[tuple[str, str, int, int]]:
@@ -50,6 +97,7 @@ class ClientProfile:
     output_buffer_max: dict[str, int] = factory(dict)  # client name -> the largest omem
     total: int = 0
     read_at: float = 0.0
+    connections: tuple[Connection, ...] = ()  # with per_connection: the lowest max_connections ids
 
 
 def profile(clients: Iterable[tuple[str, str, int, int]], top: int, read_at: float = 0.0) -> ClientProfile:
@@ -93,4 +141,9 @@ class ClientProfiler(NodeProfiler):
         reply = node.call_if_allowed("client", ("CLIENT", "LIST"))
         if not isinstance(reply, bytes):  # CLIENT is renamed away or refused: nothing to read, no error reply sent
             return None
-        return profile(parse_client_list(reply), self.config.top, time.time())
+        read_at = time.time()
+        result = profile(parse_client_list(reply), self.config.top, read_at)
+        if not self.config.per_connection:
+            return result
+        connections = sorted(parse_connections(reply), key=lambda connection: int(connection.id))[: self.config.max_connections]
+        return replace(result, connections=tuple(connections))

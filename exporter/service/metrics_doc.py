@@ -10,6 +10,7 @@ from exporter.redis.command import Doc, T
 from exporter.redis.compat import OTHER_SERVER_FAMILIES, OTHER_SERVERS, OURS_ONLY, UPSTREAM_DIFFERENCES
 from exporter.redis.info_fields import CLUSTER_INFO_FIELDS, KNOWN_FIELDS, MASTER_LABELLED_FIELDS, FieldMetric
 from exporter.redis.pipeline import SCRAPE_COMMANDS
+from exporter.service.collectors.clients import CONNECTION_GAUGES
 
 STRUCTURED = [
     Doc("redis_up", "gauge", T, "the scrape", "1 when the last scrape of the target succeeded, else 0 (the HTTP reply is still 200)"),
@@ -144,6 +145,13 @@ CLIENTS = [
     Doc("elasticache_exporter_client_list_duration_seconds", "gauge", T, "the client profiler", "duration of the last read and count"),
     Doc("elasticache_exporter_client_list_errors_total", "counter", f"{T}, `kind`", "the client profiler",
         "failed reads by kind (`reply_too_large` where the list is larger than `scrape.max_reply_size`)"),
+    Doc("redis_connected_client_info", "gauge", f"{T}, `id`, `name`, `flags`, `db`, `host`, `port` (`clients.include_port`), `user`, `resp`",
+        "`CLIENT LIST` (background, `clients.per_connection` or `--export-client-list`)",
+        "1 per connection, as redis_exporter's `--export-client-list` (`user` and `resp` where the server lists them)"),
+    *[Doc(name, "gauge", f"{T}, `id`, `name`", "`CLIENT LIST` (`clients.per_connection`)",
+          f"`{field}` of each connection" + (": the time of the read less it" if field in ("age", "idle") else "")
+          + ("; not served where the server does not list it" if field in ("ssub", "watch") else ""))
+      for name, _, field in CONNECTION_GAUGES],
 ]  # fmt: skip
 
 KEYSPACE = [
