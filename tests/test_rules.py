@@ -19,13 +19,14 @@ from helpers import cfn_lint
 
 from exporter.alerts.catalog import load_catalog
 from exporter.alerts.cloudformation import render_cloudformation
-from exporter.alerts.prometheus import render_prometheus
+from exporter.alerts.prometheus import as_prometheus_rule, render_prometheus
 from exporter.alerts.thresholds import ENGINE_CPU_FLOOR_PERCENT
 from exporter.baselines.table import load_table
 
 ROOT = Path(__file__).parent.parent
 RULES = ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml"
 TEMPLATE = ROOT / "rules" / "cloudformation" / "elasticache-alarms.yaml"
+PROMETHEUS_RULE = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.prometheusrule.yaml"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
@@ -37,6 +38,21 @@ def test_committed_outputs_are_up_to_date_and_deterministic():
     assert render_cloudformation(alerts, table) == TEMPLATE.read_text(), (
         "stale: run elasticache-exporter render cloudformation --out rules/cloudformation"
     )
+    assert as_prometheus_rule(RULES.read_text()) == PROMETHEUS_RULE.read_text(), (
+        "stale: run elasticache-exporter render prometheus-operator --out rules/prometheus-operator"
+    )
+
+
+def test_the_prometheus_rule_holds_exactly_the_rule_files_groups(tmp_path):
+    rule = yaml.safe_load(PROMETHEUS_RULE.read_text())
+    assert (rule["apiVersion"], rule["kind"], rule["metadata"]["name"]) == ("monitoring.coreos.com/v1", "PrometheusRule", "elasticache-exporter")
+    assert set(rule) == {"apiVersion", "kind", "metadata", "spec"}
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    # what the operator hands Prometheus is spec as a rule file: promtool accepts it
+    (tmp_path / "from-operator.yml").write_text(yaml.safe_dump(rule["spec"]))
+    result = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "from-operator.yml")], capture_output=True, text=True, timeout=120,
+                            check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_promtool_check_rules():

@@ -61,6 +61,24 @@ def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: t
     return result
 
 
+def as_prometheus_rule(rules_text: str, name: str = "elasticache-exporter") -> str:
+    """The rule file as a Prometheus Operator ``PrometheusRule``: its groups, as they are, under ``spec``."""
+    lines = rules_text.splitlines()
+    body = [line for line in lines if not line.startswith("#")]
+    head = [
+        "# The Prometheus rules of elasticache-exporter as a Prometheus Operator PrometheusRule, rendered by",
+        "# `elasticache-exporter render prometheus-operator`. Do not edit: change the catalog or the table.",
+        "apiVersion: monitoring.coreos.com/v1",
+        "kind: PrometheusRule",
+        "metadata:",
+        f"  name: {name}",
+        "  labels:",
+        "    app.kubernetes.io/name: elasticache-exporter",
+        "spec:",
+    ]
+    return "\n".join([*head, *(f"  {line}" if line else "" for line in body)]) + "\n"
+
+
 def render_prometheus(alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> str:
     """``tags``: ``tag_*`` labels (aws.export_tags) each node's alert carries, for Alertmanager routes."""
     return render("prometheus.rules.yml.j2", node_types=node_type_thresholds(table), rules=rules(alerts, runbook_base, tags), basis=table.basis)

@@ -147,10 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
     render = commands.add_parser(
         "render",
-        help="render the alert catalog and baselines to Prometheus rules or a CloudFormation template",
+        help="render the alert catalog and baselines to Prometheus rules, a PrometheusRule or a CloudFormation template",
         allow_abbrev=False,
     )
-    render.add_argument("what", choices=("prometheus", "cloudformation"))
+    render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation"))
     render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
     render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
     render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")

@@ -1,11 +1,12 @@
-"""The alert commands: ``render prometheus|cloudformation`` from the catalog and the baseline table."""
+"""The alert commands: ``render prometheus|prometheus-operator|cloudformation`` from the catalog and the baseline table."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "cloudformation": "elasticache-alarms.yaml"}
+RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "prometheus-operator": "elasticache-exporter.prometheusrule.yaml",
+                  "cloudformation": "elasticache-alarms.yaml"}
 
 
 def run_render(args: argparse.Namespace) -> int:
@@ -13,7 +14,7 @@ def run_render(args: argparse.Namespace) -> int:
 
     from exporter.alerts.catalog import load_catalog
     from exporter.alerts.cloudformation import render_cloudformation
-    from exporter.alerts.prometheus import render_prometheus
+    from exporter.alerts.prometheus import as_prometheus_rule, render_prometheus
     from exporter.baselines.table import load_table
     from exporter.common.errors import UsageError
     from exporter.common.files import write_atomically
@@ -23,10 +24,12 @@ def run_render(args: argparse.Namespace) -> int:
     if args.fleet:
         return _render_fleet(args, alerts, table)
     tags = [key.strip() for key in args.tags.split(",") if key.strip()]
-    if tags and args.what != "prometheus":
+    if tags and args.what == "cloudformation":
         raise UsageError("--tags: only the Prometheus rules join tags in (a CloudWatch alarm has no labels)")
     if args.what == "prometheus":
         text = render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags))
+    elif args.what == "prometheus-operator":
+        text = as_prometheus_rule(render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags)))
     else:
         text = render_cloudformation(alerts, table, args.runbook_base_url)
     _say_skipped_types(args.what, table)
@@ -57,10 +60,11 @@ def _say_skipped_types(what: str, table: object) -> None:
     """Name the table's node types that only the fixed-threshold alerts cover, and why."""
     from exporter.alerts.thresholds import alarm_thresholds, node_type_thresholds
 
-    covered = {row.node_type for row in (node_type_thresholds(table) if what == "prometheus" else alarm_thresholds(table))}  # type: ignore[arg-type]
+    prometheus = what != "cloudformation"
+    covered = {row.node_type for row in (node_type_thresholds(table) if prometheus else alarm_thresholds(table))}  # type: ignore[arg-type]
     missing = sorted(set(table.node_types) - covered)  # type: ignore[attr-defined]
     if missing:
-        why = "no bandwidth figure" if what == "prometheus" else "no bandwidth figure or vCPU count"
+        why = "no bandwidth figure" if prometheus else "no bandwidth figure or vCPU count"
         print(f"render: fixed-threshold alerts only for {len(missing)} node type(s) with {why}: {', '.join(missing)}", file=sys.stderr)
 
 
