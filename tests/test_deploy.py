@@ -1,4 +1,5 @@
-"""The files shipped for deployment: Dockerfile, Kubernetes manifests, Prometheus configs, the dashboard."""
+"""The files shipped for deployment: Dockerfile, Prometheus configs, the dashboard (the Helm chart and the Kubernetes
+manifests it renders: test_helm.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import yaml
 
 ROOT = Path(__file__).parent.parent
 PROMQL_WORD = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -42,46 +41,6 @@ def test_dockerfile_structure():
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".git" in ignored
     assert "tests" in ignored
-
-
-def test_kubernetes_manifests():
-    documents = {}
-    for path in (ROOT / "deploy" / "kubernetes").glob("*.yaml"):
-        for document in yaml.safe_load_all(path.read_text()):
-            documents[document["kind"]] = document
-    assert set(documents) >= {"Deployment", "Service", "ConfigMap", "ServiceMonitor"}
-    pod = documents["Deployment"]["spec"]["template"]["spec"]
-    container = pod["containers"][0]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert container["readinessProbe"]["httpGet"]["path"] == "/-/healthy"
-    assert container["ports"][0]["containerPort"] == 9769
-    from exporter.config import build_config
-
-    config = yaml.safe_load(documents["ConfigMap"]["data"]["config.yml"])
-    config["aws"]["discovered"].pop("password_file")  # the secret exists only in the cluster
-    assert build_config(config, environ={}).aws.scrape_discovered
-
-
-def test_sharded_statefulset_gives_each_pod_its_own_shard():
-    documents = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "sharded-statefulset.yaml").read_text()))
-    statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
-    service = next(d for d in documents if d["kind"] == "Service")
-    assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"] == statefulset["spec"]["selector"]["matchLabels"]
-    replicas = statefulset["spec"]["replicas"]
-    container = statefulset["spec"]["template"]["spec"]["containers"][0]
-    env = {item["name"]: item for item in container["env"]}
-    assert env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
-    from exporter.cli.main import build_parser
-    from exporter.common.sharding import parse_shard
-
-    shards = []
-    for ordinal in range(replicas):
-        argv = [arg.replace("$(POD_INDEX)", str(ordinal)) for arg in container["args"]]  # as the kubelet expands it
-        shards.append(parse_shard(getattr(build_parser().parse_args(argv), "scrape.shard")))
-    assert [(shard.index, shard.count) for shard in shards] == [(i, replicas) for i in range(replicas)]
-    names = [f"sessions-{i:03d}-001" for i in range(300)]
-    assert sorted(name for shard in shards for name in names if shard.owns(name)) == sorted(names)
 
 
 def test_sharded_scrape_config_is_valid_prometheus(tmp_path):

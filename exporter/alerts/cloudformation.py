@@ -19,6 +19,7 @@ from .thresholds import BASELINE_KEYS, NodeTypeThresholds, alarm_threshold_key, 
 
 NO_BASELINE = "none"  # the CacheNodeType of nodes whose type has no baseline: fixed-threshold alarms only
 MAX_RESOURCES = 500  # CloudFormation's limit per stack
+SHARED_RESOURCES = 2  # the SNS topic and its KMS key, besides the alarms
 CLUSTER_ID = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,49}")
 
 
@@ -113,7 +114,7 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
         node_type_conditions=conditions,
         fleet=fleet,
         no_baseline=NO_BASELINE,
-        max_nodes=(MAX_RESOURCES - 1) // max(1, len(alarms)),
+        max_nodes=(MAX_RESOURCES - SHARED_RESOURCES) // max(1, len(alarms)),
         namespace=NAMESPACE,
         dimensions=NODE_DIMENSIONS,
     )
@@ -197,7 +198,7 @@ def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTab
     chunks: list[tuple[str, list[str], int]] = []
     for node_type, ids in sorted(groups.items()):
         per_node = per_node_fixed if node_type == NO_BASELINE else per_node_all
-        most = max(1, (MAX_RESOURCES - 1) // max(1, per_node))  # one resource is the SNS topic
+        most = max(1, (MAX_RESOURCES - SHARED_RESOURCES) // max(1, per_node))
         size = -(-len(ids) // -(-len(ids) // most))  # stacks of even size
         chunks += [(node_type, ids[start : start + size], per_node) for start in range(0, len(ids), size)]
     stacks = [Stack(node_type, tuple(ids), per_node, index, len(chunks)) for index, (node_type, ids, per_node) in enumerate(chunks, 1)]

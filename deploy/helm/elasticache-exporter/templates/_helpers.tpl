@@ -1,0 +1,54 @@
+{{- define "ecx.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ecx.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "ecx.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "ecx.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "ecx.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ecx.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "ecx.labels" -}}
+{{ include "ecx.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "ecx.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "ecx.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "ecx.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "ecx.secretName" -}}
+{{- default (printf "%s-secrets" (include "ecx.fullname" .)) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{- define "ecx.webConfigSecretName" -}}
+{{- default (printf "%s-web-config" (include "ecx.fullname" .)) .Values.webConfig.existingSecret }}
+{{- end }}
+
+{{- define "ecx.sharded" -}}
+{{- if gt (int .Values.shards) 1 }}true{{ end }}
+{{- end }}

@@ -1,0 +1,231 @@
+"""The Helm chart, with the real helm and checkov: it lints and renders with each value set of its ci/ directory, every
+rendered object fits the others (selectors, ports, names, mounts), the exporter accepts the configuration and
+arguments it is given, checkov finds nothing to fail in the chart's output, the Dockerfile or the CloudFormation
+template, and the plain manifests of deploy/kubernetes are the chart's output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter.cli.main import build_parser
+
+ROOT = Path(__file__).parent.parent
+CHART = ROOT / "deploy" / "helm" / "elasticache-exporter"
+VALUE_SETS = sorted(path.name for path in (CHART / "ci").glob("*-values.yaml"))
+PLAIN = {"elasticache-exporter.yaml": [], "elasticache-exporter-sharded.yaml": ["--set", "shards=3"]}
+
+
+def tool(name: str, *places: Path) -> str:
+    """``name`` from its environment variable (HELM, CHECKOV), PATH, or where .ci/install puts it."""
+    found = os.environ.get(name.upper()) or shutil.which(name) or next((str(p) for p in places if p.exists()), None)
+    if found is None:
+        pytest.fail(f"{name} is not installed: run .ci/install")
+    return found
+
+
+def helm() -> str:
+    gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True, check=False).stdout.strip() if shutil.which("go") else ""
+    return tool("helm", Path(gopath or Path.home() / "go") / "bin" / "helm")
+
+
+def checkov() -> str:
+    own_venv = Path.home() / ".cache" / "elasticache-exporter-tools" / "checkov" / "bin" / "checkov"  # .ci/install's
+    return tool("checkov", Path(sys.executable).parent / "checkov", own_venv)
+
+
+def template(*args: str) -> str:
+    result = subprocess.run([helm(), "template", "elasticache-exporter", str(CHART), "--namespace", "monitoring", *args],
+                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def objects(text: str) -> dict[str, list[dict]]:
+    by_kind: dict[str, list[dict]] = {}
+    for document in yaml.safe_load_all(text):
+        if document:
+            by_kind.setdefault(document["kind"], []).append(document)
+    return by_kind
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(key) == value for key, value in selector.items())
+
+
+@pytest.fixture(scope="module", params=VALUE_SETS)
+def rendered(request) -> tuple[str, str, dict[str, list[dict]]]:
+    text = template("-f", str(CHART / "ci" / request.param))
+    return request.param, text, objects(text)
+
+
+def test_helm_lint_passes_with_every_value_set():
+    for values in [None, *VALUE_SETS]:
+        args = [] if values is None else ["-f", str(CHART / "ci" / values)]
+        result = subprocess.run([helm(), "lint", "--strict", str(CHART), *args], capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, (values, result.stdout + result.stderr)
+
+
+def test_every_object_fits_the_others(rendered):
+    name, _, by_kind = rendered
+    workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
+    assert len(workloads) == 1, name
+    workload = workloads[0]
+    pod = workload["spec"]["template"]
+    assert matches(workload["spec"]["selector"]["matchLabels"], pod["metadata"]["labels"])
+    container = pod["spec"]["containers"][0]
+    container_ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert container_ports == {"metrics": 9769}
+    (service,) = by_kind["Service"]
+    assert matches(service["spec"]["selector"], pod["metadata"]["labels"])
+    assert [port["targetPort"] for port in service["spec"]["ports"]] == ["metrics"]
+    (monitor,) = by_kind["ServiceMonitor"]
+    assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
+    assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} == {port["name"] for port in service["spec"]["ports"]}
+    (policy,) = by_kind["NetworkPolicy"]
+    assert matches(policy["spec"]["podSelector"]["matchLabels"], pod["metadata"]["labels"])
+    assert [port["port"] for rule in policy["spec"]["ingress"] for port in rule["ports"]] == ["metrics"]
+    for kind, items in by_kind.items():
+        for item in items:
+            if kind != "ConfigMap" or "dashboard" not in item["metadata"]["name"]:
+                assert item["metadata"]["namespace"] == "monitoring", (kind, item["metadata"]["name"])
+    # what the pod mounts exists: the ConfigMap, and the Secrets unless the user brings them
+    secrets = {item["metadata"]["name"] for item in by_kind.get("Secret", [])}
+    configmaps = {item["metadata"]["name"] for item in by_kind.get("ConfigMap", [])}
+    for volume in pod["spec"]["volumes"]:
+        if "configMap" in volume:
+            assert volume["configMap"]["name"] in configmaps
+        elif volume["secret"]["secretName"] not in secrets:
+            assert volume["secret"]["secretName"] == "elasticache-redis-credentials", "only a user's own Secret may be absent"
+    mounts = {mount["name"] for mount in container["volumeMounts"]}
+    assert mounts == {volume["name"] for volume in pod["spec"]["volumes"]}
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    security = container["securityContext"]
+    assert (security["readOnlyRootFilesystem"], security["allowPrivilegeEscalation"], security["capabilities"]["drop"]) == (True, False, ["ALL"])
+    assert pod["spec"]["securityContext"]["runAsUser"] == 65532
+    assert pod["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert "cpu" in container["resources"]["limits"]
+
+
+def test_the_exporter_accepts_its_configuration_and_arguments(rendered, tmp_path):
+    from exporter.common.sharding import parse_shard
+    from exporter.config import build_config
+
+    name, _, by_kind = rendered
+    (config_map,) = [item for item in by_kind["ConfigMap"] if "config.yml" in item["data"]]
+    config = yaml.safe_load(config_map["data"]["config.yml"])
+    for target in config.get("targets", []):
+        target.pop("password_file", None)  # the files exist in the pod only
+    if "aws" in config:
+        config["aws"]["discovered"].pop("password_file", None)
+    built = build_config(config, environ={})
+    workload = (by_kind.get("Deployment") or by_kind["StatefulSet"])[0]
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    replicas = workload["spec"]["replicas"]
+    shards = []
+    for ordinal in range(replicas):
+        argv = [arg.replace("$(POD_INDEX)", str(ordinal)) for arg in container["args"]]  # as the kubelet expands it
+        args = build_parser().parse_args(argv)
+        assert getattr(args, "config.file") == "/etc/elasticache-exporter/config.yml"
+        if workload["kind"] == "StatefulSet":
+            shards.append(parse_shard(getattr(args, "scrape.shard")))
+    if workload["kind"] == "StatefulSet":
+        env = {item["name"]: item for item in container["env"]}
+        assert env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+        assert [(shard.index, shard.count) for shard in shards] == [(i, replicas) for i in range(replicas)]
+        names = [f"sessions-{i:03d}-001" for i in range(300)]
+        assert sorted(node for shard in shards for node in names if shard.owns(node)) == sorted(names)
+        assert by_kind["Service"][0]["spec"]["clusterIP"] == "None"
+        assert workload["spec"]["serviceName"] == by_kind["Service"][0]["metadata"]["name"]
+    if name == "one-target-values.yaml":
+        assert [target.name for target in built.targets] == ["sessions"]
+        endpoints = by_kind["ServiceMonitor"][0]["spec"]["endpoints"]
+        scraped = [(e["path"], e["params"], e["relabelings"][0]["replacement"]) for e in endpoints]
+        assert scraped == [("/scrape", {"target": ["sessions"]}, "sessions")]
+    if name == "discovery-irsa-values.yaml":
+        account = by_kind["ServiceAccount"][0]
+        assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].endswith(":role/elasticache-exporter")
+        assert [account.regions for account in built.aws.accounts] == [("eu-west-1", "us-east-1")]
+        assert "@sha256:" in container["image"]
+        (dashboard,) = [item for item in by_kind["ConfigMap"] if "dashboard" in item["metadata"]["name"]]
+        assert dashboard["metadata"]["namespace"] == "grafana"
+    if name == "web-tls-values.yaml":
+        _web_config_is_accepted(by_kind, container, tmp_path)
+
+
+def _web_config_is_accepted(by_kind: dict[str, list[dict]], container: dict, tmp_path: Path) -> None:
+    """The web config the chart puts in its Secret loads in the exporter, with certificates where it names them."""
+    import bcrypt
+    from servers import make_certificates
+
+    from exporter.service.webconfig import load_web_config
+
+    args = container["args"]
+    path = args[args.index("--web.config-file") + 1]
+    (secret,) = [item for item in by_kind["Secret"] if "web-config" in item["metadata"]["name"]]
+    web = yaml.safe_load(secret["stringData"][Path(path).name])
+    certificates = make_certificates(tmp_path)
+    web["tls_server_config"].update(cert_file=certificates["server_cert"], key_file=certificates["server_key"])
+    (tmp_path / "web-config.yml").write_text(yaml.safe_dump(web))
+    loaded = load_web_config(str(tmp_path / "web-config.yml"))
+    assert loaded.ssl_context is not None
+    assert bcrypt.checkpw(b"example-scrape-password", loaded.users["prometheus"])
+    assert "tcpSocket" in container["readinessProbe"]  # behind basic auth an HTTP probe would be refused
+    assert by_kind["ServiceMonitor"][0]["spec"]["endpoints"][0]["scheme"] == "https"
+
+
+def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):
+    _, _, by_kind = rendered
+    (rule,) = by_kind["PrometheusRule"]
+    assert rule["spec"] == yaml.safe_load((ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml").read_text())
+    (dashboard,) = [item for item in by_kind["ConfigMap"] if "dashboard" in item["metadata"]["name"]]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["elasticache-exporter.json"]) == json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
+
+
+def test_the_charts_copies_are_up_to_date():
+    rules = (ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml").read_text()
+    assert (CHART / "files" / "elasticache-exporter.rules.yml").read_text() == rules, (
+        "stale: elasticache-exporter render prometheus --out deploy/helm/elasticache-exporter/files"
+    )
+    assert (CHART / "files" / "elasticache-exporter.json").read_text() == (ROOT / "dashboards" / "elasticache-exporter.json").read_text(), (
+        "stale: cp dashboards/elasticache-exporter.json deploy/helm/elasticache-exporter/files/"
+    )
+
+
+@pytest.mark.parametrize(("plain", "args"), PLAIN.items())
+def test_the_plain_manifests_are_the_charts_output(plain, args):
+    command = f"helm template elasticache-exporter deploy/helm/elasticache-exporter --namespace monitoring {' '.join(args)}"
+    assert (ROOT / "deploy" / "kubernetes" / plain).read_text() == template(*args), f"stale: {command} > deploy/kubernetes/{plain}"
+
+
+def run_checkov(path: Path, framework: str) -> str:
+    result = subprocess.run([checkov(), "--file", str(path), "--framework", framework, "--compact", "--quiet", "--skip-download", "--output", "json"],
+                            capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "BC_SKIP_MAPPING": "TRUE"})  # fmt: skip
+    report = json.loads(result.stdout)
+    reports = report if isinstance(report, list) else [report]
+    failed = [(check["check_id"], check["resource"]) for item in reports for check in item.get("results", {}).get("failed_checks", [])]
+    passed = sum(item.get("summary", {}).get("passed", 0) for item in reports)
+    assert not failed, f"{path.name}: {failed}"
+    assert passed > 0, f"{path.name}: checkov ran no check ({result.stderr[-500:]})"
+    return result.stdout
+
+
+def test_checkov_fails_nothing_in_the_charts_output(rendered, tmp_path):
+    name, text, _ = rendered
+    path = tmp_path / name
+    path.write_text(text)
+    run_checkov(path, "kubernetes")
+
+
+def test_checkov_fails_nothing_in_the_dockerfile_and_the_alarm_template():
+    run_checkov(ROOT / "Dockerfile", "dockerfile")
+    run_checkov(ROOT / "rules" / "cloudformation" / "elasticache-alarms.yaml", "cloudformation")
