@@ -28,9 +28,30 @@ def panels_by_row() -> list[tuple[str, dict]]:
     return out
 
 
-def as_prometheus_query(expr: str) -> str:
-    """Grafana's variables as Grafana would fill them for all targets and a 1 s scrape interval."""
-    return expr.replace("$instance", ".*").replace("$__rate_interval", "15s")
+VARIABLES = ("$instance", "$account", "$region", "$replication_group")
+
+
+def as_prometheus_query(expr: str, **chosen: str) -> str:
+    """Grafana's variables as Grafana would fill them (All: ``.*``, or the values ``chosen``) for a 1 s scrape interval."""
+    for variable in VARIABLES:
+        expr = expr.replace(variable, chosen.get(variable[1:], ".*"))
+    return expr.replace("$__rate_interval", "15s")
+
+
+def variable_values(query: str, regex: str | None, series) -> list[str]:
+    """A query variable's values as Grafana's Prometheus data source finds them: ``label_values(selector, label)`` is the
+    label's values among the selector's series, ``query_result(expr)`` the result lines, each through the regex."""
+    import re
+
+    if query.startswith("label_values("):
+        selector, _, label = query[len("label_values(") : -1].rpartition(",")
+        values = {item["metric"].get(label.strip()) for item in series(selector)}
+    else:
+        assert query.startswith("query_result("), query
+        lines = [item["metric"] for item in series(query[len("query_result(") : -1])]
+        text = ["{" + ",".join(f'{key}="{value}"' for key, value in sorted(metric.items())) + "}" for metric in lines]
+        values = {match.group(1) for line in text if (match := re.search(regex.strip("/"), line))} if regex else set(text)
+    return sorted(value for value in values if value)
 
 
 def test_every_panel_has_data_without_aws(tmp_path):
@@ -73,6 +94,18 @@ def test_every_panel_has_data_without_aws(tmp_path):
 
         wait_until(lambda: len(series("redis_up == 1")) == 2, timeout=60, interval=0.5, what="Prometheus scraping both nodes")
         time.sleep(6)  # rate() windows of 15 s need a few samples, the exporter's rates a 5 s window
+        variables = {variable["name"]: variable for variable in json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())[
+            "templating"]["list"] if variable["type"] == "query"}  # fmt: skip
+        assert list(variables) == ["account", "region", "replication_group", "instance"]
+        found = {name: variable_values(as_prometheus_query(v["query"]), v.get("regex"), series) for name, v in variables.items()}
+        # without AWS: no account, region or replication group (All), every Redis target an instance to choose
+        assert found == {"account": [], "region": [], "replication_group": [], "instance": ["primary", "replica"]}
+        assert all(v["multi"] and v["includeAll"] and v["allValue"] == ".*" for v in variables.values())
+        # one instance chosen: every Redis panel shows that instance only
+        for _, panel in panels_by_row()[:6]:
+            for target in panel["targets"]:
+                chosen = series(as_prometheus_query(target["expr"], instance="replica"))
+                assert {item["metric"].get("instance") for item in chosen} <= {"replica", None}, panel["title"]
         empty = []
         aws_panels = 0
         for row, panel in panels_by_row():

@@ -1,4 +1,8 @@
-"""``elasticache-exporter demo``: the exporter against a local Redis, started if none answers."""
+"""``elasticache-exporter demo``: the exporter against a local Redis, started if none answers.
+
+A throwaway server started here is made to show what the exporter is for: it is given a node type (the smallest
+ElastiCache one) and a little GET traffic, so the status page and ``/metrics`` show traffic against the node type's
+baseline, the utilization and the headroom left, and the first lines printed say where to look."""
 
 from __future__ import annotations
 
@@ -6,16 +10,23 @@ import logging
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
 from exporter.common.errors import ExporterError
 from exporter.common.processes import stop_process
+from exporter.common.records import replace
 from exporter.config import Config
 
 log = logging.getLogger(__name__)
 DEMO_PORT = 6379
+DEMO_NODE_TYPE = "cache.t4g.micro"  # 64 Mbit/s baseline: the demo's traffic is a visible share of it
+DEMO_VALUE_BYTES = 16 * 1024
+DEMO_GETS_PER_SECOND = 100  # about 1.6 MB/s out: a quarter of the baseline
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def _answers(port: int) -> bool:
@@ -28,27 +39,109 @@ def _answers(port: int) -> bool:
     return reply.startswith((b"+PONG", b"-NOAUTH"))
 
 
+def demo_port(config: Config) -> int:
+    """The port of the single local target (``--redis.addr redis://localhost:6390``), else 6379."""
+    if len(config.targets) == 1 and config.targets[0].endpoint.host in _LOCAL_HOSTS and not config.targets[0].endpoint.tls:
+        return config.targets[0].endpoint.port
+    return DEMO_PORT
+
+
 def run_demo(config: Config, run_server: Callable[[Config], int]) -> int:
-    if _answers(DEMO_PORT):
-        log.info("a Redis answers on 127.0.0.1:%d; exporting it", DEMO_PORT)
+    port = demo_port(config)
+    if _answers(port):
+        log.info("a Redis answers on 127.0.0.1:%d; exporting it", port)
         return run_server(config)
     binary = shutil.which("redis-server") or shutil.which("valkey-server")
     if binary is None:
-        raise ExporterError("no Redis answers on 127.0.0.1:6379 and no redis-server is installed (apt-get install redis-server)")
+        raise ExporterError(f"no Redis answers on 127.0.0.1:{port} and no redis-server is installed (apt-get install redis-server)")
     workdir = tempfile.mkdtemp(prefix="elasticache-exporter-demo-")
     process = subprocess.Popen(
-        [binary, "--port", str(DEMO_PORT), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    traffic = DemoTraffic(port)
     try:
         deadline = time.monotonic() + 10
-        while not _answers(DEMO_PORT):
+        while not _answers(port):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise ExporterError("the demo redis-server did not start on 127.0.0.1:6379")
+                raise ExporterError(f"the demo redis-server did not start on 127.0.0.1:{port}")
             time.sleep(0.05)
-        log.info("started a throwaway redis-server on 127.0.0.1:%d (pid %d); it stops with the exporter", DEMO_PORT, process.pid)
+        log.info("started a throwaway redis-server on 127.0.0.1:%d (pid %d); it stops with the exporter", port, process.pid)
+        config = with_demo_node_type(config)
+        traffic.start()
+        print(where_to_look(config, port), file=sys.stderr, flush=True)
         return run_server(config)
     finally:
+        traffic.stop()
         stop_process(process, timeout=5)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def with_demo_node_type(config: Config) -> Config:
+    """The throwaway node as a node of the demo's type (where the configuration gives it none)."""
+    targets = tuple(target if target.node_type else replace(target, node_type=DEMO_NODE_TYPE) for target in config.targets)
+    return replace(config, targets=targets)
+
+
+def where_to_look(config: Config, port: int) -> str:
+    host, _, listen_port = config.listen_address.rpartition(":")
+    base = f"http://{host.strip('[]') if host and host not in ('0.0.0.0', '::') else 'localhost'}:{listen_port}"
+    megabytes = DEMO_GETS_PER_SECOND * DEMO_VALUE_BYTES / 1e6
+    return "\n".join([
+        f"demo: a throwaway redis-server on 127.0.0.1:{port}, exported as an ElastiCache {DEMO_NODE_TYPE} with about "
+        f"{megabytes:.1f} MB/s of GET traffic. Look at:",
+        f"  {base}/          the status page: traffic against the node type's baseline, utilization and headroom",
+        f"  {base}/metrics   every series; elasticache_network_utilization_ratio is traffic / baseline",
+        "  elasticache-exporter render prometheus   the alerts that warn before a node saturates (80 % and 90 % of the baseline)",
+    ])  # fmt: skip
+
+
+class DemoTraffic:
+    """GETs of one value at a steady rate on a connection of its own, until stopped; a failed connection is retried."""
+
+    def __init__(self, port: int, per_second: int = DEMO_GETS_PER_SECOND, value_bytes: int = DEMO_VALUE_BYTES) -> None:
+        self.port = port
+        self.per_tick = max(1, per_second // 10)
+        self.value_bytes = value_bytes
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-traffic", daemon=True)
+        self.gets = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._load()
+            except OSError as err:
+                log.debug("demo traffic: %s; retrying", err)
+                self._stop.wait(1.0)
+
+    def _load(self) -> None:
+        key = b"demo:value"
+        value = b"x" * self.value_bytes
+        set_value = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value)
+        gets = b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(key), key) * self.per_tick
+        reply_bytes = self.per_tick * len(b"$%d\r\n%s\r\n" % (len(value), value))
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+            sock.sendall(set_value)
+            _read_exactly(sock, len(b"+OK\r\n"))
+            while not self._stop.wait(0.1):
+                sock.sendall(gets)
+                _read_exactly(sock, reply_bytes)
+                self.gets += self.per_tick
+
+
+def _read_exactly(sock: socket.socket, size: int) -> None:
+    while size > 0:
+        chunk = sock.recv(min(size, 1 << 16))
+        if not chunk:
+            raise ConnectionError("the demo redis-server closed the connection")
+        size -= len(chunk)
