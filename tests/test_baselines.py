@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cfn_lint
+import yaml
 
-from exporter.baselines.derive import derive, mapping_levels, read_rows, render_cloudformation, render_mapping
+from exporter.baselines.derive import derive, mapping_levels, read_rows, render_mapping
 from exporter.baselines.table import BaselineError, load_table
 
 DATA = Path(__file__).parent / "data"
@@ -178,25 +178,27 @@ def test_out_file_is_written(tmp_path):
     assert table.get("cache.r4.4xlarge").measured.runs == 5
 
 
-def test_cloudformation_mapping_passes_cfn_lint(tmp_path):
-    table = load_table()
-    snippet = render_cloudformation(table)
-    template = tmp_path / "template.yaml"
-    template.write_text(
-        "AWSTemplateFormatVersion: '2010-09-09'\n"
-        "Parameters:\n  CacheNodeType:\n    Type: String\n    Default: cache.r6g.large\n"
-        "  CacheClusterId:\n    Type: String\n"
-        + snippet
-        + "Resources:\n  NetworkOut:\n    Type: AWS::CloudWatch::Alarm\n    Properties:\n"
-        "      Namespace: AWS/ElastiCache\n      MetricName: NetworkBytesOut\n      Statistic: Sum\n      Period: 60\n"
-        "      EvaluationPeriods: 5\n      ComparisonOperator: GreaterThanThreshold\n"
-        "      Dimensions:\n        - Name: CacheClusterId\n          Value: !Ref CacheClusterId\n"
-        "      Threshold: !FindInMap [BandwidthBytesPerSecond, !Ref CacheNodeType, '80']\n"
-    )
-    result = subprocess.run([cfn_lint(), str(template)], capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "'100':" in snippet
-    assert "    cache.r4.large:\n      '100': 93750000\n" in snippet
+def test_a_derived_table_reaches_the_alarm_template_measured_and_in_its_units(tmp_path):
+    """derive writes a table; render cloudformation takes it with the basis asked for, in bytes per minute (the
+    NetworkBytesOut Sum over 60 s): the seed's measured m4.10xlarge figure, not the published one in bytes per second."""
+    table = tmp_path / "derived.yml"
+    derive_cli = [sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(DATA / "athena_seed_rows.csv"), "--out", str(table)]
+    assert subprocess.run(derive_cli, capture_output=True, text=True, timeout=60, check=False).returncode == 0
+    rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "cloudformation", "--baselines", str(table), "--basis", "measured"],
+                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    mapping = yaml.load(rendered, Loader=_IgnoreTags)["Mappings"]["BaselineThresholds"]["cache.m4.10xlarge"]  # noqa: S506 (a SafeLoader)
+    assert mapping["NetworkBaseline"] == "benchmarked"
+    assert mapping["NetworkBytesPerMinute80"] == pytest.approx(1_117_082_615 * 0.8 * 60, rel=1e-6)
+    refused = subprocess.run([*derive_cli[:-2], "--format", "cloudformation"], capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0
+    assert "invalid choice: 'cloudformation'" in refused.stderr
+
+
+class _IgnoreTags(yaml.SafeLoader):
+    pass
+
+
+_IgnoreTags.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
 def test_mapping_renderer_sorts_levels_as_numbers():

@@ -20,7 +20,7 @@ from typing import Any
 from exporter.common.records import record, replace
 from exporter.common.yamlfile import decode_utf8
 
-from .table import LEVELS, BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
+from .table import BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
 
 METHOD = "p90 of per-minute NetworkBytesOut / 60, maximum over data sizes"
 
@@ -319,21 +319,7 @@ def render_table(table: BaselineTable) -> str:
     return yaml.safe_dump(table_to_document(table), sort_keys=False, width=200)
 
 
-def render_cloudformation(table: BaselineTable, basis: str = "lower", name: str = "BandwidthBytesPerSecond") -> str:
-    """A Mappings snippet: node type → {'100','90','80'} bytes/s, keys quoted as cfn-lint requires."""
-    lines = ["Mappings:", f"  {name}:"]
-    for node_type in sorted(table.node_types):
-        levels = table.node_types[node_type].levels(basis)
-        if levels is None:
-            continue
-        lines.append(f"    {node_type}:")
-        lines.extend(f"      '{level}': {levels[level]}" for level in LEVELS)
-    return "\n".join(lines) + "\n"
-
-
 def render(table: BaselineTable, output_format: str) -> str:
     if output_format == "mapping":
         return render_mapping(table)
-    if output_format == "cloudformation":
-        return render_cloudformation(table)
     return render_table(table)

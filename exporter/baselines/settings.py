@@ -6,7 +6,9 @@ from exporter.common.records import record
 
 # formats of `baseline derive` (read by the command line without loading the derivation)
 INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
-OUTPUT_FORMATS = ("table", "mapping", "cloudformation")
+# no CloudFormation here: the alarm template takes its thresholds from a table (`render cloudformation --baselines`), in
+# its own units (bytes per minute) and with the basis chosen there
+OUTPUT_FORMATS = ("table", "mapping")
 
 
 @record(frozen=True)

@@ -137,12 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     derive = baseline_commands.add_parser(
         "derive",
         help="derive per-node-type baselines from benchmark results",
-        description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %%.",
+        description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %.",
         allow_abbrev=False,
     )
     derive.add_argument("--from", dest="source", required=True, metavar="FILE", help="benchmark results")
     derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
-    derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table", help="output (default table)")
+    derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table",
+                        help="table (a baseline table, default) or mapping (the seed's JSON); for CloudWatch alarms write a table "
+                             "and run: render cloudformation --baselines TABLE")  # fmt: skip
     derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
     derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
     derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
