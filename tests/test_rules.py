@@ -720,3 +720,20 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
                              timeout=60, check=False)  # fmt: skip
     assert refused.returncode == 2
     assert "--tags: tag '2fa' makes no valid label name" in refused.stderr
+
+
+def test_no_suggested_node_type_has_less_memory_than_the_node_it_relieves():
+    """A node moved for bandwidth keeps its data: the rules' suggested_node_type has at least the memory of the node
+    type it is suggested for (the rule the capacity report uses too)."""
+    table = load_table()
+    suggested = {}
+    for group in yaml.safe_load(RULES.read_text())["groups"]:
+        for rule in group["rules"]:
+            labels = rule.get("labels", {})
+            if "suggested_node_type" in labels and labels["suggested_node_type"].startswith("cache."):
+                suggested[labels["node_type"]] = labels["suggested_node_type"]
+    assert len(suggested) > 40
+    smaller = [(node_type, to) for node_type, to in suggested.items()
+               if (table.get(node_type).memory_gib or 0) > (table.get(to).memory_gib or 0)]  # fmt: skip
+    assert smaller == []
+    assert suggested["cache.m3.2xlarge"] != "cache.m6g.large"  # 27.9 GiB was told to move to 6.38 GiB

@@ -52,11 +52,13 @@ def host_cpu_threshold(table: BaselineTable, node_type: str) -> float | None:
 
 
 def suggested_node_type(table: BaselineTable, node_type: str) -> str:
-    """Where a node of this type goes when it is full: the table's suggestion for its whole baseline, same class first."""
-    levels = table.node_types[node_type].levels(table.basis)
+    """Where a node of this type goes when it is full: the table's suggestion for its whole baseline and at least its
+    memory (a node moved for bandwidth keeps its data), same class first; the capacity report asks the same question."""
+    node = table.node_types[node_type]
+    levels = node.levels(table.basis)
     if not levels:
         return "a larger node type"
-    return table.suggest(levels[100], like=node_type) or NO_SUGGESTION
+    return table.suggest(levels[100], memory_gib=node.memory_gib, like=node_type) or NO_SUGGESTION
 
 
 def node_type_thresholds(table: BaselineTable) -> list[NodeTypeThresholds]:
