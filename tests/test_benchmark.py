@@ -34,6 +34,11 @@ def test_benchmark_measures_bandwidth_that_grows_with_data_size(fresh_redis, tmp
     assert all(float(row["enginecpuutilization_90"]) > 0 for row in rows)
     node = load_table(table).get("cache.r6g.large")
     assert node.measured.data_size == 10000
+    # redis-benchmark's own rate and percentiles of GET at each size, kept in the table and printed
+    gets = sorted((figure for figure in node.latency if figure.command == "GET"), key=lambda figure: figure.data_size)
+    assert [figure.data_size for figure in gets] == [100, 1000, 10000]
+    assert all(figure.rps > 0 and 0 < figure.p50_ms <= figure.p99_ms and figure.clients == 20 for figure in gets)
+    assert "p99" in result.stdout
     assert node.published.baseline_gbps == 0.75  # published facts joined from the shipped table
     derived = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(out), "--format", "mapping"],
                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip

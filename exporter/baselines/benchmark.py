@@ -21,11 +21,12 @@ import redis
 
 from exporter.common.processes import stop_process
 from exporter.common.progress import Progress
-from exporter.common.records import factory, record
+from exporter.common.records import factory, record, replace
 from exporter.redis.addresses import Endpoint
 from exporter.redis.info import parse_info, parse_number
 
-from .derive import BenchmarkRow, mbps_from_bytes_per_second
+from .latency import LatencyFigure, from_csv_row
+from .rows import BenchmarkRow, mbps_from_bytes_per_second
 from .table import BaselineError
 
 CSV_COLUMNS = (
@@ -57,6 +58,7 @@ class SizeResult:
     data_size: int
     samples: list[Sample] = factory(list)
     interrupted: bool = False
+    latency: list[LatencyFigure] = factory(list)  # the tool's own rate and percentiles of a short pass after the load
 
     def rates(self) -> dict[str, list[float]]:
         rates: dict[str, list[float]] = {"out": [], "in": [], "cpu": [], "engine": [], "ops": []}
@@ -100,6 +102,7 @@ def to_row(node_type: str, result: SizeResult) -> BenchmarkRow | None:
         enginecpuutilization_50=percentile(rates["engine"], 0.5),
         byte_per_min_p90=p90 * 60,
         method="p90 of per-second INFO total_net_output_bytes rates, maximum over data sizes (elasticache-exporter benchmark)",
+        latency=tuple(result.latency),
     )
 
 
@@ -218,12 +221,36 @@ def run_benchmark(plan: BenchmarkPlan, progress: Progress | None = None, sleep: 
                 raise
             finally:
                 stop_process(load)
+            result.latency = _latency_pass(plan, tool_path, size, result)
     except KeyboardInterrupt:
         pass
     finally:
         progress.finish()
         client.close()
     return results
+
+
+LATENCY_PASS_SECONDS = 3.0
+
+
+def _latency_pass(plan: BenchmarkPlan, tool_path: str, size: int, result: SizeResult) -> list[LatencyFigure]:
+    """redis-benchmark's GET rate and percentiles at the same clients and pipeline, from a pass of about
+    LATENCY_PASS_SECONDS (its requests sized from the rate the load ran at): the load itself is stopped, not finished,
+    so it prints none. memtier_benchmark's are not taken here (its JSON is read by ``baseline derive``)."""
+    if plan.tool != "redis-benchmark":
+        return []
+    rates = result.rates()["ops"]
+    requests = int(min(2_000_000, max(2_000, percentile(rates, 0.5) * LATENCY_PASS_SECONDS))) if rates else 2_000
+    command = [tool_path, *_connection_args(plan, plan.tool), "-t", "get", "-d", str(size), "-n", str(requests), "-r", str(plan.keys),
+               "-c", str(plan.clients), "-P", str(plan.pipeline), "--csv"]  # fmt: skip
+    try:
+        output = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
+    except subprocess.TimeoutExpired:
+        return []
+    rows = [row for row in csv.reader(io.StringIO(output)) if row]
+    header = rows[0] if rows and rows[0][0].strip().lower() == "test" else []
+    return [replace(from_csv_row(header, row, size, "redis-benchmark --csv"), clients=plan.clients)
+            for row in rows[1 if header else 0 :] if len(row) >= 2 and row[0].strip().upper() == "GET"]  # fmt: skip
 
 
 def _fill(plan: BenchmarkPlan, tool_path: str, size: int) -> None:

@@ -1,9 +1,9 @@
 """Benchmark results → baselines: readers for the result formats, the seed's arithmetic, and renderers.
 
 Readers turn each format into rows of the seed's Athena schema (instancetype, dataSize,
-mbps_p90, …); ``derive`` applies the notebook's arithmetic: per node type the row with the
-highest ``mbps_p90``, bytes/s = mbps_p90 / 8 * 1024 * 1024, and ``int(bytes/s * level / 100)``
-for the levels 100, 90 and 80.
+mbps_p90, …; the load tools' readers are in tools.py); ``derive`` applies the notebook's arithmetic: per node type
+the passes at each data size averaged, the data size with the highest ``mbps_p90``, bytes/s = mbps_p90 / 8 * 1024 *
+1024, and ``int(bytes/s * level / 100)`` for the levels 100, 90 and 80.
 """
 
 from __future__ import annotations
@@ -12,45 +12,18 @@ import csv
 import gzip
 import io
 import json
-import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from exporter.common.records import record, replace
+from exporter.common.records import replace
 from exporter.common.yamlfile import decode_utf8
 
+from .latency import LatencyFigure, average_passes, looks_like_report
+from .rows import BenchmarkRow, mbps_from_bytes_per_minute
+from .rows import number as _number
 from .table import BaselineError, BaselineTable, Measured, NodeBaseline, table_to_document
-
-METHOD = "p90 of per-minute NetworkBytesOut / 60, maximum over data sizes"
-
-
-@record(frozen=True)
-class BenchmarkRow:
-    """One row of the seed's Athena query: a node type at one data size."""
-
-    instancetype: str
-    data_size: int
-    mbps_p90: float
-    mbps_p70: float | None = None
-    test_passes: int | None = None
-    cpuutilization_90: float | None = None
-    enginecpuutilization_90: float | None = None
-    cpuutilization_50: float | None = None
-    enginecpuutilization_50: float | None = None
-    byte_per_min_p90: float | None = None
-    estimated: bool = False
-    method: str = METHOD
-
-
-def mbps_from_bytes_per_minute(value: float) -> float:
-    """The Athena query's unit: Mibit/s from bytes per one-minute datapoint."""
-    return value / 60 / 1024 / 1024 * 8
-
-
-def mbps_from_bytes_per_second(value: float) -> float:
-    return value / 1024 / 1024 * 8
-
+from .tools import read_memtier_json, read_redis_benchmark_csv, read_redis_benchmark_report
 
 # --- readers ---------------------------------------------------------------------------
 
@@ -68,16 +41,6 @@ ATHENA_COLUMNS = {
     "bytepermin_p90": ("byte_per_min_p90", float, False),
     "byteperminp90": ("byte_per_min_p90", float, False),
 }
-
-
-def _number(text: str, kind: type, where: str) -> Any:
-    try:
-        value = kind(float(text)) if kind is int else kind(text)
-    except (TypeError, ValueError) as err:
-        raise BaselineError(f"{where}: not a number: {text!r}") from err
-    if kind is float and math.isnan(value):
-        raise BaselineError(f"{where}: not a number: {text!r}")
-    return value
 
 
 def read_athena_csv(path: Path, text: str) -> list[BenchmarkRow]:
@@ -176,55 +139,6 @@ def _average_field(records: list[dict[str, Any]], metric: str, percentile: str) 
     return _average(values) if values else None
 
 
-def reply_bytes(data_size: int) -> int:
-    """Bytes of a GET reply carrying ``data_size`` bytes: ``$<n>\\r\\n<data>\\r\\n``."""
-    return data_size + len(str(data_size)) + 5
-
-
-def read_redis_benchmark_csv(path: Path, text: str, node_type: str, data_size: int) -> list[BenchmarkRow]:
-    """``redis-benchmark --csv``: the header-with-latency form or the old two-column form; GET rps x reply size."""
-    rows = [r for r in csv.reader(io.StringIO(text)) if r]
-    if not rows:
-        raise BaselineError(f"{path}: empty file")
-    start = 1 if rows[0] and rows[0][0].strip().lower() == "test" else 0
-    if start and (len(rows[0]) < 2 or rows[0][1].strip().lower() != "rps"):
-        raise BaselineError(f'{path} line 1: expected the columns "test","rps", …')
-    for line_number, row in enumerate(rows[start:], start=start + 1):
-        if len(row) < 2:
-            raise BaselineError(f"{path} line {line_number}: expected at least two columns (test, requests per second)")
-        if row[0].strip().upper() == "GET":
-            rps = _number(row[1].strip(), float, f"{path} line {line_number} column 'rps'")
-            bytes_per_second = rps * reply_bytes(data_size)
-            return [_estimated_row(node_type, data_size, bytes_per_second, "redis-benchmark GET requests/s x reply size")]
-    raise BaselineError(f"{path}: no GET test (run redis-benchmark with -t get)")
-
-
-def read_memtier_json(path: Path, text: str, node_type: str, data_size: int) -> list[BenchmarkRow]:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BaselineError(f"{path} line {err.lineno} column {err.colno}: invalid JSON: {err.msg}") from err
-    stats = document.get("ALL STATS") if isinstance(document, dict) else None
-    gets = stats.get("Gets") if isinstance(stats, dict) else None
-    if not isinstance(gets, dict) or "Ops/sec" not in gets:
-        raise BaselineError(f"{path}: missing 'ALL STATS' → 'Gets' → 'Ops/sec' (memtier_benchmark --json-out-file)")
-    ops = _number(gets["Ops/sec"], float, f"{path} field 'ALL STATS.Gets.Ops/sec'")
-    bytes_per_second = ops * reply_bytes(data_size)
-    return [_estimated_row(node_type, data_size, bytes_per_second, "memtier_benchmark GET ops/s x reply size")]
-
-
-def _estimated_row(node_type: str, data_size: int, bytes_per_second: float, how: str) -> BenchmarkRow:
-    return BenchmarkRow(
-        instancetype=node_type,
-        data_size=data_size,
-        mbps_p90=mbps_from_bytes_per_second(bytes_per_second),
-        test_passes=1,
-        byte_per_min_p90=bytes_per_second * 60,
-        estimated=True,
-        method=f"estimated: {how} (no bandwidth was sampled)",
-    )
-
-
 def detect_format(path: Path, data: bytes) -> str:
     name = path.name.lower()
     head = data[:4096].lstrip()
@@ -237,6 +151,8 @@ def detect_format(path: Path, data: bytes) -> str:
     first_line = head.split(b"\n", 1)[0].lower()
     if b"instancetype" in first_line:
         return "athena-csv"
+    if looks_like_report(data[:1_000_000].decode("utf-8", errors="replace")):
+        return "redis-benchmark-report"
     return "redis-benchmark-csv"
 
 
@@ -256,6 +172,10 @@ def read_rows(path: Path, input_format: str | None, node_type: str | None, data_
         raise BaselineError(str(err)) from err
     if kind == "athena-csv":
         return read_athena_csv(path, text)
+    if kind == "redis-benchmark-report":
+        if not node_type:
+            raise BaselineError(f"{path}: a redis-benchmark report carries no node type: give --node-type")
+        return read_redis_benchmark_report(path, text, node_type, data_size)
     if not node_type or data_size is None:
         raise BaselineError(f"{path}: {kind} results carry no node type or data size: give --node-type and --data-size")
     if kind == "redis-benchmark-csv":
@@ -272,27 +192,69 @@ def mapping_levels(mbps_p90: float) -> dict[int, int]:
 
 
 def derive(rows: Iterable[BenchmarkRow]) -> BaselineTable:
-    best: dict[str, BenchmarkRow] = {}
+    """Per node type: its passes at each data size averaged (weighted by their own passes), then the data size with the
+    highest bandwidth, as the seed does; the latency figures averaged per test. A tool's rate that is the same on
+    different node types is the client's limit: it is marked client-bound and not taken as a node's bandwidth
+    (``table.extra['notes']`` says which)."""
+    rows = list(rows)
+    bound = client_bound_tests([figure_of for row in rows for figure_of in ((row.instancetype, f) for f in row.latency)])
+    notes = [f"{node_type}: {command} at {rps:,.0f} requests/s on every node type tried: the client's limit (client-bound), "
+             "not taken as the node's bandwidth" for node_type, command, rps in sorted(bound)]  # fmt: skip
+    bound_types = {(node_type, command) for node_type, command, _ in bound}
+    by_size: dict[tuple[str, int], list[BenchmarkRow]] = {}
+    latency: dict[str, list[LatencyFigure]] = {}
     for row in rows:
-        current = best.get(row.instancetype)
-        if current is None or row.mbps_p90 > current.mbps_p90:
-            best[row.instancetype] = row
+        figures = [replace(f, client_bound=(row.instancetype, f.command) in bound_types) for f in row.latency]
+        latency.setdefault(row.instancetype, []).extend(figures)
+        if row.mbps_p90 is not None and not (row.estimated and (row.instancetype, "GET") in bound_types):
+            by_size.setdefault((row.instancetype, row.data_size), []).append(row)
+    best: dict[str, BenchmarkRow] = {}
+    for (node_type, _), passes in by_size.items():
+        row = average_rows(passes)
+        if node_type not in best or row.mbps_p90 > best[node_type].mbps_p90:  # type: ignore[operator]
+            best[node_type] = row
     node_types = {}
-    for node_type, row in best.items():
-        node_types[node_type] = NodeBaseline(
-            node_type=node_type,
-            measured=Measured(
-                bytes_per_second=mapping_levels(row.mbps_p90),
-                data_size=row.data_size,
-                cpu_utilization_p90=row.cpuutilization_90,
-                engine_cpu_utilization_p90=row.enginecpuutilization_90,
-                runs=row.test_passes,
-                method=row.method,
-                source="benchmark",
-                estimated=row.estimated,
-            ),
-        )
-    return BaselineTable(node_types=node_types)
+    for node_type in sorted(set(best) | set(latency)):
+        row = best.get(node_type)  # type: ignore[assignment]
+        measured = None if row is None else Measured(
+            bytes_per_second=mapping_levels(row.mbps_p90),  # type: ignore[arg-type]
+            data_size=row.data_size, cpu_utilization_p90=row.cpuutilization_90, engine_cpu_utilization_p90=row.enginecpuutilization_90,
+            runs=row.test_passes, method=row.method, source="benchmark", estimated=row.estimated,
+        )  # fmt: skip
+        node_types[node_type] = NodeBaseline(node_type=node_type, measured=measured, latency=tuple(average_passes(latency.get(node_type, []))))
+    return BaselineTable(node_types=node_types, extra={"notes": notes} if notes else {})
+
+
+def average_rows(passes: list[BenchmarkRow]) -> BenchmarkRow:
+    """Rows of one node type and data size (several files, regions or runs) as one: each figure the mean of the rows
+    that have it, weighted by their passes; the passes added up."""
+    if len(passes) == 1:
+        return passes[0]
+    weights = [row.test_passes or 1 for row in passes]
+
+    def mean(field: str) -> float | None:
+        pairs = [(getattr(row, field), w) for row, w in zip(passes, weights, strict=True) if getattr(row, field) is not None]
+        return sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else None
+
+    numbers = ("mbps_p90", "mbps_p70", "cpuutilization_90", "enginecpuutilization_90", "cpuutilization_50", "enginecpuutilization_50",
+               "byte_per_min_p90")  # fmt: skip
+    return replace(passes[0], test_passes=sum(weights), estimated=any(row.estimated for row in passes), latency=(),
+                   **{field: mean(field) for field in numbers})  # fmt: skip
+
+
+def client_bound_tests(figures: list[tuple[str, LatencyFigure]], spread: float = 0.05) -> set[tuple[str, str, float]]:
+    """(node type, command, rps) of the tests whose rate is within ``spread`` on every node type that ran them with the
+    same data size, clients and tool: two node types of different size do not top out at the same rate unless the
+    client does (a single redis-benchmark process stops near 100,000 requests/s)."""
+    tests: dict[tuple[str, int | None, int | None, str], dict[str, list[float]]] = {}
+    for node_type, figure in figures:
+        tests.setdefault(figure.key, {}).setdefault(node_type, []).append(figure.rps)
+    bound = set()
+    for (command, *_), by_type in tests.items():
+        rates = {node_type: sum(values) / len(values) for node_type, values in by_type.items()}
+        if len(rates) >= 2 and max(rates.values()) <= min(rates.values()) * (1 + spread):
+            bound |= {(node_type, command, rate) for node_type, rate in rates.items()}
+    return bound
 
 
 def with_published(table: BaselineTable, reference: BaselineTable) -> BaselineTable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from exporter.common.records import record
 
 # formats of `baseline derive` (read by the command line without loading the derivation)
-INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "memtier-json")
+INPUT_FORMATS = ("athena-csv", "jsonl", "redis-benchmark-csv", "redis-benchmark-report", "memtier-json")
 # no CloudFormation here: the alarm template takes its thresholds from a table (`render cloudformation --baselines`), in
 # its own units (bytes per minute) and with the basis chosen there
 OUTPUT_FORMATS = ("table", "mapping")

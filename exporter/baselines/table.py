@@ -59,6 +59,7 @@ class NodeBaseline:
     memory_gib: float | None = None
     measured: Measured | None = None
     published: Published | None = None
+    latency: tuple[Any, ...] = ()  # LatencyFigure (latency.py): requests/s and percentiles per command and data size
 
     def full_bandwidth(self, basis: str = "lower") -> tuple[float, str] | None:
         """Bytes/s at 100 % and where it comes from (``measured`` or ``published``)."""
@@ -156,18 +157,27 @@ def parse_table(data: Any, source: str, basis: str | None = None) -> BaselineTab
 def _node(node_type: str, entry: Any, where: str) -> NodeBaseline:
     if not isinstance(entry, dict):
         raise BaselineError(f"{where}: must be a mapping")
-    check_known_keys(entry, ("vcpus", "memory_gib", "measured", "published"), where, BaselineError)
+    check_known_keys(entry, ("vcpus", "memory_gib", "measured", "published", "latency"), where, BaselineError)
     measured = entry.get("measured")
     published = entry.get("published")
-    if measured is None and published is None:
-        raise BaselineError(f"{where}: needs 'measured' or 'published' figures")
+    if measured is None and published is None and not entry.get("latency"):
+        raise BaselineError(f"{where}: needs 'measured' or 'published' figures (or benchmark 'latency')")
     return NodeBaseline(
         node_type=node_type,
         vcpus=_optional_number(entry.get("vcpus"), f"{where}.vcpus", int),
         memory_gib=_optional_number(entry.get("memory_gib"), f"{where}.memory_gib", float),
         measured=_measured(measured, f"{where}.measured") if measured is not None else None,
         published=_published(published, f"{where}.published") if published is not None else None,
+        latency=_latency(entry.get("latency"), f"{where}.latency"),
     )
+
+
+def _latency(raw: Any, where: str) -> tuple[Any, ...]:
+    if raw is None:
+        return ()
+    from .latency import parse_latency  # latency.py raises this module's BaselineError
+
+    return parse_latency(raw, where)
 
 
 MEASURED_KEYS = ("bytes_per_second", "data_size", "cpu_utilization_p90", "engine_cpu_utilization_p90", "runs", "date", "method", "source",
@@ -244,5 +254,9 @@ def table_to_document(table: BaselineTable) -> dict[str, Any]:
                 "source": m.source,
                 **({"estimated": True} if m.estimated else {}),
             }
+        if node.latency:
+            from .latency import latency_to_document
+
+            entry["latency"] = latency_to_document(node.latency)
         node_types[name] = entry
     return {"format": FORMAT, "version": VERSION, "basis": table.basis, "node_types": node_types}

@@ -15,8 +15,10 @@ def run_baseline_derive(args: argparse.Namespace) -> int:
     from exporter.baselines.derive import derive, read_rows, render, with_published
     from exporter.baselines.table import load_table
 
-    rows = read_rows(Path(args.source), args.input_format, args.node_type, args.data_size)
+    rows = [row for source in args.sources for row in read_rows(Path(source), args.input_format, args.node_type, args.data_size)]
     table = with_published(derive(rows), load_table())
+    for note in table.extra.get("notes", []):
+        print(f"baseline derive: {note}", file=sys.stderr)
     emit(render(table, args.output_format), args.out)
     return 0
 
@@ -61,7 +63,9 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
         raise BaselineError("benchmark: nothing was measured")
     write_atomically(Path(args.out), rows_to_csv(rows))
     for row in rows:
-        print(f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %")
+        latency = "".join(f", GET {f.rps:,.0f}/s p50 {f.p50_ms} ms p99 {f.p99_ms} ms" for f in row.latency if f.command == "GET")
+        print(f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %"
+              + latency)  # fmt: skip
     if any(result.interrupted for result in results):
         print("interrupted: the results above cover what was measured", file=sys.stderr)
     if args.table_out:

@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %.",
         allow_abbrev=False,
     )
-    derive.add_argument("--from", dest="source", required=True, metavar="FILE", help="benchmark results")
+    derive.add_argument("--from", dest="sources", required=True, action="append", metavar="FILE",
+                        help="benchmark results; repeat it for more passes, data sizes or node types (passes are averaged)")  # fmt: skip
     derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
     derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table",
                         help="table (a baseline table, default) or mapping (the seed's JSON); for CloudWatch alarms write a table "
