@@ -74,3 +74,33 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path):
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_cluster_mode_spreads_the_load_over_the_shards(tmp_path):
+    import shutil
+
+    from servers import start_redis, wait_until
+
+    nodes = [start_redis("--cluster-enabled", "yes") for _ in range(3)]
+    try:
+        subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
+        for node in nodes:
+            wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+        before = [node.info()["total_net_output_bytes"] for node in nodes]
+        table = tmp_path / "table.yml"
+        result = subprocess.run([sys.executable, "-m", "exporter", "benchmark", "--target", nodes[0].addr, "--node-type", "r6g.large",
+                                 "--data-sizes", "1000", "--duration", "2s", "--clients", "20", "--cluster", "--out", str(tmp_path / "r.csv"),
+                                 "--table-out", str(table)], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        grown = [node.info()["total_net_output_bytes"] - start for node, start in zip(nodes, before, strict=True)]
+        assert min(grown) > 0.2 * max(grown), grown  # every shard served its share of the GETs
+        node = load_table(table).get("cache.r6g.large")
+        assert node.measured.bytes_per_second[100] > 0  # the target node's own share, sampled from its INFO
+        refused = subprocess.run([sys.executable, "-m", "exporter", "benchmark", "--target", nodes[0].addr, "--node-type", "r6g.large",
+                                  "--ratio", "1:4"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert refused.returncode == 2
+        assert "memtier_benchmark" in refused.stderr
+    finally:
+        for node in nodes:
+            node.stop()

@@ -111,3 +111,25 @@ def test_a_rate_that_is_the_same_on_two_node_types_is_the_clients_limit(tmp_path
     assert figures(table, "cache.r5.2xlarge")["GET"].client_bound
     assert not figures(table, "cache.r6g.2xlarge")["SET"].client_bound  # SET differs by 40 %: the nodes'
     assert any("client-bound" in note for note in table.extra["notes"])
+
+
+def test_a_mixed_cluster_run_is_credited_to_each_shard(tmp_path):
+    """Seed 004's memtier run: --cluster-mode --ratio=1:4 --data-size-range=1024-4096 against a 3-shard cluster. The
+    rate is the cluster's; each node carried a third, with values of 2,560 bytes on average."""
+    source = tmp_path / "cluster.json"
+    source.write_text(json.dumps(memtier(get_ops=240_000, hits=240_000, p99=1.5)))
+    out = tmp_path / "table.yml"
+    result = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(source), "--node-type", "cache.r6g.2xlarge",
+                             "--data-size", "1024-4096", "--shards", "3", "--out", str(out)],
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    node = load_table(out).get("cache.r6g.2xlarge")
+    assert node.measured.data_size == 2560
+    assert node.measured.bytes_per_second[100] == pytest.approx(240_000 * (2560 + 4 + 5) / 3, abs=2)
+    assert "3 shards" in node.measured.method
+    get = figures(load_table(out), "cache.r6g.2xlarge")["GET"]
+    assert (get.rps, get.shards) == (240_000, 3)  # the tool's own figure, with the cluster it was measured on
+    bad = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(source), "--node-type", "cache.r6g.2xlarge",
+                          "--data-size", "4096-1024"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert bad.returncode == 2
+    assert "--data-size" in bad.stderr

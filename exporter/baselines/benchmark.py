@@ -139,6 +139,17 @@ class BenchmarkPlan:
     keys: int = 10000
     tool: str = "redis-benchmark"
     pipeline: int = 1
+    cluster: bool = False  # the target is a node of a cluster: the tool spreads the load over its shards
+    ratio: str | None = None  # memtier's SET:GET ratio, e.g. 1:4 (a mixed workload); None: GETs only
+    size_range: tuple[int, int] | None = None  # memtier's --data-size-range: values of every size between (one "data size", the mean)
+
+    def tool_args(self, size: int) -> list[str]:
+        """The workload's arguments: cluster mode, the value size (or range) and the ratio, as the tool takes them."""
+        if self.tool != "memtier_benchmark":
+            return ["-d", str(size), *(["--cluster"] if self.cluster else [])]
+        low_high = self.size_range
+        sizes = [f"--data-size-range={low_high[0]}-{low_high[1]}", "--data-size-pattern=S"] if low_high else [f"--data-size={size}"]
+        return [*sizes, *(["--cluster-mode"] if self.cluster else [])]
 
 
 def _client(plan: BenchmarkPlan) -> redis.Redis:
@@ -241,7 +252,7 @@ def _latency_pass(plan: BenchmarkPlan, tool_path: str, size: int, result: SizeRe
         return []
     rates = result.rates()["ops"]
     requests = int(min(2_000_000, max(2_000, percentile(rates, 0.5) * LATENCY_PASS_SECONDS))) if rates else 2_000
-    command = [tool_path, *_connection_args(plan, plan.tool), "-t", "get", "-d", str(size), "-n", str(requests), "-r", str(plan.keys),
+    command = [tool_path, *_connection_args(plan, plan.tool), "-t", "get", *plan.tool_args(size), "-n", str(requests), "-r", str(plan.keys),
                "-c", str(plan.clients), "-P", str(plan.pipeline), "--csv"]  # fmt: skip
     try:
         output = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
@@ -255,18 +266,19 @@ def _latency_pass(plan: BenchmarkPlan, tool_path: str, size: int, result: SizeRe
 
 def _fill(plan: BenchmarkPlan, tool_path: str, size: int) -> None:
     if plan.tool == "memtier_benchmark":
-        command = [tool_path, *_connection_args(plan, plan.tool), "--ratio=1:0", f"--data-size={size}",
+        command = [tool_path, *_connection_args(plan, plan.tool), "--ratio=1:0", *plan.tool_args(size),
                    f"--key-maximum={plan.keys}", "--key-pattern=P:P", f"--requests={max(1, plan.keys // 4)}", "-c", "1", "-t", "4"]  # fmt: skip
     else:
-        command = [tool_path, *_connection_args(plan, plan.tool), "-t", "set", "-d", str(size), "-n", str(plan.keys),
+        command = [tool_path, *_connection_args(plan, plan.tool), "-t", "set", *plan.tool_args(size), "-n", str(plan.keys),
                    "-r", str(plan.keys), "-c", "10", "-q"]  # fmt: skip
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=max(60.0, plan.duration * 2), check=False)
 
 
 def _load_command(plan: BenchmarkPlan, tool_path: str, size: int) -> list[str]:
     if plan.tool == "memtier_benchmark":
-        return [tool_path, *_connection_args(plan, plan.tool), "--ratio=0:1", f"--data-size={size}", f"--key-maximum={plan.keys}",
+        return [tool_path, *_connection_args(plan, plan.tool), f"--ratio={plan.ratio or '0:1'}", *plan.tool_args(size),
+                f"--key-maximum={plan.keys}",
                 f"--test-time={int(plan.duration) + 5}", "-c", str(max(1, plan.clients // 4)), "-t", "4",
                 f"--pipeline={plan.pipeline}"]  # fmt: skip
-    return [tool_path, *_connection_args(plan, plan.tool), "-t", "get", "-d", str(size), "-n", "2000000000", "-r", str(plan.keys),
+    return [tool_path, *_connection_args(plan, plan.tool), "-t", "get", *plan.tool_args(size), "-n", "2000000000", "-r", str(plan.keys),
             "-c", str(plan.clients), "-P", str(plan.pipeline), "-q"]  # fmt: skip

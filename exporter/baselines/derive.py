@@ -246,7 +246,7 @@ def client_bound_tests(figures: list[tuple[str, LatencyFigure]], spread: float =
     """(node type, command, rps) of the tests whose rate is within ``spread`` on every node type that ran them with the
     same data size, clients and tool: two node types of different size do not top out at the same rate unless the
     client does (a single redis-benchmark process stops near 100,000 requests/s)."""
-    tests: dict[tuple[str, int | None, int | None, str], dict[str, list[float]]] = {}
+    tests: dict[tuple[str, int | None, int | None, str, int], dict[str, list[float]]] = {}
     for node_type, figure in figures:
         tests.setdefault(figure.key, {}).setdefault(node_type, []).append(figure.rps)
     bound = set()

@@ -28,22 +28,23 @@ class LatencyFigure:
     tool: str = ""
     passes: int = 1
     client_bound: bool = False  # the same figure on larger nodes: the client's limit, not the node's
+    shards: int = 1  # run against a cluster endpoint of this many shards: rps is the cluster's
 
     @property
-    def key(self) -> tuple[str, int | None, int | None, str]:
-        return self.command, self.data_size, self.clients, self.tool
+    def key(self) -> tuple[str, int | None, int | None, str, int]:
+        return self.command, self.data_size, self.clients, self.tool, self.shards
 
 
-LATENCY_KEYS = ("command", "rps", "p50_ms", "p99_ms", "p99_9_ms", "data_size", "clients", "tool", "passes", "client_bound")
+LATENCY_KEYS = ("command", "rps", "p50_ms", "p99_ms", "p99_9_ms", "data_size", "clients", "tool", "passes", "client_bound", "shards")
 
 
 def average_passes(figures: Iterable[LatencyFigure]) -> list[LatencyFigure]:
     """One figure per command, data size, client count and tool: the mean of its passes (each weighted by its own)."""
-    groups: dict[tuple[str, int | None, int | None, str], list[LatencyFigure]] = {}
+    groups: dict[tuple[str, int | None, int | None, str, int], list[LatencyFigure]] = {}
     for figure in figures:
         groups.setdefault(figure.key, []).append(figure)
     averaged = []
-    for (command, data_size, clients, tool), items in sorted(groups.items(), key=lambda item: str(item[0])):
+    for (command, data_size, clients, tool, shards), items in sorted(groups.items(), key=lambda item: str(item[0])):
         weights = [item.passes for item in items]
 
         def mean(values: list[float | None], weights: list[int] = weights) -> float | None:
@@ -53,7 +54,7 @@ def average_passes(figures: Iterable[LatencyFigure]) -> list[LatencyFigure]:
         averaged.append(LatencyFigure(
             command=command, rps=mean([item.rps for item in items]) or 0.0, p50_ms=mean([item.p50_ms for item in items]),
             p99_ms=mean([item.p99_ms for item in items]), p99_9_ms=mean([item.p99_9_ms for item in items]), data_size=data_size,
-            clients=clients, tool=tool, passes=sum(weights), client_bound=any(item.client_bound for item in items),
+            clients=clients, tool=tool, passes=sum(weights), client_bound=any(item.client_bound for item in items), shards=shards,
         ))  # fmt: skip
     return averaged
 
@@ -194,7 +195,9 @@ def _percentile(percentiles: dict[str, Any], wanted: float) -> float | None:
 
 
 def latency_to_document(figures: Iterable[LatencyFigure]) -> list[dict[str, Any]]:
-    return [{key: getattr(figure, key) for key in LATENCY_KEYS if getattr(figure, key) not in (None, False)} for figure in figures]
+    defaults = {"client_bound": False, "shards": 1}
+    return [{key: value for key in LATENCY_KEYS if (value := getattr(figure, key)) is not None and value != defaults.get(key)}
+            for figure in figures]  # fmt: skip
 
 
 def parse_latency(raw: Any, where: str) -> tuple[LatencyFigure, ...]:
@@ -208,7 +211,7 @@ def parse_latency(raw: Any, where: str) -> tuple[LatencyFigure, ...]:
         if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not isinstance(entry.get("rps"), (int, float)):
             raise BaselineError(f"{place}: needs a command and its rps")
         check_known_keys(entry, LATENCY_KEYS, place, BaselineError)
-        for key in ("p50_ms", "p99_ms", "p99_9_ms", "data_size", "clients", "passes"):
+        for key in ("p50_ms", "p99_ms", "p99_9_ms", "data_size", "clients", "passes", "shards"):
             if entry.get(key) is not None and (isinstance(entry[key], bool) or not isinstance(entry[key], (int, float))):
                 raise BaselineError(f"{place}.{key}: must be a number, got {entry[key]!r}")
         figures.append(LatencyFigure(**{key: entry[key] for key in LATENCY_KEYS if key in entry}))

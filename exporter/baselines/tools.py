@@ -95,3 +95,25 @@ def _estimated_row(node_type: str, data_size: int, bytes_per_second: float, how:
         estimated=True,
         method=f"estimated: {how} (no bandwidth was sampled)",
     )
+
+
+def parse_data_size(text: str, where: str) -> int:
+    """A value size in bytes, or a range ``1024-4096`` (memtier's ``--data-size-range``) as its mean."""
+    low, sep, high = text.partition("-")
+    try:
+        sizes = (int(low), int(high)) if sep else (int(low), int(low))
+    except ValueError as err:
+        raise BaselineError(f"{where}: not a byte count or a range such as 1024-4096: {text!r}") from err
+    if min(sizes) < 1 or sizes[0] > sizes[1]:
+        raise BaselineError(f"{where}: sizes must be positive, the range low to high: {text!r}")
+    return (sizes[0] + sizes[1]) // 2
+
+
+def per_shard(row: BenchmarkRow, shards: int) -> BenchmarkRow:
+    """A load tool's result against a cluster endpoint, as one node's: its estimated bandwidth split over the shards
+    (the tool's rate is the cluster's). Sampled bandwidth (Athena, JSON lines) is a node's already."""
+    if shards == 1 or not row.estimated or row.mbps_p90 is None:
+        return replace(row, latency=tuple(replace(figure, shards=shards) for figure in row.latency)) if shards > 1 else row
+    return replace(row, mbps_p90=row.mbps_p90 / shards, byte_per_min_p90=(row.byte_per_min_p90 or 0) / shards,
+                   method=f"{row.method}; a cluster of {shards} shards: the cluster's rate / {shards}",
+                   latency=tuple(replace(figure, shards=shards) for figure in row.latency))  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Mapping
 
@@ -13,9 +14,14 @@ def run_baseline_derive(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from exporter.baselines.derive import derive, read_rows, render, with_published
-    from exporter.baselines.table import load_table
+    from exporter.baselines.table import BaselineError, load_table
+    from exporter.baselines.tools import parse_data_size, per_shard
 
-    rows = [row for source in args.sources for row in read_rows(Path(source), args.input_format, args.node_type, args.data_size)]
+    if args.shards < 1:
+        raise BaselineError(f"--shards: must be at least 1, got {args.shards}")
+    data_size = parse_data_size(args.data_size, "--data-size") if args.data_size is not None else None
+    rows = [per_shard(row, args.shards) for source in args.sources for row in read_rows(Path(source), args.input_format, args.node_type,
+                                                                                        data_size)]  # fmt: skip
     table = with_published(derive(rows), load_table())
     for note in table.extra.get("notes", []):
         print(f"baseline derive: {note}", file=sys.stderr)
@@ -46,6 +52,17 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
         raise BaselineError(f"--data-sizes: not a list of byte counts: {args.data_sizes!r}") from err
     if not sizes or min(sizes) < 1:
         raise BaselineError(f"--data-sizes: sizes must be positive: {args.data_sizes!r}")
+    size_range = None
+    if (args.ratio or args.data_size_range) and args.tool != "memtier_benchmark":
+        raise BaselineError("--ratio and --data-size-range need --tool memtier_benchmark (redis-benchmark runs one command, one size)")
+    if args.ratio and not re.fullmatch(r"\d+:\d+", args.ratio):
+        raise BaselineError(f"--ratio: expected SET:GET such as 1:4, got {args.ratio!r}")
+    if args.data_size_range:
+        from exporter.baselines.tools import parse_data_size
+
+        mean = parse_data_size(args.data_size_range, "--data-size-range")
+        low, _, high = args.data_size_range.partition("-")
+        size_range, sizes = (int(low), int(high or low)), (mean,)
     node_type = args.node_type if args.node_type.startswith("cache.") else "cache." + args.node_type
     plan = BenchmarkPlan(
         endpoint=parsed.endpoint,
@@ -56,6 +73,9 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
         clients=args.clients,
         pipeline=args.pipeline,
         tool=args.tool,
+        cluster=args.cluster,
+        ratio=args.ratio,
+        size_range=size_range,
     )
     results = run_benchmark(plan)
     rows = [row for row in (to_row(node_type, result) for result in results) if row is not None]

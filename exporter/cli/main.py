@@ -148,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "and run: render cloudformation --baselines TABLE")  # fmt: skip
     derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
     derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
-    derive.add_argument("--data-size", type=int, help="value size in bytes of redis-benchmark or memtier results")
+    derive.add_argument("--data-size", help="value size in bytes of redis-benchmark or memtier results, or memtier's range "
+                        "(--data-size-range), e.g. 1024-4096: its mean")  # fmt: skip
+    derive.add_argument("--shards", type=int, default=1, help="the results are of a cluster endpoint with this many shards "
+                        "(masters): the load tool's rate is the cluster's, each node carried its share (default 1)")  # fmt: skip
     render = commands.add_parser(
         "render",
         help="render the alert catalog and baselines to Prometheus rules, a PrometheusRule or a CloudFormation template",
@@ -209,6 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--clients", type=int, default=50, help="parallel connections (default 50)")
     bench.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
     bench.add_argument("--tool", choices=("redis-benchmark", "memtier_benchmark"), default="redis-benchmark")
+    bench.add_argument("--cluster", action="store_true", help="the target is a node of a cluster: spread the load over its shards "
+                       "(redis-benchmark --cluster, memtier --cluster-mode); the target node's share is what is sampled")  # fmt: skip
+    bench.add_argument("--ratio", metavar="SET:GET", help="memtier_benchmark: a mixed workload, e.g. 1:4 (default GETs only)")
+    bench.add_argument("--data-size-range", metavar="MIN-MAX", help="memtier_benchmark: values of every size between, e.g. "
+                       "1024-4096, instead of --data-sizes (recorded as one data size, the mean)")  # fmt: skip
     bench.add_argument("--out", default="benchmark.csv", help="results in the seed's CSV schema (default benchmark.csv)")
     bench.add_argument("--table-out", help="also write a baseline table derived from the results")
     return parser
