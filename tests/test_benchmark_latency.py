@@ -133,3 +133,16 @@ def test_a_mixed_cluster_run_is_credited_to_each_shard(tmp_path):
                           "--data-size", "4096-1024"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert bad.returncode == 2
     assert "--data-size" in bad.stderr
+
+
+def test_the_quiet_form_gives_one_pass_per_line_averaged():
+    """redis-benchmark -q against a cache.m1.small (seed 001): eight GET passes, one line each; their mean is the
+    node's rate, with the passes counted."""
+    with pytest.raises(BaselineError, match="--data-size"):
+        read_rows(DATA / "redis_benchmark_quiet_m1_small.txt", None, "cache.m1.small", None)
+    table = derive(read_rows(DATA / "redis_benchmark_quiet_m1_small.txt", None, "cache.m1.small", 3))
+    get = figures(table, "cache.m1.small")["GET"]
+    rates = [12482.84, 10188.49, 11746.74, 14409.22, 6359.71, 7206.17, 8850.34, 13363.62]
+    assert get.passes == 8
+    assert get.rps == pytest.approx(sum(rates) / 8, abs=0.001)
+    assert table.get("cache.m1.small").measured.bytes_per_second[100] == pytest.approx(sum(rates) / 8 * (3 + 1 + 5), abs=2)

@@ -69,14 +69,20 @@ _THROUGHPUT = re.compile(r"^\s*(?:throughput summary:\s*)?([\d.]+)\s+requests pe
 _SUMMARY_PAIRS = re.compile(r"(min|q50|p50|q95|p95|q99|p99|max|avg)=([\d.]+)")
 
 
+# redis-benchmark -q: one line per test, "GET: 12482.84 requests per second" (6.2 and later add ", p50=0.175 msec")
+_QUIET = re.compile(r"^\s*([A-Za-z_][^:]*):\s*([\d.]+) requests per second(?:, p50=([\d.]+) msec)?\s*(?:<-.*)?$")
+
+
 def looks_like_report(text: str) -> bool:
-    return bool(re.search(r"^=+ .+ =+\s*$", text, re.MULTILINE)) and "requests per second" in text
+    if "requests per second" not in text:
+        return False
+    return bool(re.search(r"^=+ .+ =+\s*$", text, re.MULTILINE)) or any(_QUIET.match(line) for line in text.splitlines()[:50])
 
 
 def read_report(text: str, where: str) -> list[LatencyFigure]:
     """Every test of a redis-benchmark report (without ``--csv``): the HDR form (6.2 and later: "Latency by percentile
-    distribution", "throughput summary", "latency summary") and the older one (a percent list and "requests per
-    second")."""
+    distribution", "throughput summary", "latency summary"), the older one (a percent list and "requests per
+    second"), and the one-line-per-test form of ``-q``."""
     figures: list[LatencyFigure] = []
     test: dict[str, Any] | None = None
     lines = text.splitlines()
@@ -103,8 +109,17 @@ def read_report(text: str, where: str) -> list[LatencyFigure]:
     if test is not None:
         figures.append(_figure(test, where))
     if not figures:
-        raise BaselineError(f"{where}: no test found (a report's tests start with a '====== GET ======' line)")
+        figures = [_quiet(match) for line in lines if (match := _QUIET.match(line))]
+    if not figures:
+        raise BaselineError(f"{where}: no test found (a report's tests start with a '====== GET ======' line, or with -q "
+                            "are lines such as 'GET: 12482.84 requests per second')")  # fmt: skip
     return figures
+
+
+def _quiet(match: re.Match[str]) -> LatencyFigure:
+    """A line of ``redis-benchmark -q``: a pass of one test (repeated lines are passes, averaged by derive)."""
+    p50 = float(match.group(3)) if match.group(3) else None
+    return LatencyFigure(command=match.group(1).strip().upper(), rps=float(match.group(2)), p50_ms=p50, tool="redis-benchmark")
 
 
 def _summary(line: str, following: list[str]) -> dict[str, float]:

@@ -48,6 +48,8 @@ def read_redis_benchmark_report(path: Path, text: str, node_type: str, data_size
     figures = read_report(text, str(path))
     sizes = {figure.data_size for figure in figures if figure.data_size is not None}
     size = data_size if data_size is not None else (sizes.pop() if len(sizes) == 1 else None)
+    if size is None and not sizes:
+        raise BaselineError(f"{path}: the report does not say its payload (redis-benchmark -q): give --data-size")
     if size is None:
         raise BaselineError(f"{path}: the tests have different payloads ({sorted(sizes)}): give --data-size, or one file per size")
     return [_tool_row(node_type, size, [replace(figure, data_size=size) for figure in figures], "redis-benchmark")]
@@ -77,11 +79,12 @@ def read_memtier_json(path: Path, text: str, node_type: str, data_size: int) -> 
 
 def _tool_row(node_type: str, data_size: int, figures: list[LatencyFigure], tool: str) -> BenchmarkRow:
     """The rates and percentiles of a tool's tests, with the bandwidth estimated from its GET test where it ran one."""
-    get = next((figure for figure in figures if figure.command == "GET"), None)
-    if get is None:
+    gets = [figure.rps for figure in figures if figure.command == "GET"]  # -q prints a line per pass: their mean
+    if not gets:
         return BenchmarkRow(instancetype=node_type, data_size=data_size, mbps_p90=None, test_passes=1, latency=tuple(figures),
                             estimated=True, method=f"{tool}: latency only (no GET test to estimate bandwidth from)")  # fmt: skip
-    row = _estimated_row(node_type, data_size, get.rps * reply_bytes(data_size), f"{tool} GET requests/s x reply size")
+    row = _estimated_row(node_type, data_size, sum(gets) / len(gets) * reply_bytes(data_size), f"{tool} GET requests/s x reply size")
+    row = replace(row, test_passes=len(gets))
     return replace(row, latency=tuple(figures))
 
 
