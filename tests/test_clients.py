@@ -113,8 +113,7 @@ def test_a_client_that_does_not_read_its_replies_shows_in_the_output_buffer():
 
 
 def test_a_reply_past_the_size_limit_is_an_error_not_a_crash(crowded):
-    app = make_app({"targets": [{"name": "node", "addr": crowded.addr}], "clients": {"enabled": True},
-                    "scrape": {"max_reply_size": "64KiB"}})  # fmt: skip
+    app = make_app({"targets": [{"name": "node", "addr": crowded.addr}], "clients": {"enabled": True, "max_reply_size": "64KiB"}})
     try:
         wait_until(lambda: app.client_profiler.snapshot()[1], timeout=20, what="a refused CLIENT LIST")
         samples = call(app, "/metrics").samples()
@@ -151,3 +150,21 @@ def test_idle_buckets_and_unnamed_from_a_client_list_text():
     assert result.idle == {("api", "1m"): 2, ("api", "10m"): 1, (UNNAMED, "1m"): 1, (UNNAMED, "10m"): 1, (UNNAMED, "1h"): 1}
     assert result.by_source == {"10.0.0.5": 2, "::1": 1, "10.0.0.6": 1}
     assert result.output_buffer_max == {"api": 2048, UNNAMED: 0}
+
+
+@pytest.mark.parametrize("engine", ["redis_7_0", "valkey_8_1", "redis_8_2"])
+def test_the_fast_reading_agrees_with_reading_each_field(engine):
+    """CLIENT LIST as three engines print it (tests/data/upstream_values/client_list_*): the one-pattern reading of
+    name, address, idle and omem gives what splitting every field of every line gives."""
+    import json
+    from pathlib import Path
+
+    from exporter.redis.clients import _parse_each_line
+
+    entries = json.loads((Path(__file__).parent / "data" / "upstream_values" / f"client_list_{engine}.json").read_text())
+    bulk = next(entry["reply"] for entry in entries if entry["command"] == ["CLIENT", "LIST"]).encode("latin-1")
+    reply = bulk.split(b"\r\n", 1)[1].rsplit(b"\r\n", 1)[0]
+    assert len(list(parse_client_list(reply))) >= 10
+    assert list(parse_client_list(reply)) == list(_parse_each_line(reply))
+    odd = reply + b"id=99 addr=10.0.0.9:5000 fd=30 name=legacy age=1 idle=700\n"  # a line without omem: each line read alone
+    assert list(parse_client_list(odd))[-1] == ("legacy", "10.0.0.9", 700, 0)

@@ -17,7 +17,7 @@ from exporter.redis.settings import AllowRule, Credentials, HeartbeatConfig, Tar
 
 from .auth_section import iam_password, secret_password
 from .keys_section import key_probes_config
-from .readers import as_bool, as_duration, as_int, as_string, check_keys, readable_path
+from .readers import as_bool, as_duration, as_int, as_size, as_string, check_keys, readable_path
 
 
 def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
@@ -41,7 +41,7 @@ def heartbeat_config(raw: dict[str, Any]) -> HeartbeatConfig:
 
 def clients_config(raw: dict[str, Any]) -> ClientsConfig:
     """``clients``: CLIENT LIST of every configured target, read in the background every ``interval``."""
-    check_keys(raw, "clients", {"enabled", "interval", "top", "per_connection", "include_port", "max_connections"})
+    check_keys(raw, "clients", {"enabled", "interval", "top", "per_connection", "include_port", "max_connections", "max_reply_size"})
     defaults = ClientsConfig()
     interval = as_duration(raw.get("interval", defaults.interval), "clients.interval")
     if interval < 5:
@@ -51,7 +51,9 @@ def clients_config(raw: dict[str, Any]) -> ClientsConfig:
                          top=as_int(raw.get("top", defaults.top), "clients.top", 1, 1000), per_connection=per_connection,
                          include_port=as_bool(raw.get("include_port", defaults.include_port), "clients.include_port"),
                          max_connections=as_int(raw.get("max_connections", defaults.max_connections), "clients.max_connections",
-                                                1, 1_000_000))  # fmt: skip
+                                                1, 1_000_000),
+                         max_reply_bytes=as_size(raw.get("max_reply_size", defaults.max_reply_bytes), "clients.max_reply_size",
+                                                 64 * 1024, 1024 * 1024 * 1024))  # fmt: skip
 
 
 def keyspace_config(raw: dict[str, Any]) -> KeyspaceConfig:

@@ -144,7 +144,7 @@ CLIENTS = [
     Doc("elasticache_clients_profile_age_seconds", "gauge", T, "`CLIENT LIST`", "seconds since it was last read"),
     Doc("elasticache_exporter_client_list_duration_seconds", "gauge", T, "the client profiler", "duration of the last read and count"),
     Doc("elasticache_exporter_client_list_errors_total", "counter", f"{T}, `kind`", "the client profiler",
-        "failed reads by kind (`reply_too_large` where the list is larger than `scrape.max_reply_size`)"),
+        "failed reads by kind (`reply_too_large` where the list is larger than `clients.max_reply_size`)"),
     Doc("redis_connected_client_info", "gauge", f"{T}, `id`, `name`, `flags`, `db`, `host`, `port` (`clients.include_port`), `user`, `resp`",
         "`CLIENT LIST` (background, `clients.per_connection` or `--export-client-list`)",
         "1 per connection, as redis_exporter's `--export-client-list` (`user` and `resp` where the server lists them)"),

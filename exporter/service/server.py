@@ -90,7 +90,7 @@ class ExporterApp:
 
             from .collectors.clients import ClientProfileCollector
 
-            self.client_profiler = self._start_profiler(ClientProfiler(config.clients, list(config.targets), config.scrape_max_reply_bytes),
+            self.client_profiler = self._start_profiler(ClientProfiler(config.clients, list(config.targets)),
                                                         ClientProfileCollector)  # fmt: skip
         self.keyspace_profiler: Any = None
         if config.keyspace.enabled and config.targets:
