@@ -52,6 +52,14 @@ def restart_loop(workdir: Path, port: int, stop: threading.Event) -> None:
         process.wait(timeout=10)
 
 
+def thread_count(pid: int) -> int:
+    """The process's threads now: a worker pool that grows shows here before it shows in RSS."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
 def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200,
          traces: Path | None = None) -> list[tuple[int, float]]:
     """[(scrapes answered, RSS MiB)]: after the warm-up, then every ``report_every``; with ``traces``, a snapshot at each."""
@@ -91,7 +99,7 @@ def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warm
                     readings.append((marks.pop(0), rss_mib(exporter.pid)))
                     if traces is not None:
                         exporter.send_signal(signal.SIGUSR2)
-                    print(f"{readings[-1][0]:6d} scrapes: RSS {readings[-1][1]:.1f} MiB", flush=True)
+                    print(f"{readings[-1][0]:6d} scrapes: RSS {readings[-1][1]:.1f} MiB, {thread_count(exporter.pid)} threads", flush=True)
 
     try:
         first_answer(port)
