@@ -168,3 +168,35 @@ def test_the_fast_reading_agrees_with_reading_each_field(engine):
     assert list(parse_client_list(reply)) == list(_parse_each_line(reply))
     odd = reply + b"id=99 addr=10.0.0.9:5000 fd=30 name=legacy age=1 idle=700\n"  # a line without omem: each line read alone
     assert list(parse_client_list(odd))[-1] == ("legacy", "10.0.0.9", 700, 0)
+
+
+def test_discovered_nodes_are_profiled_while_they_are_there(aws_credentials):
+    """With aws.scrape_discovered, the nodes discovery finds are profiled too, each on a connection of the profiler's
+    own; a node discovery no longer finds is dropped with what was kept of it."""
+    from moto import mock_aws
+    from servers import wait_until
+
+    from exporter.aws.discovery import Node
+
+    server = start_redis()
+    try:
+        with mock_aws():
+            app = make_app({"redis": {"addr": ""}, "aws": {"regions": ["eu-west-1"], "scrape_discovered": True, "discovery_interval": "1h"},
+                            "clients": {"enabled": True, "interval": "5s"}})  # fmt: skip
+            try:
+                wait_until(lambda: app.aws_monitor.last_discovery, what="the first discovery (of nothing)")
+                node = Node(region="eu-west-1", cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
+                            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1",
+                            port=server.port)  # fmt: skip
+                app.targets.set_discovered([("orders-0001-001", node)])
+                app.client_profiler.visit_all()
+                assert app.client_profiler.snapshot()[0]["orders-0001-001"].total >= 1
+                samples = call(app, "/metrics").samples()
+                assert sample(samples, "elasticache_clients_profile_age_seconds", instance="orders-0001-001") < 60
+                app.targets.set_discovered([])
+                app.client_profiler.visit_all()
+                assert "orders-0001-001" not in app.client_profiler.snapshot()[0]
+            finally:
+                app.close()
+    finally:
+        server.stop()

@@ -142,3 +142,35 @@ def test_hot_keys_under_an_lfu_policy_and_none_otherwise():
             assert sorted(hot, key=hot.get, reverse=True)[:2] == sorted(["item:7", "item:42"], key=hot.get, reverse=True)
         finally:
             server.stop()
+
+
+def test_a_replication_group_is_sampled_once_on_its_replica():
+    """A primary and its replica, both targets of group "orders": the replica is sampled (it holds the same keys)
+    and the primary, which serves the application, gets no RANDOMKEY. A node of no group is sampled as before."""
+    from servers import wait_until
+
+    primary = start_redis()
+    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+    alone = start_redis()
+    try:
+        for i in range(500):
+            primary.client().set(f"order:{i}", "v" * 50)
+        alone.client().set("solo:1", "v")
+        wait_until(lambda: replica.client().dbsize() == 500, what="the replica in sync")
+        calls = primary.client(single_connection_client=True)
+        app = make_app({"targets": [{"name": "orders-001", "addr": primary.addr, "replication_group": "orders", "shard": "0001"},
+                                    {"name": "orders-002", "addr": replica.addr, "replication_group": "orders", "shard": "0001"},
+                                    {"name": "solo", "addr": alone.addr}],
+                        "keyspace": {"enabled": True, "interval": "1h", "sample": 100}})  # fmt: skip
+        try:
+            app.keyspace_profiler.visit_all()
+            profiles = app.keyspace_profiler.snapshot()[0]
+            samples = call(app, "/metrics").samples()
+        finally:
+            app.close()
+        assert set(profiles) == {"orders-002", "solo"}
+        assert sample(samples, "elasticache_keyspace_prefix_keys", instance="orders-002", db="db0", prefix="order") == 500
+        assert "cmdstat_randomkey" not in calls.info("commandstats")
+    finally:
+        for server in (alone, replica, primary):
+            server.stop()

@@ -16,8 +16,7 @@ from collections.abc import Iterable, Iterator
 from exporter.common.records import factory, record, replace
 
 from .node import RedisNode
-from .node_loop import NodeProfiler
-from .settings import TargetConfig
+from .node_loop import NodeProfiler, Targets
 
 UNNAMED, OTHER = "(unnamed)", "(other)"
 IDLE_BUCKETS = (("1m", 60), ("10m", 600), ("1h", 3600))  # connections idle longer than each
@@ -149,11 +148,10 @@ class ClientProfiler(NodeProfiler):
 
     what = "clients: CLIENT LIST"
 
-    def __init__(self, config: ClientsConfig, targets: list[TargetConfig]) -> None:
+    def __init__(self, config: ClientsConfig, targets: Targets) -> None:
         # a bound of its own (clients.max_reply_size), not the scrape's: the list grows with the connections, and it is
         # read in the background, never inside a scrape's deadline
-        nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=config.max_reply_bytes)) for target in targets]
-        super().__init__("client-profiler", nodes, config.interval)
+        super().__init__("client-profiler", targets, config.interval, max_reply_bytes=config.max_reply_bytes)
         self.config = config
 
     def read(self, node: RedisNode) -> ClientProfile | None:

@@ -90,8 +90,7 @@ class HeartbeatWriter(NodeLoop):
     """
 
     def __init__(self, config: HeartbeatConfig, targets: list[TargetConfig]) -> None:
-        super().__init__("heartbeat-writer", [(target.name, RedisNode(target.endpoint, target.credentials)) for target in targets],
-                         config.interval)  # fmt: skip
+        super().__init__("heartbeat-writer", targets, config.interval)
         self.config = config
         self._lock = threading.Lock()
         self.writes: dict[str, int] = {}

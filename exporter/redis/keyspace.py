@@ -16,8 +16,7 @@ from typing import Any
 from exporter.common.records import factory, record
 
 from .node import RedisNode
-from .node_loop import NodeProfiler
-from .settings import TargetConfig
+from .node_loop import NodeProfiler, Targets
 
 NO_PREFIX, OTHER = "(none)", "(other)"
 EXPIRY_WINDOWS = (("1m", 60_000), ("5m", 300_000), ("1h", 3_600_000))  # keys whose TTL ends within each
@@ -103,23 +102,71 @@ _KEYSPACE_LINE = re.compile(r"^db(\d+):keys=(\d+)", re.M)
 
 
 class KeyspaceProfiler(NodeProfiler):
-    """Samples the keyspace of every target (the primaries, in cluster mode) from one background thread."""
+    """Samples the keyspace of one node per replication group and shard (a replica where one is a target: the
+    primary serves the application), from one background thread. Targets of no known group are each sampled, the
+    primaries only in cluster mode."""
 
     BATCH = 200  # keys per round trip
     what = "keyspace: sampling"
 
-    def __init__(self, config: KeyspaceConfig, targets: list[TargetConfig], max_reply_bytes: int) -> None:
-        nodes = [(target.name, RedisNode(target.endpoint, target.credentials, max_reply_bytes=max_reply_bytes)) for target in targets]
-        super().__init__("keyspace-profiler", nodes, config.interval)
+    def __init__(self, config: KeyspaceConfig, targets: Targets, max_reply_bytes: int) -> None:
+        super().__init__("keyspace-profiler", targets, config.interval, max_reply_bytes=max_reply_bytes)
         self.config = config
+        self._for_group: set[str] = set()  # the targets sampled for their whole group (a replica may be one)
+        self._sampling_for_group = False  # the node being visited is one of those
+
+    def visit_all(self) -> None:
+        self._sync()
+        chosen = self._one_per_group()
+        for name, (_, node) in list(self._nodes.items()):
+            if self._stop.is_set():
+                return
+            if name in chosen:
+                self.visit(name, node)
+            else:
+                self.forget(name)  # its group is sampled on another node
+
+    def _one_per_group(self) -> set[str]:
+        """The targets to sample: per replication group and shard with several targets, the first replica by name
+        (the first target where no role could be read); every target of no known group."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        chosen = set()
+        for target in self.members:
+            if target.replication_group:
+                groups.setdefault((target.replication_group, target.shard), []).append(target.name)
+            else:
+                chosen.add(target.name)
+        self._for_group = set()
+        for names in groups.values():
+            names.sort()
+            replicas = [name for name in names if len(names) > 1 and self._role(name) == "replica"]
+            pick = (replicas or names)[0]
+            chosen.add(pick)
+            if len(names) > 1:
+                self._for_group.add(pick)
+        return chosen
+
+    def _role(self, name: str) -> str:
+        try:
+            (replication,) = self._nodes[name][1].call_many([("INFO", "replication")])
+        except Exception:  # noqa: BLE001 - an unreadable node is not chosen as the group's replica
+            return ""
+        return "replica" if isinstance(replication, bytes) and b"role:slave" in replication else "primary"
+
+    def visit(self, name: str, node: RedisNode) -> None:
+        self._sampling_for_group = name in self._for_group
+        super().visit(name, node)
 
     def read(self, node: RedisNode) -> dict[str, DbProfile] | None:
-        """Each database's profile; None where RANDOMKEY is renamed away, or for a cluster replica."""
+        """Each database's profile; None where RANDOMKEY is renamed away, or for a cluster replica of no known group."""
         info, replication, memory_info = node.call_many([("INFO", "keyspace"), ("INFO", "replication"), ("INFO", "memory")])
         if not isinstance(info, bytes) or not node.allows("randomkey", known_only=True):
             return None
-        if node.cluster_enabled and not (isinstance(replication, bytes) and b"role:master" in replication):
-            return None  # a replica's keys are its primary's: counted there
+        replica = not (isinstance(replication, bytes) and b"role:master" in replication)
+        if node.cluster_enabled and replica:
+            if not self._sampling_for_group:
+                return None  # a replica's keys are its primary's: counted there
+            node.call_many([("READONLY",)])  # a cluster replica serves its keys only to a READONLY connection
         memory = node.allows("memory", known_only=True)
         # OBJECT FREQ answers only under an LFU policy (an error otherwise): asked for only then
         lfu = node.allows("object", known_only=True) and isinstance(memory_info, bytes) and b"maxmemory_policy:" in memory_info \

@@ -1,24 +1,34 @@
 """Background work on every node: one daemon thread visits each node in turn every ``interval`` seconds, each on a
-connection of its own (never the scrape's)."""
+connection of its own (never the scrape's).
+
+The nodes are a list, or a function that gives the current list at each round (configured targets and the nodes
+discovery finds, which come and go): a new node gets a connection, a node gone has its connection closed and what
+was kept of it dropped."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .failures import classify
 from .node import RedisNode
+from .settings import TargetConfig
 
 log = logging.getLogger(__name__)
+Targets = Sequence[TargetConfig] | Callable[[], Sequence[TargetConfig]]
+
 
 
 class NodeLoop:
     """Subclasses say what a visit does (:meth:`visit`); a failing node must not stop the visits of the others."""
 
-    def __init__(self, thread_name: str, nodes: list[tuple[str, RedisNode]], interval: float, least_wait: float = 0.0) -> None:
-        self._nodes = nodes
+    def __init__(self, thread_name: str, targets: Targets, interval: float, least_wait: float = 0.0, max_reply_bytes: int | None = None) -> None:
+        self._targets = targets
+        self._max_reply_bytes = max_reply_bytes
+        self._nodes: dict[str, tuple[TargetConfig, RedisNode]] = {}
         self._interval = interval
         self._least_wait = least_wait
         self._stop = threading.Event()
@@ -31,8 +41,27 @@ class NodeLoop:
         self._stop.set()
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=2)
-        for _, node in self._nodes:
+        for _, node in self._nodes.values():
             node.close()
+
+    @property
+    def members(self) -> list[TargetConfig]:
+        """The targets of the latest round."""
+        return [target for target, _ in self._nodes.values()]
+
+    def _sync(self) -> None:
+        current = {target.name: target for target in (self._targets() if callable(self._targets) else self._targets)}
+        for name in [name for name, (target, _) in self._nodes.items() if current.get(name) != target]:
+            _, node = self._nodes.pop(name)
+            node.close()
+            self.forget(name)
+        for name, target in current.items():
+            if name not in self._nodes:
+                options = {} if self._max_reply_bytes is None else {"max_reply_bytes": self._max_reply_bytes}
+                self._nodes[name] = (target, RedisNode(target.endpoint, target.credentials, **options))
+
+    def forget(self, name: str) -> None:
+        """A node is gone (or changed): drop what was kept of it."""
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -41,7 +70,8 @@ class NodeLoop:
             self._stop.wait(max(self._least_wait, self._interval - (time.monotonic() - started)))
 
     def visit_all(self) -> None:
-        for name, node in self._nodes:
+        self._sync()
+        for name, (_, node) in list(self._nodes.items()):
             if self._stop.is_set():
                 return
             self.visit(name, node)
@@ -56,8 +86,8 @@ class NodeProfiler(NodeLoop):
 
     what = "profile"  # for the log line
 
-    def __init__(self, thread_name: str, nodes: list[tuple[str, RedisNode]], interval: float) -> None:
-        super().__init__(thread_name, nodes, interval, least_wait=1.0)
+    def __init__(self, thread_name: str, targets: Targets, interval: float, max_reply_bytes: int | None = None) -> None:
+        super().__init__(thread_name, targets, interval, least_wait=1.0, max_reply_bytes=max_reply_bytes)
         self._lock = threading.Lock()
         self.profiles: dict[str, Any] = {}
         self.errors: dict[tuple[str, str], int] = {}
@@ -85,6 +115,14 @@ class NodeProfiler(NodeLoop):
         with self._lock:
             self.profiles[name] = result
             self.durations[name] = time.monotonic() - started
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self.profiles.pop(name, None)
+            self.durations.pop(name, None)
+            for key in [key for key in self.errors if key[0] == name]:
+                del self.errors[key]
+        self._logged = {key for key in self._logged if key[0] != name}
 
     def snapshot(self) -> tuple[dict[str, Any], dict[tuple[str, str], int], dict[str, float]]:
         with self._lock:

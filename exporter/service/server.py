@@ -85,21 +85,21 @@ class ExporterApp:
             self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))
             self.heartbeat_writer.start()
         self.client_profiler: Any = None
-        if config.clients.enabled and config.targets:
+        profiled = bool(config.targets) or (config.aws.enabled and config.aws.scrape_discovered)
+        if config.clients.enabled and profiled:
             from exporter.redis.clients import ClientProfiler
 
             from .collectors.clients import ClientProfileCollector
 
-            self.client_profiler = self._start_profiler(ClientProfiler(config.clients, list(config.targets)),
-                                                        ClientProfileCollector)  # fmt: skip
+            self.client_profiler = self._start_profiler(ClientProfiler(config.clients, self._profiled_targets), ClientProfileCollector)
         self.keyspace_profiler: Any = None
-        if config.keyspace.enabled and config.targets:
+        if config.keyspace.enabled and profiled:
             from exporter.redis.keyspace import KeyspaceProfiler
 
             from .collectors.keyspace import KeyspaceCollector
 
             self.keyspace_profiler = self._start_profiler(
-                KeyspaceProfiler(config.keyspace, list(config.targets), config.scrape_max_reply_bytes), KeyspaceCollector
+                KeyspaceProfiler(config.keyspace, self._profiled_targets, config.scrape_max_reply_bytes), KeyspaceCollector
             )
         self.aws_monitor: Any = None
         if config.aws.enabled:
@@ -195,6 +195,14 @@ class ExporterApp:
         collectors = [self._redis_collector([target], request), self._baseline_collector([target]), self._build_info]
         # one node: its instance is the one Prometheus' relabelling gives the scrape, as with redis_exporter
         return self._metrics(request, [c for c in collectors if c is not None], drop_instance=True)
+
+    def _profiled_targets(self) -> list[Any]:
+        """What the profilers read: the targets of /metrics (the configured ones and, with aws.scrape_discovered, the
+        discovered nodes of this shard), each on a connection of the profiler's own."""
+        from exporter.redis.settings import TargetConfig
+
+        return [TargetConfig(target.name, target.node.endpoint, target.node.credentials, target.node_type, target.replication_group,
+                             target.shard) for target in self.targets.configured]  # fmt: skip
 
     def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
         """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when
