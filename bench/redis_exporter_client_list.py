@@ -15,9 +15,7 @@ redis_connected_client_* samples and TYPE lines, after a line with the Unix time
 from __future__ import annotations
 
 import argparse
-import json
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_resp import FakeRespServer  # noqa: E402
-from redis_exporter_families import _answers, get  # noqa: E402
-from redis_exporter_values import record  # noqa: E402
-from servers import ENGINES, free_port, start_exporter, start_redis, wait_until  # noqa: E402
+from redis_exporter_families import get  # noqa: E402
+from redis_exporter_values import both_exporters, record, write_recording  # noqa: E402
+from servers import ENGINES, start_redis, wait_until  # noqa: E402
 
 ENGINE_NAMES = ("redis-7.0", "valkey-8.1", "redis-8.2")
 
@@ -85,15 +83,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "upstream_values"))
     args = parser.parse_args()
     out = Path(args.out)
-    port = free_port()
-    upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", "",
-                                 "--export-client-list", "--export-client-port"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    allow = out / ".allow.yml"
-    allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
-    ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
-    try:
-        wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
+    with both_exporters(args.redis_exporter, out, "--export-client-list", "--export-client-port") as (port, ours):
         for engine in ENGINE_NAMES:
             if not ENGINES.get(engine):
                 raise SystemExit(f"{engine} is not installed: pip install -e '.[test]'")
@@ -109,15 +99,7 @@ def main() -> None:
             kept = [line for line in text.splitlines() if line.startswith(("redis_connected_client_", "# TYPE redis_connected_client_"))]
             if not kept:
                 raise SystemExit(f"{engine}: redis_exporter served no redis_connected_client_* sample")
-            (out / f"{name}.prom").write_text(f"# scraped {before:.3f} {after:.3f}\n" + "\n".join(kept) + "\n")
-            replies = [{"command": list(command), "reply": reply.decode("latin-1")} for command, reply in sorted(table.items())]
-            (out / f"{name}.json").write_text(json.dumps(replies, indent=1) + "\n")
-            print(f"{name}: {len(table)} replies, {sum(not line.startswith('#') for line in kept)} samples of redis_exporter")
-    finally:
-        allow.unlink()
-        upstream.terminate()
-        upstream.wait(timeout=10)
-        ours.stop()
+            write_recording(out, name, kept, table, first_line=f"# scraped {before:.3f} {after:.3f}\n")
 
 
 if __name__ == "__main__":

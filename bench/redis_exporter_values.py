@@ -16,12 +16,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -108,6 +111,33 @@ def record(upstream: int, ours, servers: dict[str, int]) -> dict[str, dict[tuple
     return tables
 
 
+@contextlib.contextmanager
+def both_exporters(redis_exporter: str, out: Path, *flags: str) -> Iterator[tuple[int, Any]]:
+    """redis_exporter (with ``flags``) on a free port and this exporter allowed to /scrape loopback: (its port, ours)."""
+    port = free_port()
+    upstream = subprocess.Popen([redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", "", *flags],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    allow = out / ".allow.yml"
+    allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
+    ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
+    try:
+        wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
+        yield port, ours
+    finally:
+        allow.unlink()
+        upstream.terminate()
+        upstream.wait(timeout=10)
+        ours.stop()
+
+
+def write_recording(out: Path, name: str, kept: list[str], table: dict[tuple[str, ...], bytes], first_line: str = "") -> None:
+    """``<name>.prom`` (redis_exporter's lines kept, after ``first_line``) and ``<name>.json`` (the replies)."""
+    (out / f"{name}.prom").write_text(first_line + "\n".join(kept) + "\n")
+    replies = [{"command": list(command), "reply": reply.decode("latin-1")} for command, reply in sorted(table.items())]
+    (out / f"{name}.json").write_text(json.dumps(replies, indent=1) + "\n")
+    print(f"{name}: {len(table)} replies, {sum(1 for line in kept if not line.startswith('#'))} samples of redis_exporter")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", required=True)
@@ -133,40 +163,32 @@ def main() -> None:
         seed_reference_primary(primary.client())
         wait_until(lambda replica=replica: replica.info().get("master_link_status") == "up", what="replica link up")
         servers.update({f"primary{suffix}": primary.port, f"replica{suffix}": replica.port, f"cluster_node{suffix}": cluster[0].port})
-    port = free_port()
-    upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    allow = out / ".allow.yml"
-    allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
-    ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
     try:
-        wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
-        tables = {}
-        for name, fixture in OLD_INFO.items():
-            info = bulk((ROOT / "tests" / "data" / fixture).read_text().replace("\n", "\r\n"))
-            # as Redis 2.6 answers: no COMMAND, and an empty text for a section it does not have
-            tables[name] = {("INFO",): info, ("INFO", "ALL"): info, ("INFO", "CLUSTER"): bulk(""), ("PING",): b"+PONG\r\n"}
-        for name in [*servers, *tables]:
-            # each server's replay right after its recording: redis_exporter's start time is its clock at the replay
-            # minus the recorded uptime, which the test compares with the server's own clock within 2 s
-            table = tables[name] if name in tables else record(port, ours, {name: servers[name]})[name]
-            replay = FakeRespServer(table)
-            try:
-                text = get(port, f"/scrape?target={replay.addr}")
-            finally:
-                replay.close()
-            kept = [line for line in text.splitlines() if line.startswith("redis_") or line.startswith(("# HELP redis_", "# TYPE redis_"))]
-            (out / f"{name}.prom").write_text("\n".join(kept) + "\n")
-            replies = [{"command": list(command), "reply": reply.decode("latin-1")} for command, reply in sorted(table.items())]
-            (out / f"{name}.json").write_text(json.dumps(replies, indent=1) + "\n")
-            print(f"{name}: {len(table)} replies, {sum(1 for line in kept if not line.startswith('#'))} samples of redis_exporter")
+        with both_exporters(args.redis_exporter, out) as (port, ours):
+            record_all(port, ours, servers, out)
     finally:
-        allow.unlink()
-        upstream.terminate()
-        upstream.wait(timeout=10)
-        ours.stop()
         for server in started:
             server.stop()
+
+
+def record_all(port: int, ours, servers: dict[str, int], out: Path) -> None:
+    """Every server recorded, then replayed to redis_exporter at once, and written."""
+    tables = {}
+    for name, fixture in OLD_INFO.items():
+        info = bulk((ROOT / "tests" / "data" / fixture).read_text().replace("\n", "\r\n"))
+        # as Redis 2.6 answers: no COMMAND, and an empty text for a section it does not have
+        tables[name] = {("INFO",): info, ("INFO", "ALL"): info, ("INFO", "CLUSTER"): bulk(""), ("PING",): b"+PONG\r\n"}
+    for name in [*servers, *tables]:
+        # each server's replay right after its recording: redis_exporter's start time is its clock at the replay
+        # minus the recorded uptime, which the test compares with the server's own clock within 2 s
+        table = tables[name] if name in tables else record(port, ours, {name: servers[name]})[name]
+        replay = FakeRespServer(table)
+        try:
+            text = get(port, f"/scrape?target={replay.addr}")
+        finally:
+            replay.close()
+        kept = [line for line in text.splitlines() if line.startswith("redis_") or line.startswith(("# HELP redis_", "# TYPE redis_"))]
+        write_recording(out, name, kept, table)
 
 
 if __name__ == "__main__":
