@@ -21,7 +21,6 @@ log = logging.getLogger(__name__)
 Targets = Sequence[TargetConfig] | Callable[[], Sequence[TargetConfig]]
 
 
-
 class NodeLoop:
     """Subclasses say what a visit does (:meth:`visit`); a failing node must not stop the visits of the others."""
 
