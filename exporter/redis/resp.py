@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import select
 import socket
 import sys
 import threading
@@ -115,7 +116,11 @@ def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
 
 
 class RespConnection:
-    """One socket to a node. Not thread-safe: its owner serialises calls."""
+    """One socket to a node. Not thread-safe: its owner serialises calls.
+
+    The socket is non-blocking and every wait is a ``poll`` given the time left: a socket timeout would bound each
+    read as well, but setting it is a system call that lets go of the GIL, and under concurrent scrapes each one is a
+    hand-off to another thread."""
 
     def __init__(self, sock: socket.socket, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
         self._sock = sock
@@ -123,6 +128,17 @@ class RespConnection:
         self._pos = 0
         self.max_reply_bytes = max_reply_bytes
         self.closed = False
+        sock.setblocking(False)
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
+        self._polling = select.POLLIN
+        ssl = sys.modules.get("ssl")  # loaded already where a socket is TLS
+        self._tls = ssl is not None and isinstance(sock, ssl.SSLSocket)
+        # what a non-blocking send or recv raises when it must wait to write, or to read; TLS can need either for both
+        self._tls_wants_read: tuple[type[BaseException], ...] = (ssl.SSLWantReadError,) if self._tls else ()
+        self._tls_wants_write: tuple[type[BaseException], ...] = (ssl.SSLWantWriteError,) if self._tls else ()
+        self._blocked_write = (BlockingIOError, InterruptedError, *self._tls_wants_write)
+        self._blocked_read = (BlockingIOError, InterruptedError, *self._tls_wants_read)
 
     @classmethod
     def open(
@@ -172,9 +188,9 @@ class RespConnection:
         """Send every command in one write and read one reply each, all by ``deadline``."""
         if self.closed:
             raise RespFailure("connection", "the connection is closed")
+        _remaining(deadline, "before sending")
         try:
-            self._sock.settimeout(_remaining(deadline, "before sending"))
-            self._sock.sendall(pack(commands))
+            self._send(pack(commands), deadline)
             return [self._read_reply(deadline) for _ in commands]
         except RespFailure:
             self.close()
@@ -188,13 +204,43 @@ class RespConnection:
                 raise RespFailure("tls", f"TLS error: {err}") from err
             raise RespFailure("connection", f"connection lost: {err}") from err
 
-    # --- reading ------------------------------------------------------------------
+    # --- waiting, writing and reading ---------------------------------------------
+
+    def _wait(self, events: int, deadline: float, what: str) -> None:
+        if events != self._polling:
+            self._poller.modify(self._sock, events)
+            self._polling = events
+        if not self._poller.poll(_remaining(deadline, what) * 1000.0):
+            raise RespFailure("timeout", f"the node did not answer before the deadline ({what})")
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except self._blocked_write:  # the send buffer is full
+                self._wait(select.POLLOUT, deadline, "while sending")
+                continue
+            except self._tls_wants_read:
+                self._wait(select.POLLIN, deadline, "while sending")
+                continue
+            view = view[sent:]
 
     def _fill(self, deadline: float) -> None:
         """Read what the socket has, waiting at most until the deadline (each wait gets only the time left).
         The buffer is compacted only between replies, so offsets within a reply stay valid."""
-        self._sock.settimeout(_remaining(deadline, "while reading a reply"))
-        data = self._sock.recv(_CHUNK)
+        if not (self._tls and self._sock.pending()):  # type: ignore[attr-defined]
+            self._wait(select.POLLIN, deadline, "while reading a reply")
+        while True:
+            try:
+                data = self._sock.recv(_CHUNK)
+            except self._blocked_read:  # TLS: a record only partly arrived
+                self._wait(select.POLLIN, deadline, "while reading a reply")
+                continue
+            except self._tls_wants_write:
+                self._wait(select.POLLOUT, deadline, "while reading a reply")
+                continue
+            break
         if not data:
             raise RespFailure("connection", "the node closed the connection")
         self._buf += data
