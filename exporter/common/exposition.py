@@ -9,10 +9,10 @@ only escapes. Its output is checked against prometheus_client's own parser.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .families import Family
+from .families import Family, FamilySet
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -59,58 +59,154 @@ def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tupl
     return "{" + ",".join(rendered) + "}" if rendered else ""
 
 
-def _header(family: Any) -> str:
-    name = family.name
-    if family.type == "counter" and not isinstance(family, Family):
-        name += "_total"  # prometheus_client keeps a counter's name without _total
-    kind = family.type if family.type in ("counter", "gauge", "summary", "histogram") else "untyped"
-    help_text = family.documentation
+def _header(name: str, kind: str, help_text: str) -> str:
+    kind = kind if kind in ("counter", "gauge", "summary", "histogram") else "untyped"
     if "\\" in help_text or "\n" in help_text:
         help_text = help_text.translate(_HELP_ESCAPES)
     return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
 
 
-# a family's HELP and TYPE lines, by (class, name, type, help): the same few hundred every scrape
-_HEADERS: dict[tuple[type, str, str, str], str] = {}
+# The lines a target's inputs rendered to, kept for its next scrape, by (target, instance dropped) and then by part
+# (a section of INFO, the latency histograms): most INFO fields, command stats and histograms of a node stand still
+# from one scrape to the next, and a line that is replayed is neither parsed nor rendered again. Kept for the targets
+# seen in the last two generations of two minutes, at most MEMO_OWNERS of them (past that a target's lines are
+# rendered each time, as without a memo), each part at most MEMO_ENTRIES inputs (a server that makes up field names
+# empties its part).
+MEMO_OWNERS = 64
+MEMO_ENTRIES = 2048
+# the input; the lines it made, flat as (family, its HELP and TYPE lines, line) after each other (a tuple of tuples would
+# double the size of an entry, and a target keeps a few hundred); what else its renderer keeps (what it parsed that
+# other parts read)
+Kept = tuple[Any, tuple[str, ...], Any]
+MEMOS: RecentCache[tuple[str, bool], dict[str, dict[Any, Kept]]] = RecentCache(max_entries=MEMO_OWNERS, generation_seconds=120.0)
+
+
+# a family's HELP and TYPE lines by its name, with the type and help they were made from: the same few hundred
+# every scrape
+_HEADERS: dict[str, tuple[str, str, str]] = {}
 _MAX_HEADERS = 4096
 
 
-def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
-    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.common.families.Family` (same attributes).
+class TextFamilySet(FamilySet):
+    """A :class:`FamilySet` that renders each sample into its family's lines as it is added, for the text format:
+    no sample tuples or family objects are kept, and a family's block is the list its lines are appended to.
 
     With ``drop_instance`` the ``instance`` label is left out (a scrape of one node: Prometheus sets it)."""
-    lines: list[str] = []
-    append = lines.append
-    pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
-    # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
-    # itself, so no other dict can take its id while the encoding runs
-    rendered_labels: dict[int, tuple[dict[str, str], str]] = {}
-    headers = _HEADERS
-    RENDERED.tick()
+
+    def __init__(self, *, drop_instance: bool = False) -> None:
+        self._blocks: dict[str, list[str]] = {}
+        self._drop_instance = drop_instance
+        self._pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
+        # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
+        # itself, so no other dict can take its id while this set is filled
+        self._rendered: dict[int, tuple[dict[str, str], str]] = {}
+        self._journal: list[str] | None = None  # the lines of an input being rendered for a memo, as kept
+        RENDERED.tick()
+        MEMOS.tick()
+
+    def _block(self, name: str, kind: str, help_: str) -> list[str]:
+        """The first help text and type of a name win, as in :class:`FamilySet`."""
+        header = _HEADERS.get(name)
+        if header is None or header[0] != kind or header[1] != help_:
+            if len(_HEADERS) >= _MAX_HEADERS:
+                _HEADERS.clear()
+            header = _HEADERS[name] = (kind, help_, _header(name, kind, help_))
+        block = self._blocks[name] = [header[2]]
+        return block
+
+    def _labels(self, labels: dict[str, str]) -> str:
+        if labels.__class__ is LabelSet:
+            text = labels.text_without_instance if self._drop_instance else labels.text  # type: ignore[attr-defined]
+            return _keep_rendered(labels, self._drop_instance, self._pairs) if text is None else text  # type: ignore[arg-type]
+        if not labels:
+            return ""
+        cached = self._rendered.get(id(labels))
+        if cached is None:
+            cached = self._rendered[id(labels)] = (labels, _rendered(labels, self._drop_instance, self._pairs))
+        return cached[1]
+
+    def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
+        block = self._blocks.get(name) or self._block(name, kind, help_)
+        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
+            text = labels.text_without_instance if self._drop_instance else labels.text  # type: ignore[attr-defined]
+            if text is None:
+                text = _keep_rendered(labels, self._drop_instance, self._pairs)  # type: ignore[arg-type]
+        else:
+            text = self._labels(labels)
+        line = f"{name}{text} {number}\n"
+        block.append(line)
+        if self._journal is not None:
+            self._journal += (name, block[0], line)
+
+    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
+        block = self._blocks.get(family) or self._block(family, kind, help_)
+        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+        line = f"{sample}{self._labels(labels)} {number}\n"
+        block.append(line)
+        if self._journal is not None:
+            self._journal += (family, block[0], line)
+
+    def memo(self, owner: str, part: str) -> dict[Any, Kept] | None:
+        key = (owner, self._drop_instance)
+        parts = MEMOS.young.get(key) or MEMOS.recall(key)
+        if parts is None:
+            if len(MEMOS.young) >= MEMO_OWNERS:
+                return None
+            parts = {}
+            MEMOS.put(key, parts)
+        kept = parts.get(part)
+        if kept is None or len(kept) >= MEMO_ENTRIES:
+            kept = parts[part] = {}
+        return kept
+
+    def replay(self, memo: dict[Any, Kept], key: Any, source: Any) -> Kept | None:
+        """Adds again the lines ``source`` rendered to last time and returns what was kept, if ``key``'s input is still
+        ``source``; if not, None, and the lines added until :meth:`keep` are recorded as its rendering."""
+        kept = memo.get(key)
+        if kept is not None and kept[0] == source:
+            blocks = self._blocks
+            lines = kept[1]
+            for i in range(0, len(lines), 3):
+                block = blocks.get(lines[i])
+                if block is None:
+                    block = blocks[lines[i]] = [lines[i + 1]]
+                block.append(lines[i + 2])
+            return kept
+        self._journal = []
+        return None
+
+    def keep(self, memo: dict[Any, Kept], key: Any, source: Any, extra: Any = None) -> None:
+        if self._journal is not None:
+            memo[key] = (source, tuple(self._journal), extra)
+            self._journal = None
+
+    def names(self) -> set[str]:
+        return set(self._blocks)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._blocks
+
+    def families(self) -> Iterator[Family]:
+        raise TypeError("a TextFamilySet holds rendered lines; use encode()")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError("a TextFamilySet holds rendered lines; use encode()")
+
+    def encode(self) -> bytes:
+        return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
+
+
+def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
+    """Families are prometheus_client ``Metric`` objects or :class:`~exporter.common.families.Family` (same attributes)."""
+    out = TextFamilySet(drop_instance=drop_instance)
     for family in families:
-        key = (family.__class__, family.name, family.type, family.documentation)
-        header = headers.get(key)
-        if header is None:
-            if len(headers) >= _MAX_HEADERS:
-                headers.clear()
-            header = headers[key] = _header(family)
-        append(header)
-        samples = family.samples if family.__class__ is Family else [sample[:3] for sample in family.samples]
-        for sample_name, labels, value in samples:
-            number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-            if labels.__class__ is LabelSet:
-                text = labels.text_without_instance if drop_instance else labels.text
-                if text is None:
-                    text = _keep_rendered(labels, drop_instance, pairs)
-            elif labels:
-                cached = rendered_labels.get(id(labels))
-                if cached is None:
-                    cached = rendered_labels[id(labels)] = (labels, _rendered(labels, drop_instance, pairs))
-                text = cached[1]
-            else:
-                text = ""
-            append(f"{sample_name}{text} {number}\n")
-    return "".join(lines).encode("utf-8")
+        name = family.name
+        if family.type == "counter" and not isinstance(family, Family):
+            name += "_total"  # prometheus_client keeps a counter's name without _total
+        for sample in family.samples:
+            out.add_sample(name, family.type, family.documentation, sample[0], sample[1], sample[2])
+    return out.encode()
 
 
 def _keep_rendered(labels: LabelSet, drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:

@@ -63,6 +63,10 @@ class FamilySet:
             family = self._families[name] = Family(name, kind, help_)
         family.samples.append((name, labels, value))
 
+    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
+        """A sample whose name is not the family's (a histogram's ``_bucket``, a summary's ``_sum``)."""
+        self._family(family, kind, help_).samples.append((sample, labels, value))
+
     def add_summary(
         self,
         name: str,
@@ -72,12 +76,12 @@ class FamilySet:
         count: float | None,
         total: float | None,
     ) -> None:
-        samples = self._family(name, SUMMARY, help_).samples
+        add = self.add_sample
         for quantile, value in quantiles:
-            samples.append((name, with_label(labels, "quantile", quantile), value))
+            add(name, SUMMARY, help_, name, with_label(labels, "quantile", quantile), value)
         if count is not None and total is not None:
-            samples.append((name + "_sum", labels, total))
-            samples.append((name + "_count", labels, count))
+            add(name, SUMMARY, help_, name + "_sum", labels, total)
+            add(name, SUMMARY, help_, name + "_count", labels, count)
 
     def add_histogram(
         self,
@@ -89,13 +93,24 @@ class FamilySet:
         total: float,
     ) -> None:
         """``buckets`` are (upper bound as the ``le`` label, cumulative count), in increasing order; +Inf is ``count``."""
-        samples = self._family(name, HISTOGRAM, help_).samples
+        add = self.add_sample
         bucket = name + "_bucket"
         for bound, value in buckets:
-            samples.append((bucket, with_label(labels, "le", bound), value))
-        samples.append((bucket, with_label(labels, "le", "+Inf"), count))
-        samples.append((name + "_sum", labels, total))
-        samples.append((name + "_count", labels, count))
+            add(name, HISTOGRAM, help_, bucket, with_label(labels, "le", bound), value)
+        add(name, HISTOGRAM, help_, bucket, with_label(labels, "le", "+Inf"), count)
+        add(name, HISTOGRAM, help_, name + "_sum", labels, total)
+        add(name, HISTOGRAM, help_, name + "_count", labels, count)
+
+    def memo(self, owner: str, part: str) -> dict[Any, Any] | None:
+        """Where the lines rendered from ``owner``'s inputs are kept for the next scrape; only a set that renders text
+        keeps any (:class:`~exporter.common.exposition.TextFamilySet`)."""
+        return None
+
+    def replay(self, memo: dict[Any, Any], key: Any, source: Any) -> Any:
+        return None
+
+    def keep(self, memo: dict[Any, Any], key: Any, source: Any, extra: Any = None) -> None:
+        return None
 
     def names(self) -> set[str]:
         return set(self._families)
@@ -113,11 +128,17 @@ class FamilySet:
 
 
 class FamilyCollector:
-    """A collector that builds a :class:`FamilySet` each scrape: ``families()`` feeds the text encoder without
-    prometheus_client objects (so a Redis-only exporter never imports it), ``collect()`` the library's encoders."""
+    """A collector that writes its samples of this scrape into the set it is given: the text encoder's set (which
+    renders each sample as it comes, without prometheus_client objects, so a Redis-only exporter never imports it) or
+    a :class:`FamilySet` that ``collect()`` turns into the library's families for its encoders."""
+
+    def write(self, out: FamilySet) -> None:
+        raise NotImplementedError
 
     def build(self) -> FamilySet:
-        raise NotImplementedError
+        out = FamilySet()
+        self.write(out)
+        return out
 
     def families(self) -> Iterator[Family]:
         return self.build().families()

@@ -6,6 +6,7 @@ Pure: takes parsed data and a target name, writes into a :class:`FamilySet`.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 from exporter.common.labels import instance_labels, with_label
@@ -74,7 +75,10 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
         if section in STRUCTURED_SECTIONS:
             continue
         plans = _PLANS.get(section, no_plans)
+        memo = out.memo(target, section)
         for name, raw in fields.items():
+            if memo is not None and out.replay(memo, name, raw) is not None:  # the field stands where it stood: its line again
+                continue
             plan = plans.get(name) or _plan(section, name)
             action = plan[0]
             if action in (_KNOWN, _UNKNOWN):
@@ -99,11 +103,13 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
                     add(plan[1], plan[2], plan[3], base, value)
             elif action == _REPLICA:
                 _add_replica_line(raw, base, out)
+            if memo is not None:
+                out.keep(memo, name, raw)
     _add_instance_info(info, base, out)
     _add_replica_side(info, base, out)
-    _add_keyspace(info.sections.get("keyspace", {}), base, out)
-    command_stats = _add_commandstats(info.sections.get("commandstats", {}), base, out)
-    _add_latencystats(info.sections.get("latencystats", {}), command_stats, base, out)
+    _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo(target, "keyspace"))
+    command_stats = _add_commandstats(info.sections.get("commandstats", {}), base, out, out.memo(target, "commandstats"))
+    _add_latencystats(info.sections.get("latencystats", {}), command_stats, base, out, out.memo(target, "latencystats"))
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
     return command_stats
@@ -160,8 +166,10 @@ def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
         out.add("redis_connected_slave_lag_seconds", GAUGE, "Seconds since a connected replica last acknowledged.", labels, lag)
 
 
-def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> None:
     for db, raw in fields.items():
+        if memo is not None and out.replay(memo, db, raw) is not None:
+            continue
         sub = parse_subfields(raw)
         labels = with_label(base, "db", db)
         for key, value_raw in sub.items():
@@ -178,15 +186,23 @@ def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet) 
                 out.add("redis_db_keys_cached", GAUGE, "Keys with hash fields that expire (INFO keyspace subexpiry).", labels, value)
             else:
                 out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
+        if memo is not None:
+            out.keep(memo, db, raw)
 
 
-def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet) -> CommandStats:
+def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> CommandStats:
     """Per-command counters; returns {cmd: (calls, µs)}."""
     totals: CommandStats = {}
     for name, raw in fields.items():
         if not name.startswith("cmdstat_"):
             continue
         cmd = name[8:]
+        if memo is not None:
+            kept = out.replay(memo, name, raw)
+            if kept is not None:
+                if kept[2] is not None:
+                    totals[cmd] = kept[2]
+                continue
         sub = parse_subfields(raw)
         labels = with_label(base, "cmd", cmd)
         calls = parse_number(sub.get("calls", ""))
@@ -204,10 +220,12 @@ def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilyS
                 out.add(metric, COUNTER, help_, labels, value)
         if calls is not None and usec is not None:
             totals[cmd] = (calls, usec)
+        if memo is not None:
+            out.keep(memo, name, raw, totals.get(cmd))
     return totals
 
 
-def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet) -> None:
+def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> None:
     """redis_exporter's summary: quantile labels are the percentiles as INFO names them (50, 99, 99.9), values,
     sum and count in microseconds and calls; a command without commandstats is left out, as upstream does."""
     for name, raw in fields.items():
@@ -216,6 +234,9 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
         cmd = name[25:]
         count, total = calls.get(cmd, (None, None))
         if count is None or total is None:
+            continue
+        source = (raw, count, total)
+        if memo is not None and out.replay(memo, name, source) is not None:
             continue
         quantiles = []
         for key, value_raw in parse_subfields(raw).items():
@@ -231,6 +252,8 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
             count,
             total,
         )
+        if memo is not None:
+            out.keep(memo, name, source)
 
 
 _PERCENTILE_LABELS: dict[str, str | None] = {}  # the few keys INFO uses (p50, p99, p99.9), each worked out once

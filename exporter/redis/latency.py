@@ -87,11 +87,17 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
         container, sub, _ = command.partition("|")
         if sub:
             totals[container] = totals.get(container, 0) + usec
+    memo = out.memo(scraped.target, "latency histograms")
     for histograms in replies:
         for cmd, (calls, bounds) in histograms.items():
             total = totals.get(cmd, 0)
+            source = (calls, bounds, total)  # the same bounds object while the histogram is not read again
+            if memo is not None and out.replay(memo, cmd, source) is not None:
+                continue
             out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
                               with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
+            if memo is not None:
+                out.keep(memo, cmd, source)
 
 
 def _histogram_args(node: NodeView) -> list[Args]:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
-from exporter.common.exposition import encode_text
+from exporter.common.exposition import TextFamilySet
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter
 
@@ -54,11 +54,6 @@ class _Families:
                         for sample in metric.samples
                     ]
                 yield metric
-
-    def families(self) -> Iterator[Any]:
-        """For the text encoder: every collector gives plain families, no prometheus_client objects."""
-        for collector in self._collectors:
-            yield from collector.families()
 
 
 class ExporterApp:
@@ -266,7 +261,10 @@ class ExporterApp:
             body = encoder(_Families(collectors, drop_instance))
         else:
             content_type = TEXT_CONTENT_TYPE
-            body = encode_text(_Families(collectors).families(), drop_instance=drop_instance)
+            out = TextFamilySet(drop_instance=drop_instance)
+            for collector in collectors:
+                collector.write(out)
+            body = out.encode()
         headers = [("Content-Type", content_type)]
         if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip_compress(body)

@@ -19,9 +19,8 @@ class AwsCollector(FamilyCollector):
     def __init__(self, monitor: AwsMonitor) -> None:
         self._monitor = monitor
 
-    def build(self) -> FamilySet:
+    def write(self, out: FamilySet) -> None:
         monitor = self._monitor
-        out = FamilySet()
         for value in sorted(monitor.cache().values(), key=lambda v: series_key(v.query)):
             query = value.query
             labels = {"account_id": query.node.account_id, "region": query.node.region}
@@ -64,7 +63,6 @@ class AwsCollector(FamilyCollector):
             _add_serverless(monitor, cache, out)
         add_fleet(monitor, time.time(), out)
         _add_api_health(monitor, out)
-        return out
 
 
 def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet) -> None:

@@ -71,8 +71,7 @@ class BaselineCollector(FamilyCollector):
         self._aws = aws_monitor
         self._cloudwatch_only = list(cloudwatch_only)
 
-    def build(self) -> FamilySet:
-        out = FamilySet()
+    def write(self, out: FamilySet) -> None:
         now = time.monotonic()
         seen_types: set[str] = set()
         for target in self._targets:
@@ -98,7 +97,6 @@ class BaselineCollector(FamilyCollector):
             cloudwatch = self._cloudwatch_rates(name)
             if cloudwatch is not None:
                 _add_utilization(name, node_type, baseline, self._table.basis, "cloudwatch", cloudwatch, out)
-        return out
 
     def _baseline(self, node_type: str) -> NodeBaseline | None:
         """The node type's baseline, where the table has levels for it in the configured basis."""

@@ -30,9 +30,8 @@ class ClientProfileCollector(FamilyCollector):
     def __init__(self, profiler: ClientProfiler) -> None:
         self._profiler = profiler
 
-    def build(self) -> FamilySet:
+    def write(self, out: FamilySet) -> None:
         profiles, errors, durations = self._profiler.snapshot()
-        out = FamilySet()
         now = time.time()
         for name, result in sorted(profiles.items()):
             base = instance_labels(name)
@@ -56,7 +55,6 @@ class ClientProfileCollector(FamilyCollector):
         for (name, kind), count in sorted(errors.items()):
             out.add("elasticache_exporter_client_list_errors_total", COUNTER, "CLIENT LIST reads that failed, by kind.",
                     {"instance": name, "kind": kind}, float(count))  # fmt: skip
-        return out
 
     def _add_connections(self, out: FamilySet, base: LabelSet, result: ClientProfile) -> None:
         """One connection's series as redis_exporter serves them: the info labels, then id and name on each gauge."""

@@ -10,11 +10,9 @@ from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 
 class BuildInfo(FamilyCollector):
-    def build(self) -> FamilySet:
-        out = FamilySet()
+    def write(self, out: FamilySet) -> None:
         labels = {"version": __version__, "python_version": "{}.{}.{}".format(*sys.version_info[:3])}
         out.add("elasticache_exporter_build_info", GAUGE, "The exporter's version and Python version.", labels, 1.0)
-        return out
 
 
 class Limits(FamilyCollector):
@@ -23,8 +21,7 @@ class Limits(FamilyCollector):
     def __init__(self, app: Any) -> None:
         self._app = app
 
-    def build(self) -> FamilySet:
-        out = FamilySet()
+    def write(self, out: FamilySet) -> None:
         pool = self._app.pool
         out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
         out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
@@ -42,4 +39,3 @@ class Limits(FamilyCollector):
                     "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
             out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
                     "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
-        return out

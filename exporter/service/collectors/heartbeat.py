@@ -12,9 +12,8 @@ class HeartbeatWriterCollector(FamilyCollector):
     def __init__(self, writer: HeartbeatWriter) -> None:
         self._writer = writer
 
-    def build(self) -> FamilySet:
+    def write(self, out: FamilySet) -> None:
         writes, skipped, errors, last_write = self._writer.snapshot()
-        out = FamilySet()
         for name, count in sorted(writes.items()):
             out.add("elasticache_exporter_heartbeat_writes_total", COUNTER, "Heartbeats written on a primary.", {"instance": name}, count)
         for name, count in sorted(skipped.items()):
@@ -41,4 +40,3 @@ class HeartbeatWriterCollector(FamilyCollector):
                 {"instance": name},
                 stamp,
             )
-        return out

@@ -15,9 +15,8 @@ class KeyspaceCollector(FamilyCollector):
     def __init__(self, profiler: KeyspaceProfiler) -> None:
         self._profiler = profiler
 
-    def build(self) -> FamilySet:
+    def write(self, out: FamilySet) -> None:
         profiles, errors, durations = self._profiler.snapshot()
-        out = FamilySet()
         now = time.time()
         for name, dbs in sorted(profiles.items()):
             base = instance_labels(name)
@@ -50,4 +49,3 @@ class KeyspaceCollector(FamilyCollector):
         for (name, kind), count in sorted(errors.items()):
             out.add("elasticache_exporter_keyspace_sample_errors_total", COUNTER, "Keyspace samples that failed, by kind.",
                     {"instance": name, "kind": kind}, float(count))  # fmt: skip
-        return out

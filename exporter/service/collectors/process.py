@@ -41,8 +41,7 @@ class ProcessMetrics(FamilyCollector):
     def __init__(self) -> None:
         self._start = _start_time(_boot_time())
 
-    def build(self) -> FamilySet:
-        out = FamilySet()
+    def write(self, out: FamilySet) -> None:
         try:
             fd = os.open("/proc/self/statm", os.O_RDONLY)
             try:
@@ -50,7 +49,7 @@ class ProcessMetrics(FamilyCollector):
             finally:
                 os.close(fd)
         except (OSError, ValueError):
-            return out  # not Linux: no process metrics, as prometheus_client does
+            return  # not Linux: no process metrics, as prometheus_client does
         times = os.times()
         out.add("process_cpu_seconds_total", COUNTER, "Total user and system CPU time spent in seconds.", {}, times.user + times.system)
         out.add("process_virtual_memory_bytes", GAUGE, "Virtual memory size in bytes.", {}, float(int(vsize_pages) * _PAGE))
@@ -61,4 +60,3 @@ class ProcessMetrics(FamilyCollector):
             out.add("process_open_fds", GAUGE, "Number of open file descriptors.", {}, float(len(os.listdir("/proc/self/fd"))))
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         out.add("process_max_fds", GAUGE, "Maximum number of open file descriptors.", {}, float(soft))
-        return out

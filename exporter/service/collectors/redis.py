@@ -54,14 +54,12 @@ class RedisCollector(FamilyCollector):
         self._heartbeat_sources = heartbeat_sources
         self._address_names = address_names or {}
 
-    def build(self) -> FamilySet:
-        out = FamilySet()
+    def write(self, out: FamilySet) -> None:
         started = time.monotonic()
         outcomes = self._scrape_all()
         elapsed = time.monotonic() - started
         for target, outcome in zip(self._targets, outcomes, strict=True):
             self._record(target, outcome, elapsed, out)
-        return out
 
     def _scrape_all(self) -> list[ScrapeResult | BaseException]:
         if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)

@@ -1,0 +1,123 @@
+"""A target's lines are kept and replayed on its next scrape where their input stood still (exporter.common.exposition):
+what a scrape serves that way must be, byte for byte, what rendering every sample afresh serves, whatever changed on
+the server in between."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import make_app
+from servers import ENGINES, start_redis
+
+from exporter.common import exposition
+from exporter.common.exposition import MEMO_ENTRIES, MEMO_OWNERS, TextFamilySet, encode_text
+from exporter.common.families import FamilySet
+from exporter.redis.resp import RespFailure
+from exporter.service.collectors.redis import RedisCollector
+
+
+class CountingSet(TextFamilySet):
+    """Counts the inputs whose lines were replayed."""
+
+    replayed = 0
+
+    def replay(self, memo, key, source):
+        kept = super().replay(memo, key, source)
+        if kept is not None:
+            CountingSet.replayed += 1
+        return kept
+
+
+def served(app, target, result, out: FamilySet) -> None:
+    target.node.scrape = lambda deadline: result  # the same reply for both renderings
+    RedisCollector([target], app.pool, time.monotonic() + 5).write(out)
+
+
+def scrape(target):
+    """A real scrape of the server as it is now."""
+    target.node.__dict__.pop("scrape", None)
+    return target.node.scrape(time.monotonic() + 5)
+
+
+def compare(app, target, drop_instance: bool) -> None:
+    result = scrape(target)
+    for _ in range(2):  # the second rendering of the same reply replays nearly every line
+        replayed = TextFamilySet(drop_instance=drop_instance) if _ == 0 else CountingSet(drop_instance=drop_instance)
+        served(app, target, result, replayed)
+        fresh = FamilySet()
+        served(app, target, result, fresh)
+        assert replayed.encode().decode() == encode_text(fresh.families(), drop_instance=drop_instance).decode()
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_replayed_lines_equal_fresh_rendering_as_the_server_changes(engine):
+    server = start_redis(engine=engine)
+    app = make_app({"targets": [{"name": "memo", "addr": server.addr}]})
+    try:
+        target = app.targets.configured[0]
+        client, other_db = server.client(), server.client(db=3)
+        steps = [
+            lambda: None,
+            lambda: client.set("k", "v"),
+            lambda: [client.lpush("l", i) for i in range(50)],
+            lambda: client.config_set("maxmemory", "64mb"),
+            lambda: other_db.set("in-db-3", "v", ex=100),  # a second database, with keys that expire
+            lambda: client.config_set("client-output-buffer-limit", "normal 1mb 512kb 10"),
+            lambda: client.hset("h", mapping={"a": 1, "b": 2}),
+            lambda: client.execute_command("CONFIG", "RESETSTAT"),  # commandstats and latencystats emptied
+            other_db.flushdb,
+        ]
+        CountingSet.replayed = 0
+        for step in steps:
+            step()
+            for drop_instance in (False, True):
+                compare(app, target, drop_instance)
+        assert CountingSet.replayed > 100 * len(steps)  # not vacuous: most lines were replayed
+    finally:
+        app.close()
+        server.stop()
+
+
+def test_a_restarted_server_serves_its_new_values():
+    server = start_redis()
+    app = make_app({"targets": [{"name": "restarted", "addr": server.addr}]})
+    try:
+        target = app.targets.configured[0]
+        compare(app, target, False)
+        old_run_id = server.info()["run_id"]
+        server.stop()
+        server.start()
+        with pytest.raises(RespFailure, match=r"closed|lost"):  # the kept connection is gone: the next scrape reconnects
+            scrape(target)
+        compare(app, target, False)
+        out = TextFamilySet()
+        served(app, target, scrape(target), out)
+        text = out.encode().decode()
+        assert f'run_id="{server.info()["run_id"]}"' in text
+        assert old_run_id not in text
+    finally:
+        app.close()
+        server.stop()
+
+
+def test_memos_are_bounded_by_targets_and_inputs_and_let_go_when_unused(monkeypatch):
+    monkeypatch.setattr(exposition, "MEMOS", exposition.RecentCache(max_entries=MEMO_OWNERS, generation_seconds=3600.0))
+    out = TextFamilySet()
+    memos = [out.memo(f"target-{i}", "server") for i in range(MEMO_OWNERS)]
+    assert all(memo is not None for memo in memos)
+    assert out.memo("one-too-many", "server") is None  # rendered afresh each scrape, as without a memo
+
+    part = out.memo("target-0", "server")
+    for i in range(MEMO_ENTRIES):
+        assert out.replay(part, f"field{i}", "1") is None
+        out.add("redis_x", "gauge", "X.", {}, 1.0)
+        out.keep(part, f"field{i}", "1")
+    assert len(part) == MEMO_ENTRIES
+    assert out.memo("target-0", "server") == {}  # a server that makes up field names empties its part
+
+    exposition.MEMOS.turn()
+    TextFamilySet().memo("target-1", "server")  # target-1 scraped again in the new generation
+    exposition.MEMOS.turn()
+    assert exposition.MEMOS.held_keys() == {("target-1", False)}  # the others let go after two unused generations
+    assert TextFamilySet().memo("one-too-many", "server") is not None
