@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 16384
 MAX_HEADERS = 100
 MAX_BODY_BYTES = 65536
+SWEEP_INTERVAL = 0.1  # seconds between looks for connections past their head or idle timeout
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
            413: "Content Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
            503: "Service Unavailable"}  # fmt: skip
@@ -167,6 +168,7 @@ class HttpServer:
         self._selector.register(self._listener, selectors.EVENT_READ, "listen")
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         try:
+            swept = time.monotonic()
             while not self._stop.is_set():
                 for key, _ in self._selector.select(timeout=poll_interval):
                     if key.data == "listen":
@@ -177,7 +179,9 @@ class HttpServer:
                     else:
                         self._readable(key.data)
                 self._take_back()
-                self._sweep()
+                if time.monotonic() - swept >= SWEEP_INTERVAL:  # timeouts are seconds long: not a walk of every connection per event
+                    swept = time.monotonic()
+                    self._sweep()
         finally:
             self._workers.close()
 
@@ -261,7 +265,10 @@ class HttpServer:
                 conn.buffer += data
                 if len(conn.buffer) > MAX_HEAD_BYTES + MAX_BODY_BYTES:
                     break
-                if not getattr(conn.sock, "pending", lambda: 0)():  # TLS may hold decrypted bytes the selector cannot see
+                if self._ssl_context is None:
+                    if len(data) < 8192:  # what the socket held is read: no second call only to hear it would block
+                        break
+                elif not conn.sock.pending():  # type: ignore[attr-defined]  # TLS may hold decrypted bytes the selector cannot see
                     break
         except self._would_block:
             pass
@@ -298,11 +305,8 @@ class HttpServer:
         self._close(conn)
 
     def _take_back(self) -> None:
-        while True:
-            try:
-                conn, keep = self._returned.get_nowait()
-            except queue.Empty:
-                return
+        while not self._returned.empty():
+            conn, keep = self._returned.get_nowait()  # only this thread takes from the queue
             self._busy.discard(conn.sock.fileno())
             if not keep or self._stop.is_set():
                 self._close(conn)
@@ -349,10 +353,6 @@ class HttpServer:
         the selector thread may dispatch its next request at once. False: the selector thread is to close it."""
         conn.last_active = time.monotonic()
         conn.head_started = None
-        try:
-            conn.sock.setblocking(False)
-        except OSError:
-            return False
         self._busy.discard(conn.sock.fileno())
         try:
             self._selector.register(conn.sock, selectors.EVENT_READ, conn)
@@ -366,9 +366,12 @@ class HttpServer:
         status, headers, body = self._handler(request, conn.address)
         keep = request.keep_alive and not self._stop.is_set()
         data = self._reply_bytes(status, headers, body, keep, request.method == "HEAD")
-        conn.sock.settimeout(self.write_timeout)  # bounds the whole write (sendall keeps one deadline)
         try:
-            conn.sock.sendall(data)
+            sent = _send_now(conn.sock, data, self._would_block)
+            if sent < len(data):  # the socket's buffer is full: the rest in blocking mode, bounded by write_timeout
+                conn.sock.settimeout(self.write_timeout)  # sendall keeps one deadline for the whole write
+                conn.sock.sendall(memoryview(data)[sent:])
+                conn.sock.setblocking(False)
         except OSError:
             return False
         return keep
@@ -382,6 +385,14 @@ class HttpServer:
         lines.append("Connection: " + ("keep-alive" if keep else "close"))
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head if head_only else head + body
+
+
+def _send_now(sock: socket.socket, data: bytes, would_block: tuple[type[BaseException], ...]) -> int:
+    """As much of ``data`` as the non-blocking socket takes now (a reply usually fits its buffer whole)."""
+    try:
+        return sock.send(data)
+    except would_block:
+        return 0
 
 
 def _body_length(request: Request) -> int:
