@@ -9,6 +9,11 @@ RUN python -m venv /opt/elasticache-exporter \
  && /opt/elasticache-exporter/bin/pip install --no-cache-dir --disable-pip-version-check .
 
 FROM python:3.12.8-slim-bookworm
+# glibc gives each busy thread a malloc arena of its own, and concurrent scrapes then keep several partly used arenas
+# resident: two are plenty while the GIL serialises Python (about 1 MiB less after rounds of 20 parallel /scrape). A
+# fixed mmap threshold keeps a large reply's buffer a mapping of its own, given back when freed. Set here rather than
+# with mallopt at start-up, which needs ctypes (0.5 MiB resident in every process).
+ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144
 COPY --from=build /opt/elasticache-exporter /opt/elasticache-exporter
 USER 65532:65532
 EXPOSE 9769

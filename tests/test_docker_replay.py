@@ -123,7 +123,13 @@ def image_command(image: Path, *args: str) -> list[str]:
 
 
 def image_environment(home: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    """The final stage's ENV (glibc's malloc settings) over a plain PATH and the user's HOME."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").split("\nFROM ")[-1]
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            env.update(pair.split("=", 1) for pair in shlex.split(line[4:]))
+    return env
 
 
 def run_as_image_user(image: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -151,6 +157,7 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
     assert derived
     assert derived == {node_type: reference[node_type] for node_type in derived}
 
+    assert image_environment(outside)["MALLOC_ARENA_MAX"] == "2"  # what mallopt through ctypes did at start-up before
     redis = start_redis()
     port = free_port()
     command = image_command(image, *json.loads(image_value("CMD")), "--redis.addr", redis.addr, "--web.listen-address", f"127.0.0.1:{port}")

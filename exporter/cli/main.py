@@ -4,7 +4,6 @@ also ``python -m exporter``. The parser and the dispatch; each group of commands
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -64,6 +63,8 @@ ENV_ONLY = ("redis.password",)
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        import json  # only with --log.format json: a text-logging exporter does without the module
+
         entry = {"time": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)

@@ -15,22 +15,6 @@ from exporter.config import Config
 log = logging.getLogger("exporter")
 
 
-def limit_malloc_arenas() -> None:
-    """glibc gives each busy thread a malloc arena of its own; concurrent scrapes then keep several partly used
-    arenas resident. Two arenas are plenty for this process (the GIL serialises Python anyway). Large
-    allocations always get a mapping of their own, so a big reply's memory is given back when it is freed."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)  # the process's own symbols: libc's mallopt without ctypes.util's ldconfig run
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-        # a fixed mmap threshold: a large reply buffer is its own mapping, returned to the system when freed
-        # (glibc's sliding threshold would move such buffers into the heap, where they stay resident)
-        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass  # not glibc
-
-
 def tune_garbage_collector() -> None:
     """A scrape of many targets allocates hundreds of thousands of short-lived, acyclic objects (samples, label
     dicts), which reference counting frees. At the default threshold of 700 allocations the cyclic collector
@@ -49,7 +33,6 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
     configuration stays."""
     from exporter.service.server import ExporterApp, make_http_server
 
-    limit_malloc_arenas()
     web_config = None
     if config.web_config_file:  # loads ssl, hashlib and bcrypt: about 6 MiB a plain exporter does without
         from exporter.service.webconfig import load_web_config

@@ -4,7 +4,6 @@ sockets), and the bounded server that runs it."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 import zlib
@@ -229,6 +228,8 @@ class ExporterApp:
             }
             for target, node in self.targets.discovered_nodes()
         ]
+        import json  # only discovery answers in JSON
+
         body = json.dumps(groups, sort_keys=True).encode()
         return 200, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))], body
 
