@@ -208,3 +208,40 @@ def test_the_text_encoder_never_reuses_labels_of_a_freed_dict():
 
     samples = client_samples(encode_text(families()).decode())
     assert samples == {(f"m{i}", (("target", f"t{i}"),)): float(i) for i in range(200)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(info_lines, max_size=30), st.lists(info_lines, max_size=30), st.data())
+def test_a_reply_parsed_after_another_reuses_only_sections_that_stood_still(first, second, data):
+    """The same node's next reply reuses the sections whose text did not change: it must parse to what it parses to
+    alone, and parsing it must leave the first reply as it was (its sections are shared, never changed)."""
+    earlier_text = "\r\n".join(first)
+    # the second reply: some of the first's lines again (whole sections stand still), with others mixed in
+    later_text = "\r\n".join(data.draw(st.permutations(first + second)) if data.draw(st.booleans()) else first + second)
+    earlier = parse_info(earlier_text)
+    before = {name: dict(fields) for name, fields in earlier.sections.items()}
+    for text in (earlier_text, later_text, (DATA / "info_redis_7_0.txt").read_text()):
+        alone, after = parse_info(text), parse_info(text, earlier)
+        assert (after.sections, after.malformed_lines) == (alone.sections, alone.malformed_lines)
+        assert list(after.sections) == list(alone.sections)
+        assert {name: dict(fields) for name, fields in earlier.sections.items()} == before
+
+
+def test_sections_of_a_reply_that_stood_still_are_reused():
+    text = (DATA / "info_redis_7_0.txt").read_text()
+    first = parse_info(text)
+    changed = text.replace("connected_clients:", "connected_clients:9", 1)
+    second = parse_info(changed, first)
+    assert second.sections["memory"] is first.sections["memory"]
+    assert second.sections["clients"] is not first.sections["clients"]
+    assert second.get("connected_clients") == "9" + first.get("connected_clients")
+
+
+def test_a_section_met_twice_never_changes_the_reply_it_was_reused_from():
+    earlier = parse_info("# Server\r\na:1\r\n# Clients\r\nx:1\r\n")
+    later = parse_info("# Server\r\na:1\r\n# Server\r\nb:2\r\n#\r\nc:3\r\n", earlier)
+    assert later.sections == {"server": {"a": "1", "b": "2", "c": "3"}}
+    assert later.malformed_lines == 1
+    assert earlier.sections == {"server": {"a": "1"}, "clients": {"x": "1"}}
+    reused = parse_info("# Server\r\na:1\r\n# Clients\r\nx:2\r\n", earlier)
+    assert reused.sections["server"] is earlier.sections["server"]

@@ -18,14 +18,14 @@ from exporter.service.collectors.redis import RedisCollector
 
 
 class CountingSet(TextFamilySet):
-    """Counts the inputs whose lines were replayed."""
+    """Counts the lines replayed."""
 
     replayed = 0
 
     def replay(self, memo, key, source):
         kept = super().replay(memo, key, source)
         if kept is not None:
-            CountingSet.replayed += 1
+            CountingSet.replayed += len(kept[1]) // 3
         return kept
 
 

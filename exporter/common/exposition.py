@@ -181,6 +181,17 @@ class TextFamilySet(FamilySet):
             memo[key] = (source, tuple(self._journal), extra)
             self._journal = None
 
+    def keep_together(self, memo: dict[Any, Kept], key: Any, source: Any, parts: Iterable[Any]) -> None:
+        """Keeps under ``key`` the lines of the inputs ``parts`` (each kept or replayed in this scrape), one after the
+        other: when the whole of ``source`` stands still, they are replayed at once."""
+        lines: list[str] = []
+        for part in parts:
+            kept = memo.get(part)
+            if kept is None:
+                return
+            lines += kept[1]
+        memo[key] = (source, tuple(lines), None)
+
     def names(self) -> set[str]:
         return set(self._blocks)
 

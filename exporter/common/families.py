@@ -6,7 +6,7 @@ name, so samples are gathered here and the families yielded once at the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .labels import with_label
@@ -110,6 +110,9 @@ class FamilySet:
         return None
 
     def keep(self, memo: dict[Any, Any], key: Any, source: Any, extra: Any = None) -> None:
+        return None
+
+    def keep_together(self, memo: dict[Any, Any], key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
 
     def names(self) -> set[str]:

@@ -47,10 +47,12 @@ STATUS_VALUES = {"ok": 1.0, "up": 1.0, "true": 1.0, "yes": 1.0, "err": 0.0, "fai
 
 @record
 class InfoReply:
-    """A parsed INFO reply: ``sections[section][field] = raw value``."""
+    """A parsed INFO reply: ``sections[section][field] = raw value``. ``chunks`` keeps each section's text with what it
+    parsed to, so that the next reply of the same node reuses the sections whose text stood still."""
 
     sections: dict[str, dict[str, str]] = factory(dict)
     malformed_lines: int = 0
+    chunks: dict[str, tuple[str, dict[str, str], int]] = factory(dict)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The raw value of a field, looked up across all sections."""
@@ -60,35 +62,64 @@ class InfoReply:
         return default
 
     def merge(self, other: InfoReply) -> None:
-        """Add the sections of another reply (used when INFO is fetched per section)."""
+        """Add the sections of another reply (used when INFO is fetched per section). Sections are copied, never
+        changed in place: a parsed section may be shared with the node's next reply."""
         for section, fields in other.sections.items():
-            self.sections.setdefault(section, {}).update(fields)
+            self.sections[section] = {**self.sections.get(section, {}), **fields}
         self.malformed_lines += other.malformed_lines
+        self.chunks = {}
 
 
-def parse_info(text: str) -> InfoReply:
-    """Split INFO text into sections; malformed lines are counted, not raised."""
+def parse_info(text: str, previous: InfoReply | None = None) -> InfoReply:
+    """Split INFO text into sections; malformed lines are counted, not raised. A section whose text is what it was in
+    ``previous`` (the same node's last reply) is not parsed again: its fields are that reply's, shared, never changed."""
     reply = InfoReply()
-    current = reply.sections.setdefault("default", {})
+    kept = previous.chunks if previous is not None else {}
+    sections = reply.sections
+    # what comes before the first header, then "Section\r\nfield:value\r\n..." after each "\n#"
+    before, *parts = ("\n" + text).split("\n#")
+    name = "default"
+    sections[name] = {}
+    reply.malformed_lines += _parse_lines(before, sections[name])
+    for part in parts:
+        header, _, body = part.partition("\n")
+        if header.strip():
+            name = header.strip().lower()
+            chunk = kept.get(name)
+            if chunk is not None and chunk[0] == part and name not in sections:
+                sections[name] = chunk[1]
+                reply.malformed_lines += chunk[2]
+                reply.chunks[name] = chunk
+                continue
+        else:  # a header without a name: counted, and its lines go on in the section before it
+            reply.malformed_lines += 1
+        if name in sections:  # lines added to a section already made: to a copy (a shared one is never changed)
+            sections[name] = {**sections[name]}
+            reply.chunks.pop(name, None)
+            reply.malformed_lines += _parse_lines(body, sections[name])
+            continue
+        sections[name] = {}
+        malformed = _parse_lines(body, sections[name])
+        reply.malformed_lines += malformed
+        reply.chunks[name] = (part, sections[name], malformed)
+    if not sections["default"]:
+        del sections["default"]
+    return reply
+
+
+def _parse_lines(text: str, fields: dict[str, str]) -> int:
+    """``field:value`` lines into ``fields``; returns how many lines were malformed."""
+    malformed = 0
     for raw in text.split("\n"):
         line = raw.rstrip("\r")
         if not line:
             continue
-        if line[0] == "#":
-            name = line[1:].strip().lower()
-            if not name:
-                reply.malformed_lines += 1
-                continue
-            current = reply.sections.setdefault(name, {})
-            continue
         key, sep, value = line.partition(":")
         if not sep or not key or (key not in _GOOD_NAMES and not _is_field_name(key)):
-            reply.malformed_lines += 1
+            malformed += 1
             continue
-        current[key] = value
-    if not reply.sections["default"]:
-        del reply.sections["default"]
-    return reply
+        fields[key] = value
+    return malformed
 
 
 _GOOD_NAMES: set[str] = set()  # field names seen valid, kept (bounded) so each is checked once, not every scrape

@@ -62,6 +62,7 @@ def _plan(section: str, name: str) -> tuple:
     return plan
 
 
+_WHOLE = None  # a section's memo keeps the lines of all its fields under this key (a field's name is a str)
 CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from INFO commandstats
 
 
@@ -76,6 +77,8 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
             continue
         plans = _PLANS.get(section, no_plans)
         memo = out.memo(target, section)
+        if memo is not None and out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
+            continue
         for name, raw in fields.items():
             if memo is not None and out.replay(memo, name, raw) is not None:  # the field stands where it stood: its line again
                 continue
@@ -105,6 +108,8 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
                 _add_replica_line(raw, base, out)
             if memo is not None:
                 out.keep(memo, name, raw)
+        if memo is not None:
+            out.keep_together(memo, _WHOLE, fields, fields)
     _add_instance_info(info, base, out)
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo(target, "keyspace"))

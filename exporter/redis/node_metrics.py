@@ -12,8 +12,9 @@ from .keys import add_key_metrics
 from .pipeline import SCRAPE_COMMANDS, ScrapeResult
 
 
-def parse_result(result: ScrapeResult) -> InfoReply:
-    info = parse_info(result.info)
+def parse_result(result: ScrapeResult, previous: InfoReply | None = None) -> InfoReply:
+    """INFO's reply; the sections whose text stands where it stood in ``previous`` (the node's last) are reused."""
+    info = parse_info(result.info, previous)
     for extra in result.extra_info:
         info.merge(parse_info(extra))
     return info

@@ -267,20 +267,38 @@ class RespConnection:
         # Iterative, so a hostile nesting cannot reach Python's recursion limit: a stack of open arrays.
         stack: list[tuple[list[Any], int]] = []
         buf = self._buf  # the same object while this reply is read: filling extends it in place
+        limit = self.max_reply_bytes
         while True:
+            # the common items whole in the buffer, read here: an integer (LATENCY HISTOGRAM is mostly integers), a
+            # bulk string, an array's start; anything else, or anything cut short, by _read_item
             pos = self._pos
-            end = buf.find(b"\r\n", pos, pos + 22) if pos < len(buf) and buf[pos] == _COLON else -1
+            marker = buf[pos] if pos < len(buf) else 0
+            end = buf.find(b"\r\n", pos, pos + 22) if marker in _FAST else -1
             digits = buf[pos + 1 : end] if end > pos + 1 else b""
-            if digits.isdigit():  # the commonest item (LATENCY HISTOGRAM is mostly integers), whole in the buffer
-                self._pos = end + 2
-                value: Any = int(digits)
-            else:
+            value: Any = _SLOW
+            if digits.isdigit():
+                number = int(digits)
+                if marker == _COLON:
+                    self._pos = end + 2
+                    value = number
+                elif marker == _DOLLAR:
+                    stop = end + 2 + number
+                    if stop + 2 <= len(buf) and stop + 2 - start <= limit and buf[stop : stop + 2] == b"\r\n":
+                        self._pos = stop + 2
+                        value = bytes(buf[end + 2 : stop])
+                elif len(stack) < MAX_DEPTH and (end + 2 - start) + 3 * number <= limit:  # an array, within the bounds
+                    self._pos = end + 2
+                    if number:
+                        stack.append(([], number))
+                        continue
+                    value = []
+            if value is _SLOW:
                 value = self._read_item(deadline, start, len(stack))
-            if value.__class__ is _ArrayStart:
-                if value.count > 0:
-                    stack.append(([], value.count))
-                    continue
-                value = []
+                if value.__class__ is _ArrayStart:
+                    if value.count > 0:
+                        stack.append(([], value.count))
+                        continue
+                    value = []
             while True:
                 if not stack:
                     return value
@@ -332,7 +350,9 @@ class RespConnection:
         raise RespFailure("protocol", f"not a RESP2 reply (starts with {line[:1]!r})")
 
 
-_COLON = ord(":")
+_COLON, _DOLLAR, _STAR = ord(":"), ord("$"), ord("*")
+_FAST = frozenset((_COLON, _DOLLAR, _STAR))
+_SLOW = object()
 
 
 class _ArrayStart:
