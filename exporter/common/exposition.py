@@ -67,12 +67,13 @@ def _header(name: str, kind: str, help_text: str) -> str:
 
 
 # The lines a target's inputs rendered to, kept for its next scrape, by (target, instance dropped) and then by part
-# (a section of INFO, the latency histograms): most INFO fields, command stats and histograms of a node stand still
-# from one scrape to the next, and a line that is replayed is neither parsed nor rendered again. Kept for the targets
-# seen in the last two generations of two minutes, at most MEMO_OWNERS of them (past that a target's lines are
-# rendered each time, as without a memo), each part at most MEMO_ENTRIES inputs (a server that makes up field names
-# empties its part).
-MEMO_OWNERS = 64
+# (a section of INFO, the latency histograms; and "info", the last reply, whose sections that stood still the next
+# parse reuses): most INFO fields, command stats and histograms of a node stand still from one scrape to the next, and
+# a line that is replayed is neither parsed nor rendered again. About 150 KiB a target, for a fifth of a scrape's CPU.
+# Kept for the targets seen in the last two generations of two minutes, at most MEMO_OWNERS of them (past that a
+# target's lines are rendered each time, as without a memo), each part at most MEMO_ENTRIES inputs (a server that
+# makes up field names empties its part).
+MEMO_OWNERS = 32
 MEMO_ENTRIES = 2048
 # the input; the lines it made, flat as (family, its HELP and TYPE lines, line) after each other (a tuple of tuples would
 # double the size of an entry, and a target keeps a few hundred); what else its renderer keeps (what it parsed that

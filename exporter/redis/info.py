@@ -115,20 +115,25 @@ def _parse_lines(text: str, fields: dict[str, str]) -> int:
         if not line:
             continue
         key, sep, value = line.partition(":")
-        if not sep or not key or (key not in _GOOD_NAMES and not _is_field_name(key)):
-            malformed += 1
-            continue
-        fields[key] = value
+        name = _GOOD_NAMES.get(key)
+        if name is None:
+            if not sep or not key or not _is_field_name(key):
+                malformed += 1
+                continue
+            name = key
+        fields[name] = value
     return malformed
 
 
-_GOOD_NAMES: set[str] = set()  # field names seen valid, kept (bounded) so each is checked once, not every scrape
+# field names seen valid, each kept once (bounded): checked once, not every scrape, and every node's parsed sections
+# share the one string instead of holding a copy each
+_GOOD_NAMES: dict[str, str] = {}
 
 
 def _is_field_name(key: str) -> bool:
     good = key.isprintable() and " " not in key and len(key) <= 200
     if good and len(_GOOD_NAMES) < 8192:
-        _GOOD_NAMES.add(key)
+        _GOOD_NAMES[key] = key
     return good
 
 

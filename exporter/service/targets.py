@@ -16,7 +16,6 @@ from exporter.common.records import factory, record, replace
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
-from exporter.redis.info import InfoReply
 from exporter.redis.node import RedisNode
 from exporter.redis.settings import Credentials
 
@@ -48,7 +47,6 @@ class TargetState:
     role: str = ""
     version: str = ""
     scraped: bool = False
-    last_info: InfoReply | None = None  # the sections of the next reply that did not change are taken from it
 
 
 @record

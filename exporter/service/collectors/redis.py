@@ -83,7 +83,10 @@ class RedisCollector(FamilyCollector):
         info = None
         if isinstance(outcome, ScrapeResult):
             try:
-                info = parse_result(outcome, target.state.last_info)
+                kept = out.memo(target.name, "info")  # the node's last reply: its sections that stood still are reused
+                info = parse_result(outcome, kept.get("reply") if kept is not None else None)
+                if kept is not None:
+                    kept["reply"] = info
                 command_stats = add_node_metrics(info, outcome, target.name, out)
                 latency.plan(target.node, command_stats, MAX_HISTOGRAM_COMMANDS)
                 add_replication_metrics(info, target.name, self._address_names, out)
@@ -128,7 +131,6 @@ def _record_state(
             state.last_duration = outcome.duration
             state.last_success = time.time()
             state.malformed_lines += info.malformed_lines
-            state.last_info = info
             state.role = info.get("role", "") or ""
             sample = traffic_counters(info)
             if sample is not None:
