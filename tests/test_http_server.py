@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import select
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from servers import wait_until
 
+from exporter.service import poller
 from exporter.service.http import HttpServer, Request
 
 
@@ -17,8 +20,11 @@ def _echo(request: Request, peer) -> tuple[int, list[tuple[str, str]], bytes]:
     return 200, [("Content-Type", "text/plain")], f"{request.method} {request.path} {request.query} {len(request.body)}".encode()
 
 
-@pytest.fixture
-def server():
+@pytest.fixture(params=["epoll", "selectors"])
+def server(request, monkeypatch):
+    """Every test runs on both pollers: epoll's one-shot watching and the selectors stand-in of other systems."""
+    if request.param == "selectors":
+        monkeypatch.setattr(poller, "select", SimpleNamespace(**{k: v for k, v in vars(select).items() if k != "epoll"}))
     http = HttpServer(("127.0.0.1", 0), _echo, head_timeout=0.5, idle_timeout=1.0, max_connections=20, workers=2)
     thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

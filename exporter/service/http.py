@@ -16,24 +16,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import selectors
 import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from exporter.common.workers import Workers
+
+from .http_request import MAX_BODY_BYTES, MAX_HEAD_BYTES, BadRequest, Request, body_length, parse_head
+from .poller import Poller
 
 if TYPE_CHECKING:
     import ssl
 
 log = logging.getLogger(__name__)
 
-MAX_HEAD_BYTES = 16384
-MAX_HEADERS = 100
-MAX_BODY_BYTES = 65536
 SWEEP_INTERVAL = 0.1  # seconds between looks for connections past their head or idle timeout
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
            413: "Content Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
@@ -51,49 +49,6 @@ class _Connection:
         self.last_active = time.monotonic()
         self.head_started: float | None = None  # when the first byte of the current request arrived
         self.body_needed = 0
-
-
-class Request:
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
-
-    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
-        self.method = method
-        path, _, self.query = target.partition("?")
-        self.path = unquote(path)
-        self.version = version
-        self.headers = headers
-        connection = headers.get("connection", "").lower()
-        self.keep_alive = ("close" not in connection) if version == "HTTP/1.1" else ("keep-alive" in connection)
-        self.body = b""
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-
-
-def parse_head(head: bytes) -> Request:
-    """The request line and headers (names lower-cased); :class:`BadRequest` for anything else."""
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError as err:  # pragma: no cover - latin-1 decodes every byte
-        raise BadRequest(400, "undecodable head") from err
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
-        raise BadRequest(400, "malformed request line")
-    if len(lines) - 1 > MAX_HEADERS:
-        raise BadRequest(431, "too many headers")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise BadRequest(400, "malformed header line")
-        headers[name.lower()] = value.strip()
-    return Request(parts[0], parts[1], parts[2], headers)
 
 
 Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes]]
@@ -135,11 +90,14 @@ class HttpServer:
         self._extra_headers = list(extra_headers or [])
         self._peer_check = peer_check
         self._would_block: tuple[type[BaseException], ...] = (BlockingIOError, InterruptedError)
+        # a plain socket stays in blocking mode and each read and write is told not to wait (setting the mode is a
+        # system call per connection); a TLS socket takes no flags and is made non-blocking
+        self._dont_wait = socket.MSG_DONTWAIT if ssl_context is None and hasattr(socket, "MSG_DONTWAIT") else 0
         if ssl_context is not None:
             import ssl
 
             self._would_block += (ssl.SSLWantReadError, ssl.SSLWantWriteError)
-        self._selector = selectors.DefaultSelector()
+        self._poller = Poller()
         self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
         self._busy: set[int] = set()  # those a worker holds
         self._workers: Workers[tuple[_Connection, Request]] = Workers("http", workers, self._work)
@@ -165,19 +123,20 @@ class HttpServer:
     # --- the selector loop ----------------------------------------------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
-        self._selector.register(self._listener, selectors.EVENT_READ, "listen")
-        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        listener, wake = self._listener.fileno(), self._wake_r.fileno()
+        self._poller.watch(listener, always=True)
+        self._poller.watch(wake, always=True)
         try:
             swept = time.monotonic()
             while not self._stop.is_set():
-                for key, _ in self._selector.select(timeout=poll_interval):
-                    if key.data == "listen":
+                for fd in self._poller.ready(poll_interval):
+                    if fd == listener:
                         self._accept()
-                    elif key.data == "wake":
+                    elif fd == wake:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
-                    else:
-                        self._readable(key.data)
+                    elif (conn := self._connections.get(fd)) is not None:
+                        self._readable(conn)
                 self._take_back()
                 if time.monotonic() - swept >= SWEEP_INTERVAL:  # timeouts are seconds long: not a walk of every connection per event
                     swept = time.monotonic()
@@ -195,7 +154,7 @@ class HttpServer:
                 conn.sock.close()
         self._connections.clear()
         self._listener.close()
-        self._selector.close()
+        self._poller.close()
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -213,7 +172,8 @@ class HttpServer:
             if len(self._connections) >= self.max_connections and not self._evict_one():
                 sock.close()
                 continue
-            sock.setblocking(False)
+            if not self._dont_wait:
+                sock.setblocking(False)
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             handshaken = True
@@ -227,7 +187,7 @@ class HttpServer:
             conn = _Connection(sock, address, handshaken)
             conn.head_started = conn.last_active  # the head (or handshake) is due within head_timeout of connecting
             self._connections[sock.fileno()] = conn
-            self._selector.register(sock, selectors.EVENT_READ, conn)
+            self._poller.watch(sock.fileno())
 
     def _evict_one(self) -> bool:
         """Make room: close the connection (not one a worker holds) that has waited longest."""
@@ -241,8 +201,7 @@ class HttpServer:
     def _close(self, conn: _Connection) -> None:
         fd = conn.sock.fileno()
         if fd >= 0:
-            with contextlib.suppress(KeyError, ValueError):
-                self._selector.unregister(conn.sock)
+            self._poller.quiet(fd)
             self._connections.pop(fd, None)
         with contextlib.suppress(OSError):
             conn.sock.close()
@@ -256,7 +215,7 @@ class HttpServer:
                     self._close(conn)
                     return
             while True:
-                data = conn.sock.recv(8192)
+                data = conn.sock.recv(8192, self._dont_wait)
                 if not data:
                     self._close(conn)
                     return
@@ -283,25 +242,34 @@ class HttpServer:
         if end < 0:
             if len(conn.buffer) > MAX_HEAD_BYTES:
                 self._reject(conn, 431, "request head too large")
+            else:
+                self._watch_again(conn)  # the rest of the head is still coming
             return
         try:
             request = parse_head(bytes(conn.buffer[:end]))
-            length = _body_length(request)
+            length = body_length(request)
         except BadRequest as err:
             self._reject(conn, err.status, str(err))
             return
         if len(conn.buffer) - (end + 4) < length:
-            return  # the body is still coming
+            self._watch_again(conn)  # the body is still coming
+            return
         request.body = bytes(conn.buffer[end + 4 : end + 4 + length])
         del conn.buffer[: end + 4 + length]
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(conn.sock)
+        self._poller.quiet(conn.sock.fileno())
         self._busy.add(conn.sock.fileno())
         self._workers.put((conn, request))
 
+    def _watch_again(self, conn: _Connection) -> None:
+        try:
+            self._poller.rearm(conn.sock.fileno())
+        except (OSError, ValueError, KeyError):
+            self._close(conn)
+
     def _reject(self, conn: _Connection, status: int, text: str) -> None:
         with contextlib.suppress(OSError):
-            conn.sock.send(self._reply_bytes(status, [("Content-Type", "text/plain; charset=utf-8")], text.encode() + b"\n", False, False))
+            _send_now(conn.sock, self._reply_bytes(status, [("Content-Type", "text/plain; charset=utf-8")], text.encode() + b"\n", False, False),
+                      self._would_block, self._dont_wait)  # fmt: skip
         self._close(conn)
 
     def _take_back(self) -> None:
@@ -314,8 +282,9 @@ class HttpServer:
             conn.last_active = time.monotonic()
             conn.head_started = time.monotonic() if conn.buffer else None
             try:
-                conn.sock.setblocking(False)
-                self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+                if not self._dont_wait:
+                    conn.sock.setblocking(False)
+                self._poller.rearm(conn.sock.fileno())
             except (OSError, ValueError, KeyError):
                 self._close(conn)
                 continue
@@ -353,13 +322,13 @@ class HttpServer:
         the selector thread may dispatch its next request at once. False: the selector thread is to close it."""
         conn.last_active = time.monotonic()
         conn.head_started = None
-        self._busy.discard(conn.sock.fileno())
+        fd = conn.sock.fileno()
+        self._busy.discard(fd)
         try:
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-        except ValueError:
-            return True  # evicted and closed by the selector thread once it left _busy: nothing is left to do
-        except (OSError, KeyError):
-            return False
+            self._poller.rearm(fd)
+        except (OSError, ValueError, KeyError):
+            # closed by the selector thread (evicted once it left _busy): nothing is left to do; else the selector closes it
+            return conn.sock.fileno() < 0
         return True
 
     def _respond(self, conn: _Connection, request: Request) -> bool:
@@ -367,7 +336,7 @@ class HttpServer:
         keep = request.keep_alive and not self._stop.is_set()
         data = self._reply_bytes(status, headers, body, keep, request.method == "HEAD")
         try:
-            sent = _send_now(conn.sock, data, self._would_block)
+            sent = _send_now(conn.sock, data, self._would_block, self._dont_wait)
             if sent < len(data):  # the socket's buffer is full: the rest in blocking mode, bounded by write_timeout
                 conn.sock.settimeout(self.write_timeout)  # sendall keeps one deadline for the whole write
                 conn.sock.sendall(memoryview(data)[sent:])
@@ -387,21 +356,9 @@ class HttpServer:
         return head if head_only else head + body
 
 
-def _send_now(sock: socket.socket, data: bytes, would_block: tuple[type[BaseException], ...]) -> int:
-    """As much of ``data`` as the non-blocking socket takes now (a reply usually fits its buffer whole)."""
+def _send_now(sock: socket.socket, data: bytes, would_block: tuple[type[BaseException], ...], flags: int) -> int:
+    """As much of ``data`` as the socket takes now, without waiting (a reply usually fits its buffer whole)."""
     try:
-        return sock.send(data)
+        return sock.send(data, flags) if flags else sock.send(data)
     except would_block:
         return 0
-
-
-def _body_length(request: Request) -> int:
-    if "transfer-encoding" in request.headers:
-        raise BadRequest(400, "request bodies are not taken in chunks")
-    text = request.headers.get("content-length", "0") or "0"
-    if not (text.isascii() and text.isdigit()):
-        raise BadRequest(400, "bad Content-Length")
-    length = int(text)
-    if length > MAX_BODY_BYTES:
-        raise BadRequest(413, "request body too large")
-    return length
