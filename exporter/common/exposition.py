@@ -168,6 +168,12 @@ class TextFamilySet(FamilySet):
         if kept is not None and kept[0] == source:
             blocks = self._blocks
             lines = kept[1]
+            if len(lines) == 3:  # most inputs (an INFO field) make one line
+                block = blocks.get(lines[0])
+                if block is None:
+                    block = blocks[lines[0]] = [lines[1]]
+                block.append(lines[2])
+                return kept
             for i in range(0, len(lines), 3):
                 block = blocks.get(lines[i])
                 if block is None:

@@ -1,0 +1,104 @@
+"""Two builds of this exporter side by side, their requests interleaved: the figures of a change, measured in one run.
+
+    python bench/ab_bench.py --a /tmp/ecx-before/bin/python --b /tmp/ecx-after/bin/python [--passes 4] [--instances 2]
+
+Each interpreter has one build installed (``python -m venv DIR && DIR/bin/pip install .`` at each commit). One
+redis-server holds the data set of scrape_bench.py (about 63,000 keys) and 20 are empty. ``--instances`` exporters of
+each build run at once (a process's own layout moves its figures by several per cent, so each side is more than one
+process); per pass, each instance in turn serves 150 sequential ``/metrics`` of the loaded server over one kept-alive
+connection and 6 rounds of 20 parallel ``/scrape`` of the empty ones. CPU is the sum over the process's threads
+(``/proc/PID/task/*/schedstat``, nanoseconds). Prints the medians of each side and the ratio b / a.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from footprint_bench import first_answer
+from scrape_bench import free_port, load_data_set, parallel_round, rss_mib, start_redis
+
+
+def cpu_seconds(pid: int) -> float:
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return total / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--a", required=True, help="interpreter with the first build installed")
+    parser.add_argument("--b", required=True, help="interpreter with the second build installed")
+    parser.add_argument("--passes", type=int, default=4)
+    parser.add_argument("--instances", type=int, default=2, help="exporter processes per build")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="ecx-ab-"))
+    servers, exporters = [], {}
+    try:
+        main_server, main_port = start_redis(workdir)
+        servers.append(main_server)
+        load_data_set(main_port)
+        empty = [start_redis(workdir) for _ in range(20)]
+        servers += [process for process, _ in empty]
+        config = workdir / "allow.yml"
+        config.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
+        for instance in range(args.instances):
+            for side, python in (("a", args.a), ("b", args.b)):
+                port = free_port()
+                process = subprocess.Popen([python, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn",
+                                            "--redis.addr", f"redis://127.0.0.1:{main_port}", "--config.file", str(config)],
+                                           cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                first_answer(port)
+                exporters[(side, instance)] = (process, port, http.client.HTTPConnection("127.0.0.1", port, timeout=10))
+        paths = [f"/scrape?target=redis://127.0.0.1:{port}" for _, port in empty]
+        for _, port, connection in exporters.values():  # warm-up: connections, CONFIG, histograms, memos
+            for _ in range(30):
+                connection.request("GET", "/metrics")
+                connection.getresponse().read()
+            for _ in range(3):
+                parallel_round(port, paths)
+        figures: dict[str, dict[str, list[float]]] = {"a": {}, "b": {}}
+        for _ in range(args.passes):
+            for (side, _), (process, port, connection) in exporters.items():
+                cpu, walls = cpu_seconds(process.pid), []
+                for _ in range(150):
+                    started = time.perf_counter()
+                    connection.request("GET", "/metrics")
+                    connection.getresponse().read()
+                    walls.append(time.perf_counter() - started)
+                figures[side].setdefault("metrics_cpu_us", []).append((cpu_seconds(process.pid) - cpu) / 150 * 1e6)
+                figures[side].setdefault("metrics_wall_p50_us", []).append(statistics.median(walls) * 1e6)
+                cpu = cpu_seconds(process.pid)
+                rounds = [parallel_round(port, paths) * 1e3 for _ in range(6)]
+                figures[side].setdefault("round_ms", []).append(statistics.median(rounds))
+                figures[side].setdefault("round_cpu_per_scrape_us", []).append((cpu_seconds(process.pid) - cpu) / (6 * len(paths)) * 1e6)
+        for (side, _), (process, _, _) in exporters.items():
+            figures[side].setdefault("rss_mib", []).append(rss_mib(process.pid))
+        print(f"{args.passes} passes, {args.instances} processes a build; medians")
+        print(f"{'figure':26s} {'a':>10s} {'b':>10s} {'b / a':>7s}")
+        for key in figures["a"]:
+            a, b = statistics.median(figures["a"][key]), statistics.median(figures["b"][key])
+            print(f"{key:26s} {a:10.1f} {b:10.1f} {b / a:7.3f}")
+    finally:
+        for process, _, _ in exporters.values():
+            process.terminate()
+        for process in servers:
+            process.terminate()
+        for process in [*servers, *(p for p, _, _ in exporters.values())]:
+            process.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
