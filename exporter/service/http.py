@@ -1,9 +1,11 @@
 """HTTP/1.1 with keep-alive, bounded whatever clients do.
 
-One selector thread owns every connection while it is idle or still sending its
-request head, so slow or idle clients cost a file descriptor and a small buffer,
-never a thread. A complete request goes to one of at most ``workers`` threads,
-which runs the handler and writes the reply, then hands the connection back.
+Leader and followers: of at most ``workers`` threads, one at a time (the leader) waits
+for readiness and owns every connection while it is idle or still sending its request
+head, so slow or idle clients cost a file descriptor and a small buffer, never a thread.
+The leader that completes a request gives the lead to a follower and answers it itself,
+then hands the connection back: a request is never passed to another thread to be
+answered, which would put that thread's wake-up (tens of microseconds) in its latency.
 Bounds: ``max_connections`` open connections (at the bound, the connection idle
 longest, or still sending its head longest, is closed to make room), a request
 head of at most 16 KiB that must arrive within ``head_timeout``, idle keep-alive
@@ -15,14 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-from exporter.common.workers import Workers
 
 from .http_request import MAX_BODY_BYTES, MAX_HEAD_BYTES, BadRequest, Request, body_length, parse_head
 from .poller import Poller
@@ -99,9 +99,15 @@ class HttpServer:
             self._would_block += (ssl.SSLWantReadError, ssl.SSLWantWriteError)
         self._poller = Poller()
         self._connections: dict[int, _Connection] = {}  # every open connection, by file descriptor
-        self._busy: set[int] = set()  # those a worker holds
-        self._workers: Workers[tuple[_Connection, Request]] = Workers("http", workers, self._work)
-        self._returned: queue.SimpleQueue[tuple[_Connection, bool]] = queue.SimpleQueue()
+        self._busy: set[int] = set()  # those a thread is answering
+        self._ready: deque[tuple[_Connection, Request]] = deque()  # complete requests no thread has taken yet
+        self._lead = threading.Lock()  # held by the thread that waits for readiness
+        self._counts = threading.Lock()
+        self._threads = 0  # serving, the caller of serve_forever among them
+        self._following = 0  # of them, waiting for the lead
+        self._answering = 0
+        self._poll_interval = 0.5
+        self._swept = time.monotonic()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -118,31 +124,68 @@ class HttpServer:
 
     @property
     def busy_workers(self) -> int:
-        return self._workers.busy
+        return self._answering
 
     # --- the selector loop ----------------------------------------------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
-        listener, wake = self._listener.fileno(), self._wake_r.fileno()
-        self._poller.watch(listener, always=True)
-        self._poller.watch(wake, always=True)
-        try:
-            swept = time.monotonic()
-            while not self._stop.is_set():
-                for fd in self._poller.ready(poll_interval):
-                    if fd == listener:
-                        self._accept()
-                    elif fd == wake:
-                        with contextlib.suppress(OSError):
-                            self._wake_r.recv(4096)
-                    elif (conn := self._connections.get(fd)) is not None:
-                        self._readable(conn)
-                self._take_back()
-                if time.monotonic() - swept >= SWEEP_INTERVAL:  # timeouts are seconds long: not a walk of every connection per event
-                    swept = time.monotonic()
-                    self._sweep()
-        finally:
-            self._workers.close()
+        """Serve with as many threads as requests need (at most ``workers``) until :meth:`shutdown`. The caller only
+        waits: its thread (the main one, which takes signals) never answers a request, so a stop is never held up
+        by a slow target."""
+        self._poll_interval = poll_interval
+        self._listener_fd, self._wake_fd = self._listener.fileno(), self._wake_r.fileno()
+        self._poller.watch(self._listener_fd, always=True)
+        self._poller.watch(self._wake_fd, always=True)
+        self._keep_a_follower()
+        while not self._stop.wait(poll_interval):
+            pass
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            with self._counts:
+                self._following += 1
+            self._lead.acquire()
+            with self._counts:
+                self._following -= 1
+            try:
+                while not self._ready and not self._stop.is_set():  # the lead is kept until there is a request to answer
+                    self._wait_and_read()
+                item = self._ready.popleft() if self._ready else None
+            finally:
+                self._lead.release()
+            if item is not None:
+                self._keep_a_follower()
+                with self._counts:
+                    self._answering += 1
+                try:
+                    self._work(item)
+                finally:
+                    with self._counts:
+                        self._answering -= 1
+        with self._counts:
+            self._threads -= 1
+
+    def _keep_a_follower(self) -> None:
+        """Someone must take the lead while this thread answers: a new thread if none is waiting for it."""
+        with self._counts:
+            if self._following or self._threads >= self.max_workers:
+                return
+            self._threads += 1
+        threading.Thread(target=self._serve, name=f"http-{self._threads}", daemon=True).start()
+
+    def _wait_and_read(self) -> None:
+        """The leader's turn: accept, read heads, queue the complete requests; now and then the timeout sweep."""
+        for fd in self._poller.ready(self._poll_interval):
+            if fd == self._listener_fd:
+                self._accept()
+            elif fd == self._wake_fd:
+                with contextlib.suppress(OSError):
+                    self._wake_r.recv(4096)
+            elif (conn := self._connections.get(fd)) is not None:
+                self._readable(conn)
+        if time.monotonic() - self._swept >= SWEEP_INTERVAL:  # timeouts are seconds long: not a walk of every connection per event
+            self._swept = time.monotonic()
+            self._sweep()
 
     def shutdown(self) -> None:
         self._stop.set()
@@ -258,7 +301,7 @@ class HttpServer:
         del conn.buffer[: end + 4 + length]
         self._poller.quiet(conn.sock.fileno())
         self._busy.add(conn.sock.fileno())
-        self._workers.put((conn, request))
+        self._ready.append((conn, request))
 
     def _watch_again(self, conn: _Connection) -> None:
         try:
@@ -271,25 +314,6 @@ class HttpServer:
             _send_now(conn.sock, self._reply_bytes(status, [("Content-Type", "text/plain; charset=utf-8")], text.encode() + b"\n", False, False),
                       self._would_block, self._dont_wait)  # fmt: skip
         self._close(conn)
-
-    def _take_back(self) -> None:
-        while not self._returned.empty():
-            conn, keep = self._returned.get_nowait()  # only this thread takes from the queue
-            self._busy.discard(conn.sock.fileno())
-            if not keep or self._stop.is_set():
-                self._close(conn)
-                continue
-            conn.last_active = time.monotonic()
-            conn.head_started = time.monotonic() if conn.buffer else None
-            try:
-                if not self._dont_wait:
-                    conn.sock.setblocking(False)
-                self._poller.rearm(conn.sock.fileno())
-            except (OSError, ValueError, KeyError):
-                self._close(conn)
-                continue
-            if conn.buffer:  # a pipelined request arrived with the last one
-                self._dispatch_if_complete(conn)
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -309,17 +333,24 @@ class HttpServer:
         keep = False
         try:
             keep = self._respond(conn, request)
-        except Exception:  # a broken client must not end the worker
+        except Exception:  # a broken client must not end the thread
             log.debug("request from %s failed", conn.address, exc_info=True)
-        if keep and not conn.buffer and not self._stop.is_set() and self._rearm(conn):
-            return
-        self._returned.put((conn, keep))
-        self._wake()
+        fd = conn.sock.fileno()
+        if keep and not self._stop.is_set():
+            if not conn.buffer:
+                if self._rearm(conn):
+                    return
+            else:  # a pipelined request arrived with the last one
+                conn.last_active = conn.head_started = time.monotonic()
+                self._busy.discard(fd)
+                self._dispatch_if_complete(conn)
+                return
+        self._close(conn)  # off the connections first, then off the busy set: a sweep never sees it half closed
+        self._busy.discard(fd)
 
     def _rearm(self, conn: _Connection) -> bool:
-        """Hand a kept-alive connection back to the selector from the worker, without waking the selector thread
-        (a wake-up is two context switches a request). Taken off ``_busy`` before it is registered: once registered,
-        the selector thread may dispatch its next request at once. False: the selector thread is to close it."""
+        """Hand a kept-alive connection back to the leader. Taken off ``_busy`` before it is watched again: once
+        watched, the leader may read its next request at once. False: it is to be closed."""
         conn.last_active = time.monotonic()
         conn.head_started = None
         fd = conn.sock.fileno()
@@ -327,7 +358,7 @@ class HttpServer:
         try:
             self._poller.rearm(fd)
         except (OSError, ValueError, KeyError):
-            # closed by the selector thread (evicted once it left _busy): nothing is left to do; else the selector closes it
+            # closed by the leader (evicted once it left _busy): nothing is left to do; else it is to be closed
             return conn.sock.fileno() < 0
         return True
 
