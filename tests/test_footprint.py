@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from servers import free_port
 
@@ -13,7 +14,9 @@ from servers import free_port
 # over a plain socket (urllib or socket.create_connection would themselves load ssl or the IDNA codec)
 _PROBE = textwrap.dedent(
     """
-    import os, socket, sys, threading, time
+    import sys
+    sys.path.insert(0, {root!r})  # run with -S: no site, so no editable install's finder (which loads pathlib and urllib)
+    import os, socket, threading, time
 
     def probe():
         deadline = time.monotonic() + 20
@@ -39,7 +42,7 @@ _PROBE = textwrap.dedent(
     """
 )
 
-NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt", "yaml", "hashlib", "json", "ctypes",
+NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt", "yaml", "hashlib", "json", "ctypes", "urllib", "ipaddress",
               "exporter.aws.api", "exporter.aws.cloudwatch", "exporter.aws.discovery", "exporter.aws.monitor",
               "exporter.alerts", "exporter.capacity", "exporter.baselines.derive", "exporter.cli.aws",
               "exporter.cli.baseline", "exporter.cli.render", "exporter.service.webconfig", "exporter.service.status",
@@ -48,8 +51,8 @@ NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt
 
 def test_redis_only_serve_loads_neither_aws_nor_templates(plain_redis) -> None:
     port = free_port()
-    script = _PROBE.format(port=port, redis_port=plain_redis.port)
-    result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    script = _PROBE.format(port=port, redis_port=plain_redis.port, root=str(Path(__file__).resolve().parent.parent))
+    result = subprocess.run([sys.executable, "-S", "-c", script], check=False, capture_output=True, text=True, timeout=60)
     status, up, *modules = result.stdout.strip().splitlines()[-1].split()
     assert status == "200", result.stderr[-2000:]
     assert up == "True"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import fnmatch
-import ipaddress
 import re
-from urllib.parse import unquote
+import socket
+from typing import TYPE_CHECKING
 
 from exporter.common.records import record
+from exporter.common.urltext import unquote
+
+if TYPE_CHECKING:
+    import ipaddress
 
 DEFAULT_PORT = 6379
 PLAIN_SCHEMES = {"redis": False, "valkey": False, "rediss": True, "valkeys": True}
@@ -87,8 +91,8 @@ def _split_host_port(authority: str) -> tuple[str, int]:
             raise AddressError("unclosed '[' in IPv6 address")
         host, rest = authority[1:end], authority[end + 1 :]
         try:
-            ipaddress.IPv6Address(host)
-        except ValueError as err:
+            socket.inet_pton(socket.AF_INET6, host)
+        except (OSError, ValueError) as err:
             raise AddressError(f"invalid IPv6 address {host!r}") from err
         if rest and not rest.startswith(":"):
             raise AddressError("unexpected text after IPv6 address")
@@ -118,6 +122,8 @@ class HostPattern:
 
     @classmethod
     def parse(cls, text: str) -> HostPattern:
+        import ipaddress  # only where scrape.allow names hosts: a plain exporter does without it
+
         text = text.strip()
         if not text:
             raise AddressError("empty host pattern")
@@ -133,6 +139,8 @@ class HostPattern:
         return cls(text, ipaddress.ip_network(address))
 
     def matches(self, host: str) -> bool:
+        import ipaddress
+
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
@@ -142,3 +150,14 @@ class HostPattern:
         if address is not None:
             return False  # a glob names hosts; addresses are allowed only by networks
         return fnmatch.fnmatchcase(host.lower(), self.text)
+
+
+def ip_literal(host: str) -> None:
+    """Raises ValueError unless ``host`` is an IPv4 or IPv6 address as written (no name lookup)."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return
+        except (OSError, ValueError):
+            continue
+    raise ValueError(f"not an IP address: {host!r}")

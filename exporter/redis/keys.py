@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from urllib.parse import unquote_plus
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 from exporter.common.records import factory, record
+from exporter.common.urltext import unquote_plus
 
 from .info import parse_number
 

@@ -13,13 +13,14 @@ before it is read into memory. Error replies are returned in place as
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import select
 import socket
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
+
+from .addresses import ip_literal
 
 if TYPE_CHECKING:
     import ssl
@@ -89,7 +90,7 @@ def resolve(host: str, port: int, deadline: float) -> list[tuple[Any, ...]]:
     else:
         host_arg = host
     try:
-        ipaddress.ip_address(host)
+        ip_literal(host)
         return socket.getaddrinfo(host_arg, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
     except ValueError:
         pass

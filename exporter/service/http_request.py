@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+from exporter.common.urltext import unquote
 
 MAX_HEAD_BYTES = 16384
 MAX_HEADERS = 100

@@ -9,12 +9,12 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
 
 from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporter.common.exposition import TextFamilySet
+from exporter.common.urltext import query_values
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter
 
@@ -179,7 +179,7 @@ class ExporterApp:
         return _plain(200, "OK\n")
 
     def _scrape(self, request: Request) -> Reply:
-        values = parse_qs(request.query, keep_blank_values=True).get("target", [])
+        values = query_values(request.query, "target")
         if len(values) != 1 or not values[0]:
             return _plain(400, "give exactly one 'target' parameter\n")
         try:
