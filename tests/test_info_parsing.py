@@ -245,3 +245,10 @@ def test_a_section_met_twice_never_changes_the_reply_it_was_reused_from():
     assert earlier.sections == {"server": {"a": "1"}, "clients": {"x": "1"}}
     reused = parse_info("# Server\r\na:1\r\n# Clients\r\nx:2\r\n", earlier)
     assert reused.sections["server"] is earlier.sections["server"]
+
+
+def test_a_line_without_a_colon_is_malformed_even_when_it_names_a_known_field():
+    parse_info("# Clients\r\nconnected_clients:1\r\n")  # the name is now one seen valid
+    reply = parse_info("# Clients\r\nconnected_clients\r\n")
+    assert reply.sections.get("clients", {}) == {}
+    assert reply.malformed_lines == 1

@@ -115,7 +115,7 @@ def _parse_lines(text: str, fields: dict[str, str]) -> int:
         if not line:
             continue
         key, sep, value = line.partition(":")
-        name = _GOOD_NAMES.get(key)
+        name = _GOOD_NAMES.get(key) if sep else None
         if name is None:
             if not sep or not key or not _is_field_name(key):
                 malformed += 1
