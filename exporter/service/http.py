@@ -126,7 +126,7 @@ class HttpServer:
     def busy_workers(self) -> int:
         return self._answering
 
-    # --- the selector loop ----------------------------------------------------------
+    # --- leading: waiting for readiness, accepting, reading heads ---------------------
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """Serve with as many threads as requests need (at most ``workers``) until :meth:`shutdown`. The caller only
@@ -270,7 +270,7 @@ class HttpServer:
                 if self._ssl_context is None:
                     if len(data) < 8192:  # what the socket held is read: no second call only to hear it would block
                         break
-                elif not conn.sock.pending():  # type: ignore[attr-defined]  # TLS may hold decrypted bytes the selector cannot see
+                elif not conn.sock.pending():  # type: ignore[attr-defined]  # TLS may hold decrypted bytes epoll cannot see
                     break
         except self._would_block:
             pass
@@ -326,7 +326,7 @@ class HttpServer:
             elif conn.head_started is None and now - conn.last_active > self.idle_timeout:
                 self._close(conn)
 
-    # --- workers --------------------------------------------------------------------
+    # --- answering ------------------------------------------------------------------
 
     def _work(self, item: tuple[_Connection, Request]) -> None:
         conn, request = item
