@@ -130,3 +130,22 @@ def test_idle_connections_are_closed_and_the_oldest_makes_room(server):
     wait_until(lambda: server.open_connections <= 1, timeout=5, what="idle connections closed")
     for sock in idle:
         sock.close()
+
+
+def test_a_pipelined_request_is_answered_without_waiting_for_the_poll_timeout():
+    http = HttpServer(("127.0.0.1", 0), _echo, workers=2)
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 5.0}, daemon=True)
+    thread.start()
+    try:
+        sock = _connect(http)
+        reader = sock.makefile("rb")
+        started = time.monotonic()
+        sock.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert _read_reply(reader)[2] == b"GET /a  0"
+        assert _read_reply(reader)[2] == b"GET /b  0"
+        assert time.monotonic() - started < 1.0  # the leader is woken, not left waiting out its 5 s poll
+        sock.close()
+    finally:
+        http.shutdown()
+        thread.join(timeout=10)
+        http.server_close()

@@ -103,7 +103,7 @@ class HttpServer:
         self._ready: deque[tuple[_Connection, Request]] = deque()  # complete requests no thread has taken yet
         self._lead = threading.Lock()  # held by the thread that waits for readiness
         self._counts = threading.Lock()
-        self._threads = 0  # serving, the caller of serve_forever among them
+        self._threads = 0  # serving (the caller of serve_forever only waits)
         self._following = 0  # of them, waiting for the lead
         self._answering = 0
         self._poll_interval = 0.5
@@ -344,6 +344,8 @@ class HttpServer:
                 conn.last_active = conn.head_started = time.monotonic()
                 self._busy.discard(fd)
                 self._dispatch_if_complete(conn)
+                if self._ready:
+                    self._wake()  # the leader waits for readiness, not for the queue: it is told there is a request
                 return
         self._close(conn)  # off the connections first, then off the busy set: a sweep never sees it half closed
         self._busy.discard(fd)
