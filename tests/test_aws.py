@@ -354,6 +354,30 @@ def test_discovered_nodes_become_targets(plain_redis):
         app.close()
 
 
+def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(plain_redis, monkeypatch):
+    from exporter.service import targets as targets_module
+
+    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
+    try:
+        text = f"redis://127.0.0.1:{plain_redis.port}"
+        ad_hoc = app.targets.resolve(text)
+        parsed = []
+        parse_address = targets_module.parse_address
+        monkeypatch.setattr(targets_module, "parse_address", lambda *args, **kwargs: parsed.append(args) or parse_address(*args, **kwargs))
+        assert app.targets.resolve(text) is ad_hoc  # Prometheus' next scrape: the same text, not parsed again
+        assert parsed == []
+        discovered = Node(
+            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
+            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
+        )  # fmt: skip
+        app.targets.set_discovered([("orders-0001-001", discovered)])
+        assert app.targets.resolve(text).name == "orders-0001-001"  # the discovered node now answers for that address
+        app.targets.set_discovered([])
+        assert app.targets.resolve(text) is ad_hoc
+    finally:
+        app.close()
+
+
 def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     cluster_ids = seed_moto(groups=1, replicas=2)

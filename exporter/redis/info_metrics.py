@@ -110,7 +110,7 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
                 out.keep(memo, name, raw)
         if memo is not None:
             out.keep_together(memo, _WHOLE, fields, fields)
-    _add_instance_info(info, base, out)
+    _add_instance_info(info, base, out, out.memo(target, "instance"))
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo(target, "keyspace"))
     command_stats = _add_commandstats(info.sections.get("commandstats", {}), base, out, out.memo(target, "commandstats"))
@@ -120,27 +120,27 @@ def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandSta
     return command_stats
 
 
-def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
-    labels = dict(base)
-    for name in INSTANCE_INFO_LABELS:
-        labels[name] = info.get(name, "") or ""
-    for name in INSTANCE_INFO_OPTIONAL_LABELS:
-        value = info.get(name)
+def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
+    values = tuple(info.get(name, "") or "" for name in INSTANCE_INFO_LABELS)
+    optional = tuple(info.get(name) for name in INSTANCE_INFO_OPTIONAL_LABELS)
+    role = info.get("role")
+    replication = info.sections.get("replication", {}) if role == "slave" else {}
+    primary = (replication.get("master_host", ""), replication.get("master_port", ""), replication.get("slave_read_only", ""))
+    source = (values, optional, role, primary)  # these change on a restart, an upgrade or a failover: their lines stand
+    if memo is not None and out.replay(memo, "info", source) is not None:
+        return
+    labels = {**base, **dict(zip(INSTANCE_INFO_LABELS, values, strict=True))}
+    for name, value in zip(INSTANCE_INFO_OPTIONAL_LABELS, optional, strict=True):
         if value is not None:
             labels[name] = value
     out.add("redis_instance_info", GAUGE, "Facts about the server that change only on restart or upgrade.", labels, 1.0)
-    role = info.get("role")
     if role:
         out.add("redis_instance_role", GAUGE, "The server's replication role (master or slave) as a label.", {**base, "role": role}, 1.0)
     if role == "slave":
-        replication = info.sections.get("replication", {})
-        slave_labels = {
-            **base,
-            "master_host": replication.get("master_host", ""),
-            "master_port": replication.get("master_port", ""),
-            "read_only": replication.get("slave_read_only", ""),
-        }
+        slave_labels = {**base, "master_host": primary[0], "master_port": primary[1], "read_only": primary[2]}
         out.add("redis_slave_info", GAUGE, "A replica: the address of its primary, and whether it is read-only.", slave_labels, 1.0)
+    if memo is not None:
+        out.keep(memo, "info", source)
 
 
 def _add_replica_side(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:

@@ -83,6 +83,9 @@ class TargetSet:
         self.address_names: dict[tuple[str, int], str] = {(item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)}
         self._allow = config.allow
         self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
+        # /scrape?target= text -> its ad hoc target's key: Prometheus asks with the same text every scrape, and the
+        # address need not be parsed and matched again while the node stays ad hoc (a discovery makes it anew)
+        self._ad_hoc_texts: dict[str, tuple[str, int, int, bool]] = {}
         self._lock = threading.Lock()
         self._discovered: dict[str, Target] = {}
         self._discovered_nodes: dict[str, Node] = {}
@@ -144,6 +147,7 @@ class TargetSet:
         keys = tuple(key for _, key in self.heartbeat_sources)
         wanted = {name: node for name, node in nodes if node.address and name not in self._by_name}
         with self._lock:
+            self._ad_hoc_texts.clear()  # an address may now be a discovered node's
             for name in list(self._discovered):
                 current = self._discovered_nodes[name]
                 node = wanted.get(name)
@@ -176,6 +180,9 @@ class TargetSet:
         """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
         with self._lock:
             target = self._by_name.get(text) or self._discovered.get(text)
+            key = self._ad_hoc_texts.get(text) if target is None else None
+            if key is not None and (target := self._ad_hoc.get(key)) is not None:
+                self._ad_hoc.move_to_end(key)
         if target is not None:
             return target
         try:
@@ -190,7 +197,12 @@ class TargetSet:
             return target
         for rule in self._allow:
             if rule.matches(endpoint):
-                return self._ad_hoc_target(endpoint, rule.credentials)
+                target = self._ad_hoc_target(endpoint, rule.credentials)
+                with self._lock:
+                    if len(self._ad_hoc_texts) >= 2 * MAX_AD_HOC_NODES:  # texts of evicted targets, or many spellings
+                        self._ad_hoc_texts.clear()
+                    self._ad_hoc_texts[text] = (*_key(endpoint), endpoint.tls)
+                return target
         raise TargetRefused("target is neither configured nor allowed by scrape.allow")
 
     def _ad_hoc_target(self, endpoint: Endpoint, credentials: Credentials) -> Target:
