@@ -378,6 +378,27 @@ def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(pl
         app.close()
 
 
+def test_a_discovery_while_a_target_resolves_is_not_hidden_by_its_text(plain_redis, monkeypatch):
+    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
+    try:
+        text = f"redis://127.0.0.1:{plain_redis.port}"
+        discovered = Node(
+            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
+            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
+        )  # fmt: skip
+        make_ad_hoc = app.targets._ad_hoc_target
+
+        def discovered_meanwhile(*args):
+            app.targets.set_discovered([("orders-0001-001", discovered)])  # lands after this request looked for it
+            return make_ad_hoc(*args)
+
+        monkeypatch.setattr(app.targets, "_ad_hoc_target", discovered_meanwhile)
+        assert app.targets.resolve(text).name != "orders-0001-001"
+        assert app.targets.resolve(text).name == "orders-0001-001"  # the next request finds the discovered node
+    finally:
+        app.close()
+
+
 def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     cluster_ids = seed_moto(groups=1, replicas=2)

@@ -86,6 +86,7 @@ class TargetSet:
         # /scrape?target= text -> its ad hoc target's key: Prometheus asks with the same text every scrape, and the
         # address need not be parsed and matched again while the node stays ad hoc (a discovery makes it anew)
         self._ad_hoc_texts: dict[str, tuple[str, int, int, bool]] = {}
+        self._discoveries = 0  # how many times the discovered nodes were set: a mapping made across one is not kept
         self._lock = threading.Lock()
         self._discovered: dict[str, Target] = {}
         self._discovered_nodes: dict[str, Node] = {}
@@ -148,6 +149,7 @@ class TargetSet:
         wanted = {name: node for name, node in nodes if node.address and name not in self._by_name}
         with self._lock:
             self._ad_hoc_texts.clear()  # an address may now be a discovered node's
+            self._discoveries += 1
             for name in list(self._discovered):
                 current = self._discovered_nodes[name]
                 node = wanted.get(name)
@@ -181,6 +183,7 @@ class TargetSet:
         with self._lock:
             target = self._by_name.get(text) or self._discovered.get(text)
             key = self._ad_hoc_texts.get(text) if target is None else None
+            discoveries = self._discoveries
             if key is not None and (target := self._ad_hoc.get(key)) is not None:
                 self._ad_hoc.move_to_end(key)
         if target is not None:
@@ -201,7 +204,8 @@ class TargetSet:
                 with self._lock:
                     if len(self._ad_hoc_texts) >= 2 * MAX_AD_HOC_NODES:  # texts of evicted targets, or many spellings
                         self._ad_hoc_texts.clear()
-                    self._ad_hoc_texts[text] = (*_key(endpoint), endpoint.tls)
+                    if self._discoveries == discoveries:  # else the discovered node checked above may be out of date
+                        self._ad_hoc_texts[text] = (*_key(endpoint), endpoint.tls)
                 return target
         raise TargetRefused("target is neither configured nor allowed by scrape.allow")
 
