@@ -329,13 +329,18 @@ def test_no_credentials_idles_with_one_log_line(monkeypatch, tmp_path, caplog, p
         app.close()
 
 
+def _discovered_primary(port: int) -> Node:
+    """orders-0001-001, a discovered primary at 127.0.0.1:``port``."""
+    return Node(
+        region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
+        engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=port,
+    )  # fmt: skip
+
+
 def test_discovered_nodes_become_targets(plain_redis):
     app = make_app({"redis": {"addr": ""}})
     try:
-        discovered = Node(
-            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
-            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
-        )  # fmt: skip
+        discovered = _discovered_primary(plain_redis.port)
         app.targets.set_discovered([("orders-0001-001", discovered)])
         # served by /scrape for Prometheus' http_sd; on /metrics only with aws.scrape_discovered
         assert not any(dict(labels).get("instance") == "orders-0001-001" for _, labels in call(app, "/metrics").samples())
@@ -354,49 +359,41 @@ def test_discovered_nodes_become_targets(plain_redis):
         app.close()
 
 
-def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(plain_redis, monkeypatch):
+@pytest.fixture
+def loopback_allowed(plain_redis):
+    """An exporter whose /scrape may reach loopback servers, and the text that names ``plain_redis``."""
+    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
+    yield app, f"redis://127.0.0.1:{plain_redis.port}"
+    app.close()
+
+
+def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(loopback_allowed, plain_redis, monkeypatch):
     from exporter.service import targets as targets_module
 
-    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
-    try:
-        text = f"redis://127.0.0.1:{plain_redis.port}"
-        ad_hoc = app.targets.resolve(text)
-        parsed = []
-        parse_address = targets_module.parse_address
-        monkeypatch.setattr(targets_module, "parse_address", lambda *args, **kwargs: parsed.append(args) or parse_address(*args, **kwargs))
-        assert app.targets.resolve(text) is ad_hoc  # Prometheus' next scrape: the same text, not parsed again
-        assert parsed == []
-        discovered = Node(
-            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
-            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
-        )  # fmt: skip
-        app.targets.set_discovered([("orders-0001-001", discovered)])
-        assert app.targets.resolve(text).name == "orders-0001-001"  # the discovered node now answers for that address
-        app.targets.set_discovered([])
-        assert app.targets.resolve(text) is ad_hoc
-    finally:
-        app.close()
+    app, text = loopback_allowed
+    ad_hoc = app.targets.resolve(text)
+    parsed = []
+    parse_address = targets_module.parse_address
+    monkeypatch.setattr(targets_module, "parse_address", lambda *args, **kwargs: parsed.append(args) or parse_address(*args, **kwargs))
+    assert app.targets.resolve(text) is ad_hoc  # Prometheus' next scrape: the same text, not parsed again
+    assert parsed == []
+    app.targets.set_discovered([("orders-0001-001", _discovered_primary(plain_redis.port))])
+    assert app.targets.resolve(text).name == "orders-0001-001"  # the discovered node now answers for that address
+    app.targets.set_discovered([])
+    assert app.targets.resolve(text) is ad_hoc
 
 
-def test_a_discovery_while_a_target_resolves_is_not_hidden_by_its_text(plain_redis, monkeypatch):
-    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
-    try:
-        text = f"redis://127.0.0.1:{plain_redis.port}"
-        discovered = Node(
-            region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
-            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=plain_redis.port,
-        )  # fmt: skip
-        make_ad_hoc = app.targets._ad_hoc_target
+def test_a_discovery_while_a_target_resolves_is_not_hidden_by_its_text(loopback_allowed, plain_redis, monkeypatch):
+    app, text = loopback_allowed
+    make_ad_hoc = app.targets._ad_hoc_target
 
-        def discovered_meanwhile(*args):
-            app.targets.set_discovered([("orders-0001-001", discovered)])  # lands after this request looked for it
-            return make_ad_hoc(*args)
+    def discovered_meanwhile(*args):
+        app.targets.set_discovered([("orders-0001-001", _discovered_primary(plain_redis.port))])  # after this request looked
+        return make_ad_hoc(*args)
 
-        monkeypatch.setattr(app.targets, "_ad_hoc_target", discovered_meanwhile)
-        assert app.targets.resolve(text).name != "orders-0001-001"
-        assert app.targets.resolve(text).name == "orders-0001-001"  # the next request finds the discovered node
-    finally:
-        app.close()
+    monkeypatch.setattr(app.targets, "_ad_hoc_target", discovered_meanwhile)
+    assert app.targets.resolve(text).name != "orders-0001-001"
+    assert app.targets.resolve(text).name == "orders-0001-001"  # the next request finds the discovered node
 
 
 def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):
