@@ -205,12 +205,12 @@ class TargetSet:
                     if len(self._ad_hoc_texts) >= 2 * MAX_AD_HOC_NODES:  # texts of evicted targets, or many spellings
                         self._ad_hoc_texts.clear()
                     if self._discoveries == discoveries:  # else the discovered node checked above may be out of date
-                        self._ad_hoc_texts[text] = (*_key(endpoint), endpoint.tls)
+                        self._ad_hoc_texts[text] = _ad_hoc_key(endpoint)
                 return target
         raise TargetRefused("target is neither configured nor allowed by scrape.allow")
 
     def _ad_hoc_target(self, endpoint: Endpoint, credentials: Credentials) -> Target:
-        key = (*_key(endpoint), endpoint.tls)
+        key = _ad_hoc_key(endpoint)
         with self._lock:
             target = self._ad_hoc.get(key)
             if target is None:
@@ -242,3 +242,7 @@ class TargetSet:
 
 def _key(endpoint: Endpoint) -> tuple[str, int, int]:
     return (endpoint.host, endpoint.port, endpoint.db)
+
+
+def _ad_hoc_key(endpoint: Endpoint) -> tuple[str, int, int, bool]:
+    return (*_key(endpoint), endpoint.tls)
