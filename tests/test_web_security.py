@@ -90,3 +90,38 @@ def test_plain_exporter_still_answers_without_web_config(plain_redis):
         assert exporter.get("/-/healthy")[0] == 200
     finally:
         exporter.stop()
+
+
+REFUSED_TLS = [
+    ("key without a certificate", {"key": "-----BEGIN PRIVATE KEY-----\nsecret-key-material\n-----END PRIVATE KEY-----\n"},
+     "tls_server_config.cert_file"),
+    ("certificate and key that do not load", {"cert": "-----BEGIN CERTIFICATE-----\nnot-a-cert\n-----END CERTIFICATE-----\n",
+     "key": "-----BEGIN PRIVATE KEY-----\nsecret-key-material\n-----END PRIVATE KEY-----\n"}, "cannot load the certificate and key"),
+    ("key beside an unreadable cert_file", {"cert_file": "{dir}",
+     "key": "-----BEGIN PRIVATE KEY-----\nsecret-key-material\n-----END PRIVATE KEY-----\n"}, "tls_server_config.cert_file"),
+]  # fmt: skip
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("case", "tls", "message"), REFUSED_TLS, ids=[case for case, _, _ in REFUSED_TLS])
+def test_refused_inline_key_leaves_nothing_on_disk(tmp_path, monkeypatch, case, tls, message):
+    import tempfile
+
+    import yaml
+
+    from exporter.common.errors import ConfigError
+    from exporter.service.webconfig import load_web_config
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    tls = {name: value.replace("{dir}", str(tmp_path)) for name, value in tls.items()}
+    web = tmp_path / "web.yml"
+    web.write_text(yaml.safe_dump({"tls_server_config": tls}))
+    with pytest.raises(ConfigError) as raised:
+        load_web_config(str(web))
+    text = str(raised.value)
+    assert message in text, case
+    assert "\n" not in text
+    assert "secret-key-material" not in text
+    assert list(scratch.iterdir()) == []

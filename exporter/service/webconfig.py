@@ -179,44 +179,50 @@ def _check(mapping: dict[str, Any], key: str, allowed: set[str], error: Any) -> 
 
 
 def _ssl_context(tls: dict[str, Any], base: Path, error: Any) -> ssl.SSLContext:
-    def file(key: str, inline: str) -> str | None:
-        value, text = tls.get(key), tls.get(inline)
-        if value and text:
-            raise error(f"tls_server_config.{inline}", f"give {key} or {inline}, not both")
-        if text:
-            if not isinstance(text, str):
-                raise error(f"tls_server_config.{inline}", "must be PEM text")
-            handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False)  # noqa: SIM115 - kept for ssl to read
-            with handle:
-                os.chmod(handle.name, 0o600)
-                handle.write(text)
-            return handle.name
-        if not value:
-            return None
-        if not isinstance(value, str):
-            raise error(f"tls_server_config.{key}", "must be a file name")
-        path = Path(value) if Path(value).is_absolute() else base / value
-        if not path.is_file():
-            raise error(f"tls_server_config.{key}", f"cannot read {path}")
-        return str(path)
+    """The server's TLS context. Inline PEM text (``cert``, ``key``, ``client_ca``) is written for OpenSSL to read into a
+    private directory (mode 0700) that is removed before this returns, whatever fails: a key never stays on disk."""
+    with tempfile.TemporaryDirectory(prefix="ecx-web-") as private:  # made with mode 0700
+        return _load_context(tls, base, Path(private), error)
 
-    cert, key = file("cert_file", "cert"), file("key_file", "key")
+
+def _pem_file(tls: dict[str, Any], key: str, inline: str, base: Path, private: Path, error: Any) -> str | None:
+    """The file ``key`` names, or the inline text ``inline`` written to ``private``; None when neither is given."""
+    value, text = tls.get(key), tls.get(inline)
+    if value and text:
+        raise error(f"tls_server_config.{inline}", f"give {key} or {inline}, not both")
+    if text:
+        if not isinstance(text, str):
+            raise error(f"tls_server_config.{inline}", "must be PEM text")
+        path = private / f"{inline}.pem"
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(text)
+        return str(path)
+    if not value:
+        return None
+    if not isinstance(value, str):
+        raise error(f"tls_server_config.{key}", "must be a file name")
+    path = Path(value) if Path(value).is_absolute() else base / value
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise error(f"tls_server_config.{key}", f"cannot read {path}")
+    return str(path)
+
+
+def _load_context(tls: dict[str, Any], base: Path, private: Path, error: Any) -> ssl.SSLContext:
+    cert = _pem_file(tls, "cert_file", "cert", base, private, error)
+    key = _pem_file(tls, "key_file", "key", base, private, error)
     if cert is None or key is None:
         raise error("tls_server_config.cert_file", "cert_file and key_file (or cert and key) are required")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert, key)
-    except ssl.SSLError as err:
-        raise error("tls_server_config.cert_file", f"cannot load the certificate and key: {err.reason}") from err
-    finally:
-        for name, inline in ((cert, "cert"), (key, "key")):
-            if tls.get(inline):
-                os.unlink(name)
+    except OSError as err:  # ssl.SSLError for PEM that does not parse or match; a plain OSError for a file it cannot open
+        reason = getattr(err, "reason", None) or err.strerror or type(err).__name__
+        raise error("tls_server_config.cert_file", f"cannot load the certificate and key: {reason}") from err
     auth = tls.get("client_auth_type", "NoClientCert")
     if auth not in CLIENT_AUTH:
         raise error("tls_server_config.client_auth_type", f"must be one of {', '.join(CLIENT_AUTH)}, got {auth!r}")
     context.verify_mode = CLIENT_AUTH[auth]
-    ca = file("client_ca_file", "client_ca")
+    ca = _pem_file(tls, "client_ca_file", "client_ca", base, private, error)
     if ca is None and auth in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven", "RequireAnyClientCert"):
         raise error("tls_server_config.client_ca_file", f"is required with client_auth_type {auth}")
     if ca:
@@ -224,9 +230,6 @@ def _ssl_context(tls: dict[str, Any], base: Path, error: Any) -> ssl.SSLContext:
             context.load_verify_locations(cafile=ca)
         except ssl.SSLError as err:
             raise error("tls_server_config.client_ca_file", f"cannot load the CA: {err.reason}") from err
-        finally:
-            if tls.get("client_ca"):
-                os.unlink(ca)
     if auth == "RequestClientCert" and not ca:
         context.verify_mode = ssl.CERT_NONE  # asked for, never checked: without a CA there is nothing to check against
     for name, default, attribute in (("min_version", "TLS12", "minimum_version"), ("max_version", "TLS13", "maximum_version")):
