@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
+log = logging.getLogger(__name__)
 
 
 class Workers(Generic[Item]):
@@ -45,15 +47,22 @@ class Workers(Generic[Item]):
         thread.start()
 
     def _work(self) -> None:
-        while True:
+        try:
+            while True:
+                with self._lock:
+                    self._idle += 1
+                item = self._queue.get()
+                with self._lock:
+                    self._idle -= 1
+                if item is None:
+                    return
+                try:
+                    self._handle(item)
+                except Exception:  # a handler's bug costs its item, never the thread
+                    log.exception("%s worker: an item failed", self._name)
+        finally:
             with self._lock:
-                self._idle += 1
-            item = self._queue.get()
-            with self._lock:
-                self._idle -= 1
-            if item is None:
-                return
-            self._handle(item)
+                self._threads.remove(threading.current_thread())
 
     def close(self) -> None:
         """Take no more threads; each ends when it is free."""

@@ -26,7 +26,9 @@ class ScrapePool:
     def __init__(self, workers: int) -> None:
         self.size = workers
         self._workers: Workers[_Work] = Workers("scrape", workers, self._work)
-        self._inflight: dict[int, Future[Any]] = {}
+        # scrapes under way by the identity of what is scraped; each entry holds that object, so its id cannot be taken
+        # by another one (an evicted target's) while the entry stands
+        self._inflight: dict[int, tuple[Any, Future[Any]]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -53,19 +55,20 @@ class ScrapePool:
 
     def _claim(self, key: Any) -> tuple[Future[Any], bool]:
         with self._lock:
-            current = self._inflight.get(id(key))
-            if current is not None and not current.done():
-                return current, False
+            entry = self._inflight.get(id(key))
+            if entry is not None and entry[0] is key and not entry[1].done():
+                return entry[1], False
             future: Future[Any] = Future()
             future.set_running_or_notify_cancel()
-            self._inflight[id(key)] = future
-            future.add_done_callback(functools.partial(self._release, id(key)))
-            return future, True
+            self._inflight[id(key)] = (key, future)
+        future.add_done_callback(functools.partial(self._release, key))
+        return future, True
 
-    def _release(self, key: int, done: Future[Any]) -> None:
+    def _release(self, key: Any, done: Future[Any]) -> None:
         with self._lock:
-            if self._inflight.get(key) is done:
-                del self._inflight[key]
+            entry = self._inflight.get(id(key))
+            if entry is not None and entry[1] is done:
+                del self._inflight[id(key)]
 
     @staticmethod
     def _work(item: _Work) -> None:
