@@ -359,6 +359,44 @@ def test_discovered_nodes_become_targets(plain_redis):
         app.close()
 
 
+def test_a_reload_that_drops_a_discovered_node_leaves_no_connection_to_it(aws_credentials, fresh_redis, monkeypatch):
+    """Discovered nodes are served by /scrape only (aws.scrape_discovered off), yet their connections are the app's to
+    close: after a reload whose discovery no longer finds the node, the server holds no connection of the exporter."""
+    from exporter.common.records import replace
+    from exporter.redis.node import CLIENT_NAME
+    from exporter.service.server import ExporterApp
+
+    on_discovery = ExporterApp._on_discovery
+
+    def at_the_test_server(app, named):  # moto's endpoints are names of its own: the node is the test's redis-server
+        on_discovery(app, [(name, replace(node, address="127.0.0.1", port=fresh_redis.port, tls=False)) for name, node in named])
+
+    monkeypatch.setattr(ExporterApp, "_on_discovery", at_the_test_server)
+
+    def exporter_connections() -> list[dict]:
+        return [c for c in fresh_redis.client().client_list() if c.get("name") == CLIENT_NAME]
+
+    raw = {"redis": {"addr": ""}, "aws": {"regions": [REGION], "cloudwatch": {"enabled": False}}}
+    with mock_aws():
+        (node_name,) = seed_moto(groups=1, replicas=1)
+        old = make_app(raw)
+        try:
+            wait_until(old.targets.discovered_nodes, what="the node discovered")
+            assert sample(call(old, "/scrape", f"target={node_name}").samples(), "redis_up") == 1
+            assert len(exporter_connections()) == 1
+            boto3.client("elasticache", region_name=REGION).delete_cache_cluster(CacheClusterId=node_name)
+            new = make_app(raw)  # the reload: a new app, then the old one closed
+            try:
+                wait_until(lambda: new.aws_monitor is not None and new.aws_monitor.last_discovery > 0, what="the reload's discovery")
+                assert new.targets.discovered_nodes() == []
+            finally:
+                old.close()
+                new.close()
+            wait_until(lambda: exporter_connections() == [], what="the dropped node's connection closed")
+        finally:
+            old.close()
+
+
 @pytest.fixture
 def loopback_allowed(plain_redis):
     """An exporter whose /scrape may reach loopback servers, and the text that names ``plain_redis``."""

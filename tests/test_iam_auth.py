@@ -149,7 +149,7 @@ def test_connections_are_renewed_before_the_server_cuts_them(front, certificates
         assert len(ups) >= 10
         assert all(up == 1 for up in ups), ups
         assert server.accepted >= 4  # a new connection, and a new token, every second
-        node = app.targets.configured[0].node
+        node = app.targets.on_metrics()[0].node
         assert node.renewals >= 3
     finally:
         app.close()

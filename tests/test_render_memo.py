@@ -55,7 +55,7 @@ def test_replayed_lines_equal_fresh_rendering_as_the_server_changes(engine):
     server = start_redis(engine=engine)
     app = make_app({"targets": [{"name": "memo", "addr": server.addr}]})
     try:
-        target = app.targets.configured[0]
+        target = app.targets.on_metrics()[0]
         client, other_db = server.client(), server.client(db=3)
         steps = [
             lambda: None,
@@ -83,7 +83,7 @@ def test_a_restarted_server_serves_its_new_values():
     server = start_redis()
     app = make_app({"targets": [{"name": "restarted", "addr": server.addr}]})
     try:
-        target = app.targets.configured[0]
+        target = app.targets.on_metrics()[0]
         compare(app, target, False)
         old_run_id = server.info()["run_id"]
         server.stop()

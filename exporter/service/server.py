@@ -144,7 +144,7 @@ class ExporterApp:
             if request.method not in ("GET", "HEAD"):
                 return _plain(405, "only GET and HEAD\n")
             if path == self.config.telemetry_path:
-                targets = self.targets.configured
+                targets = self.targets.on_metrics()
                 collectors = [self._redis_collector(targets, request), self._baseline_collector(targets, discovered=True)]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
@@ -164,7 +164,7 @@ class ExporterApp:
                 monitor = self.aws_monitor
                 last_poll = monitor.last_poll if monitor is not None else None
                 events = monitor.fleet.newest_events() if monitor is not None and monitor.fleet is not None else []
-                body = render_status_page(self.config, self.targets.all(), self.started, self.baselines, last_poll, events).encode()
+                body = render_status_page(self.config, self.targets.every(), self.started, self.baselines, last_poll, events).encode()
                 return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
             return _plain(404, "not found\n")
         except Exception:
@@ -196,7 +196,7 @@ class ExporterApp:
         from exporter.redis.settings import TargetConfig
 
         return [TargetConfig(target.name, target.node.endpoint, target.node.credentials, target.node_type, target.replication_group,
-                             target.shard) for target in self.targets.configured]  # fmt: skip
+                             target.shard) for target in self.targets.on_metrics()]  # fmt: skip
 
     def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
         """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when

@@ -128,10 +128,9 @@ class TargetSet:
         token = IamToken(auth, source=f"aws.discovered.iam_auth ({name})", credentials=source)
         return replace(credentials, password=token, max_connection_age=MAX_CONNECTION_AGE)
 
-    @property
-    def configured(self) -> list[Target]:
-        """The targets of /metrics: those of the configuration, then the discovered ones (of this shard only,
-        when the exporter is one of several shards)."""
+    def on_metrics(self) -> list[Target]:
+        """The targets /metrics serves: those of the configuration, then, with ``aws.scrape_discovered``, the discovered
+        ones (of this shard only, when the exporter is one of several shards)."""
         with self._lock:
             targets = list(self._by_name.values()) + (list(self._discovered.values()) if self._discovered_on_metrics else [])
         if self.shard is None:
@@ -230,13 +229,16 @@ class TargetSet:
                 self._ad_hoc.move_to_end(key)
             return target
 
-    def all(self) -> list[Target]:
-        targets = self.configured
+    def every(self) -> list[Target]:
+        """Every target this set holds, each once: configured, discovered (whatever /metrics serves of them) and the
+        ad hoc ones of /scrape. Each may hold a connection."""
         with self._lock:
-            return targets + list(self._ad_hoc.values())
+            targets = [*self._by_name.values(), *self._discovered.values(), *self._ad_hoc.values()]
+        return list({id(target): target for target in targets}.values())
 
     def close(self) -> None:
-        for target in self.all():
+        """Close every connection the set's targets opened (on reload and at exit)."""
+        for target in self.every():
             target.node.close()
 
 
