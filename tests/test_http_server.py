@@ -143,8 +143,48 @@ def test_a_pipelined_request_is_answered_without_waiting_for_the_poll_timeout():
         sock.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
         assert _read_reply(reader)[2] == b"GET /a  0"
         assert _read_reply(reader)[2] == b"GET /b  0"
-        assert time.monotonic() - started < 1.0  # the leader is woken, not left waiting out its 5 s poll
+        assert time.monotonic() - started < 1.0  # the loop is woken, not left waiting out its 5 s poll
         sock.close()
+    finally:
+        http.shutdown()
+        thread.join(timeout=10)
+        http.server_close()
+
+
+@pytest.mark.unit
+def test_an_answer_that_raises_is_logged_once_and_the_server_goes_on(caplog):
+    """A bug while answering (here: in writing the reply) closes that connection, is logged once with its traceback,
+    and costs no thread: the next request is answered, and the pool counts exactly the threads that run."""
+    http = HttpServer(("127.0.0.1", 0), _echo, workers=2, worker_linger=0.2)
+    respond = http._respond
+    failures = []
+
+    def fails_once(conn, request):
+        if not failures:
+            failures.append(request.path)
+            raise RuntimeError("a bug in answering")
+        return respond(conn, request)
+
+    http._respond = fails_once  # type: ignore[method-assign]
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        broken = _connect(http)
+        broken.sendall(b"GET /first HTTP/1.1\r\n\r\n")
+        assert broken.recv(100) == b""  # closed without a reply
+        sock = _connect(http)
+        sock.sendall(b"GET /second HTTP/1.1\r\n\r\n")
+        assert _read_reply(sock.makefile("rb"))[2] == b"GET /second  0"
+        sock.close()
+        broken.close()
+        errors = [record for record in caplog.records if record.levelname == "ERROR"]
+        assert len(errors) == 1
+        assert "/first" in errors[0].getMessage()
+        assert errors[0].exc_info is not None
+        running = lambda: sum(1 for t in threading.enumerate() if t.name.startswith("http-"))  # noqa: E731
+        assert http.worker_threads == running() <= 2
+        wait_until(lambda: http.worker_threads == running() == 0, timeout=5, what="idle answering threads to end")
+        assert http.busy_workers == 0
     finally:
         http.shutdown()
         thread.join(timeout=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -17,8 +18,9 @@ class Workers(Generic[Item]):
     waits and no thread is idle, so an idle process holds no more threads than its busiest moment needed. Daemon
     threads: a handler stuck past any deadline never keeps the process from exiting."""
 
-    def __init__(self, name: str, size: int, handle: Callable[[Item], None]) -> None:
+    def __init__(self, name: str, size: int, handle: Callable[[Item], None], *, linger: float | None = None) -> None:
         self.size = size
+        self.linger = linger  # seconds an idle thread waits for work before it ends; None: it waits for ever
         self._name = name
         self._handle = handle
         self._queue: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
@@ -30,6 +32,11 @@ class Workers(Generic[Item]):
     @property
     def queued(self) -> int:
         return self._queue.qsize()
+
+    @property
+    def threads(self) -> int:
+        with self._lock:
+            return len(self._threads)
 
     @property
     def busy(self) -> int:
@@ -51,7 +58,15 @@ class Workers(Generic[Item]):
             while True:
                 with self._lock:
                     self._idle += 1
-                item = self._queue.get()
+                try:
+                    item = self._queue.get(timeout=self.linger)
+                except queue.Empty:
+                    with self._lock:
+                        self._idle -= 1
+                        if not self._queue.qsize():  # else put() counted this thread as idle: it stays for the item
+                            self._threads.remove(threading.current_thread())  # under the lock put() counts with
+                            return
+                    continue
                 with self._lock:
                     self._idle -= 1
                 if item is None:
@@ -61,7 +76,7 @@ class Workers(Generic[Item]):
                 except Exception:  # a handler's bug costs its item, never the thread
                     log.exception("%s worker: an item failed", self._name)
         finally:
-            with self._lock:
+            with self._lock, contextlib.suppress(ValueError):  # already gone if it retired idle
                 self._threads.remove(threading.current_thread())
 
     def close(self) -> None:
