@@ -106,10 +106,10 @@ def test_process_metrics_agree_with_prometheus_client():
 def test_kept_label_sets_are_shared_frozen_and_rendered_once_per_form():
     import pytest
 
-    from exporter.common.labels import instance_labels, with_label
+    from exporter.common.exposition import TargetRendering
+    from exporter.common.labels import with_label
 
-    base = instance_labels("node-a")
-    assert base is instance_labels("node-a")
+    base = TargetRendering("node-a").labels  # a target's root set, kept with the target
     cmd = with_label(base, "cmd", "get")
     assert cmd is base.with_label("cmd", "get")
     assert cmd == {"instance": "node-a", "cmd": "get"}
@@ -131,10 +131,11 @@ def test_kept_label_sets_are_shared_frozen_and_rendered_once_per_form():
 def test_kept_label_sets_are_let_go_at_their_bound(monkeypatch):
     from exporter.common import labels
 
-    monkeypatch.setattr(labels, "MAX_KEPT", 10)
-    monkeypatch.setattr(labels, "_KEPT", labels._Kept())
+    monkeypatch.setattr(labels, "MAX_CHILDREN", 10)
     base = labels.instance_labels("churning")
+    first = base.with_label("run_id", "0")
+    assert base.with_label("run_id", "0") is first
     for run_id in range(50):  # a label that never repeats cannot grow what is kept past the bound
         base.with_label("run_id", str(run_id))
-        assert labels._KEPT.count <= 10
-    assert labels.instance_labels("churning") is not base  # let go once the bound was reached
+        assert len(base._children) <= 10
+    assert base.with_label("run_id", "0") is not first  # let go once the bound was reached

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.common.families import FamilySet
 from exporter.redis.info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
 from exporter.redis.info_fields import KNOWN_FIELDS
+from exporter.common.labels import instance_labels
 from exporter.redis.info_metrics import add_info_metrics
 from exporter.redis.node_metrics import add_start_time
 
@@ -23,7 +24,7 @@ def exposition(info_text: str, target: str = "t") -> dict[tuple[str, tuple], flo
     """Samples as {(name, sorted labels): value}, through the real encoder and parser."""
     out = FamilySet()
     info = parse_info(info_text)
-    add_info_metrics(info, target, out)
+    add_info_metrics(info, instance_labels(target), out)
     add_start_time(info, READ_TIME, {"instance": target}, out)
     return client_samples(client_exposition(out))
 
@@ -171,7 +172,7 @@ def test_garbage_never_raises_and_always_encodes(lines):
     text = "\r\n".join(lines)
     out = FamilySet()
     info = parse_info(text)
-    add_info_metrics(info, "t", out)
+    add_info_metrics(info, instance_labels("t"), out)
     encoded = client_exposition(out)
     list(text_string_to_metric_families(encoded))
 
@@ -188,7 +189,7 @@ def test_the_text_encoder_agrees_with_prometheus_client():
     from exporter.common.exposition import encode_text
 
     out = FamilySet()
-    add_info_metrics(parse_info((DATA / "info_redis_7_0.txt").read_text()), 'we"ird\\tar\nget', out)
+    add_info_metrics(parse_info((DATA / "info_redis_7_0.txt").read_text()), instance_labels('we"ird\\tar\nget'), out)
     ours = exact_samples(encode_text(out.families()).decode())
     assert ours == exact_samples(client_exposition(out))
     assert ("redis_total_error_replies", (("instance", 'we"ird\\tar\nget'),)) in ours  # a counter named as redis_exporter names it

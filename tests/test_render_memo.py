@@ -10,8 +10,7 @@ import pytest
 from helpers import make_app
 from servers import ENGINES, start_redis
 
-from exporter.common import exposition
-from exporter.common.exposition import MEMO_ENTRIES, MEMO_OWNERS, TextFamilySet, encode_text
+from exporter.common.exposition import MEMO_ENTRIES, TargetRendering, TextFamilySet, encode_text
 from exporter.common.families import FamilySet
 from exporter.redis.resp import RespFailure
 from exporter.service.collectors.redis import RedisCollector
@@ -101,23 +100,57 @@ def test_a_restarted_server_serves_its_new_values():
         server.stop()
 
 
-def test_memos_are_bounded_by_targets_and_inputs_and_let_go_when_unused(monkeypatch):
-    monkeypatch.setattr(exposition, "MEMOS", exposition.RecentCache(max_entries=MEMO_OWNERS, generation_seconds=3600.0))
+def test_replayed_lines_stay_true_after_many_other_targets_were_rendered():
+    """Each target keeps its own memo: rendering 40 other targets first changes nothing of what a target replays."""
+    servers = [start_redis() for _ in range(2)]
+    targets = [{"name": f"node-{i}", "addr": servers[i % 2].addr} for i in range(40)]
+    app = make_app({"targets": [{"name": "memo", "addr": servers[0].addr}, *targets]})
+    try:
+        every = app.targets.on_metrics()
+        for target in every[1:]:
+            served(app, target, scrape(target), TextFamilySet())
+        CountingSet.replayed = 0
+        servers[0].client().set("changed", "1")
+        compare(app, every[0], False)
+        assert CountingSet.replayed > 100
+        assert all(len(target.rendering.memos[False]) > 100 for target in every)  # each kept its own
+    finally:
+        app.close()
+        for server in servers:
+            server.stop()
+
+
+@pytest.mark.unit
+def test_a_memo_is_bounded_by_inputs_and_used_by_one_render_at_a_time():
+    rendering = TargetRendering("node")
     out = TextFamilySet()
-    memos = [out.memo(f"target-{i}", "server") for i in range(MEMO_OWNERS)]
-    assert all(memo is not None for memo in memos)
-    assert out.memo("one-too-many", "server") is None  # rendered afresh each scrape, as without a memo
+    with out.rendering(rendering):
+        part = out.memo("server")
+        assert part is not None
+        for i in range(MEMO_ENTRIES):
+            assert out.replay(part, f"field{i}", "1") is None
+            with out.recording(part, f"field{i}", "1"):
+                out.add("redis_x", "gauge", "X.", {}, 1.0)
+        assert len(part) == MEMO_ENTRIES
+        assert out.memo("server") == {}  # a server that makes up field names empties its part
+        other = TextFamilySet()
+        with other.rendering(rendering):
+            assert other.memo("server") is None  # taken by the render under way: this one renders afresh
+    with TextFamilySet().rendering(rendering):
+        pass
+    assert rendering.memos[False].claim()  # released after each render
+    rendering.memos[False].release()
 
-    part = out.memo("target-0", "server")
-    for i in range(MEMO_ENTRIES):
-        assert out.replay(part, f"field{i}", "1") is None
-        out.add("redis_x", "gauge", "X.", {}, 1.0)
-        out.keep(part, f"field{i}", "1")
-    assert len(part) == MEMO_ENTRIES
-    assert out.memo("target-0", "server") == {}  # a server that makes up field names empties its part
 
-    exposition.MEMOS.turn()
-    TextFamilySet().memo("target-1", "server")  # target-1 scraped again in the new generation
-    exposition.MEMOS.turn()
-    assert exposition.MEMOS.held_keys() == {("target-1", False)}  # the others let go after two unused generations
-    assert TextFamilySet().memo("one-too-many", "server") is not None
+@pytest.mark.unit
+def test_a_block_that_raises_records_nothing():
+    rendering = TargetRendering("node")
+    out = TextFamilySet()
+    with out.rendering(rendering):
+        part = out.memo("server")
+        with pytest.raises(ValueError, match="half"), out.recording(part, "field", "1"):
+            out.add("redis_x", "gauge", "X.", {}, 1.0)
+            raise ValueError("half rendered")
+        assert part == {}
+        out.add("redis_y", "gauge", "Y.", {}, 1.0)  # not recorded: no recording is open
+        assert part == {}

@@ -8,11 +8,14 @@ only escapes. Its output is checked against prometheus_client's own parser.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
-from .families import Family, FamilySet
+from .families import _NOT_RECORDING, Family, FamilySet
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -66,20 +69,71 @@ def _header(name: str, kind: str, help_text: str) -> str:
     return f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
 
 
-# The lines a target's inputs rendered to, kept for its next scrape, by (target, instance dropped) and then by part
-# (a section of INFO, the latency histograms; and "info", the last reply, whose sections that stood still the next
-# parse reuses): most INFO fields, command stats and histograms of a node stand still from one scrape to the next, and
-# a line that is replayed is neither parsed nor rendered again. About 150 KiB a target, for a fifth of a scrape's CPU.
-# Kept for the targets seen in the last two generations of two minutes, at most MEMO_OWNERS of them (past that a
-# target's lines are rendered each time, as without a memo), each part at most MEMO_ENTRIES inputs (a server that
-# makes up field names empties its part).
-MEMO_OWNERS = 32
+# The lines a target's inputs rendered to, kept for its next scrape by the target itself (``RenderMemo``), part by part
+# (a section of INFO, the latency histograms, the CONFIG-derived gauges): most INFO fields, command stats and histograms
+# of a node stand still from one scrape to the next, and a line that is replayed is neither parsed nor rendered again.
+# Each part holds at most MEMO_ENTRIES inputs (a server that makes up field names empties its part).
 MEMO_ENTRIES = 2048
 # the input; the lines it made, flat as (family, its HELP and TYPE lines, line) after each other (a tuple of tuples would
-# double the size of an entry, and a target keeps a few hundred); what else its renderer keeps (what it parsed that
-# other parts read)
-Kept = tuple[Any, tuple[str, ...], Any]
-MEMOS: RecentCache[tuple[str, bool], dict[str, dict[Any, Kept]]] = RecentCache(max_entries=MEMO_OWNERS, generation_seconds=120.0)
+# double the size of an entry, and a target keeps a few hundred)
+Kept = tuple[Any, tuple[str, ...]]
+
+
+class RenderMemo:
+    """What one target's inputs rendered to at its last scrape, for one way of rendering (with or without the
+    ``instance`` label). Owned by the target and dropped with it; one render uses it at a time (:meth:`claim`), and a
+    render that finds it taken (two requests for one target at once) renders without it."""
+
+    __slots__ = ("_lock", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: dict[str, dict[Any, Kept]] = {}
+        self._lock = threading.Lock()
+
+    def claim(self) -> bool:
+        return self._lock.acquire(blocking=False)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def part(self, name: str) -> dict[Any, Kept]:
+        kept = self._parts.get(name)
+        if kept is None or len(kept) >= MEMO_ENTRIES:
+            kept = self._parts[name] = {}
+        return kept
+
+    def __len__(self) -> int:
+        """Inputs kept, over every part."""
+        return sum(len(kept) for kept in self._parts.values())
+
+
+class TargetRendering:
+    """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}``, whose
+    children keep their rendered text) and a :class:`RenderMemo` per way of rendering."""
+
+    __slots__ = ("labels", "memos")
+
+    def __init__(self, instance: str) -> None:
+        self.labels = LabelSet({"instance": instance})
+        self.memos = (RenderMemo(), RenderMemo())  # by drop_instance: /metrics keeps the label, /scrape leaves it out
+
+
+class _Recording:
+    """``with out.recording(memo, key, source):`` the lines added inside are kept as ``source``'s rendering, unless the
+    block raises."""
+
+    __slots__ = ("_key", "_memo", "_out", "_source")
+
+    def __init__(self, out: TextFamilySet, memo: dict[Any, Kept], key: Any, source: Any) -> None:
+        self._out, self._memo, self._key, self._source = out, memo, key, source
+
+    def __enter__(self) -> None:
+        self._out._journal = []
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        journal, self._out._journal = self._out._journal, None
+        if kind is None and journal is not None:
+            self._memo[self._key] = (self._source, tuple(journal))
 
 
 # a family's HELP and TYPE lines by its name, with the type and help they were made from: the same few hundred
@@ -101,9 +155,9 @@ class TextFamilySet(FamilySet):
         # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
         # itself, so no other dict can take its id while this set is filled
         self._rendered: dict[int, tuple[dict[str, str], str]] = {}
-        self._journal: list[str] | None = None  # the lines of an input being rendered for a memo, as kept
+        self._journal: list[str] | None = None  # the lines of the input being recorded (see recording)
+        self._memo: RenderMemo | None = None  # the memo of the target being rendered, claimed by rendering()
         RENDERED.tick()
-        MEMOS.tick()
 
     def _block(self, name: str, kind: str, help_: str) -> list[str]:
         """The first help text and type of a name win, as in :class:`FamilySet`."""
@@ -148,56 +202,62 @@ class TextFamilySet(FamilySet):
         if self._journal is not None:
             self._journal += (family, block[0], line)
 
-    def memo(self, owner: str, part: str) -> dict[Any, Kept] | None:
-        key = (owner, self._drop_instance)
-        parts = MEMOS.young.get(key) or MEMOS.recall(key)
-        if parts is None:
-            if len(MEMOS.young) >= MEMO_OWNERS:
-                return None
-            parts = {}
-            MEMOS.put(key, parts)
-        kept = parts.get(part)
-        if kept is None or len(kept) >= MEMO_ENTRIES:
-            kept = parts[part] = {}
+    @contextlib.contextmanager
+    def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:
+        """Within: :meth:`memo` gives the parts of that target's memo for this way of rendering, if no other render
+        holds it now."""
+        memo = rendering.memos[self._drop_instance] if rendering is not None else None
+        if memo is None or not memo.claim():
+            yield
+            return
+        self._memo = memo
+        try:
+            yield
+        finally:
+            self._memo = None
+            memo.release()
+
+    def memo(self, part: str) -> dict[Any, Kept] | None:
+        return self._memo.part(part) if self._memo is not None else None
+
+    def replay(self, memo: dict[Any, Kept] | None, key: Any, source: Any) -> Kept | None:
+        """Adds again the lines ``source`` rendered to last time and returns what was kept, if ``key``'s input is still
+        ``source``; if not, None (render it, within :meth:`recording`)."""
+        if memo is None:
+            return None
+        kept = memo.get(key)
+        if kept is None or kept[0] != source:
+            return None
+        blocks = self._blocks
+        lines = kept[1]
+        if len(lines) == 3:  # most inputs (an INFO field) make one line
+            block = blocks.get(lines[0])
+            if block is None:
+                block = blocks[lines[0]] = [lines[1]]
+            block.append(lines[2])
+            return kept
+        for i in range(0, len(lines), 3):
+            block = blocks.get(lines[i])
+            if block is None:
+                block = blocks[lines[i]] = [lines[i + 1]]
+            block.append(lines[i + 2])
         return kept
 
-    def replay(self, memo: dict[Any, Kept], key: Any, source: Any) -> Kept | None:
-        """Adds again the lines ``source`` rendered to last time and returns what was kept, if ``key``'s input is still
-        ``source``; if not, None, and the lines added until :meth:`keep` are recorded as its rendering."""
-        kept = memo.get(key)
-        if kept is not None and kept[0] == source:
-            blocks = self._blocks
-            lines = kept[1]
-            if len(lines) == 3:  # most inputs (an INFO field) make one line
-                block = blocks.get(lines[0])
-                if block is None:
-                    block = blocks[lines[0]] = [lines[1]]
-                block.append(lines[2])
-                return kept
-            for i in range(0, len(lines), 3):
-                block = blocks.get(lines[i])
-                if block is None:
-                    block = blocks[lines[i]] = [lines[i + 1]]
-                block.append(lines[i + 2])
-            return kept
-        self._journal = []
-        return None
+    def recording(self, memo: dict[Any, Kept] | None, key: Any, source: Any) -> AbstractContextManager[None]:
+        return _NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
 
-    def keep(self, memo: dict[Any, Kept], key: Any, source: Any, extra: Any = None) -> None:
-        if self._journal is not None:
-            memo[key] = (source, tuple(self._journal), extra)
-            self._journal = None
-
-    def keep_together(self, memo: dict[Any, Kept], key: Any, source: Any, parts: Iterable[Any]) -> None:
+    def keep_together(self, memo: dict[Any, Kept] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         """Keeps under ``key`` the lines of the inputs ``parts`` (each kept or replayed in this scrape), one after the
         other: when the whole of ``source`` stands still, they are replayed at once."""
+        if memo is None:
+            return
         lines: list[str] = []
         for part in parts:
             kept = memo.get(part)
             if kept is None:
                 return
             lines += kept[1]
-        memo[key] = (source, tuple(lines), None)
+        memo[key] = (source, tuple(lines))
 
     def names(self) -> set[str]:
         return set(self._blocks)

@@ -7,6 +7,7 @@ name, so samples are gathered here and the families yielded once at the end.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from .labels import with_label
@@ -18,6 +19,7 @@ GAUGE = "gauge"
 COUNTER = "counter"
 SUMMARY = "summary"
 HISTOGRAM = "histogram"
+_NOT_RECORDING: AbstractContextManager[None] = nullcontext()  # reusable: a nullcontext holds no state
 
 
 class Family:
@@ -101,18 +103,22 @@ class FamilySet:
         add(name, HISTOGRAM, help_, name + "_sum", labels, total)
         add(name, HISTOGRAM, help_, name + "_count", labels, count)
 
-    def memo(self, owner: str, part: str) -> dict[Any, Any] | None:
-        """Where the lines rendered from ``owner``'s inputs are kept for the next scrape; only a set that renders text
-        keeps any (:class:`~exporter.common.exposition.TextFamilySet`)."""
+    # Replaying what a target's inputs rendered to last time: only a set that renders text keeps lines
+    # (:class:`~exporter.common.exposition.TextFamilySet`); here every sample is added afresh.
+
+    def rendering(self, rendering: Any) -> AbstractContextManager[None]:
+        return _NOT_RECORDING
+
+    def memo(self, part: str) -> dict[Any, Any] | None:
         return None
 
-    def replay(self, memo: dict[Any, Any], key: Any, source: Any) -> Any:
+    def replay(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> Any:
         return None
 
-    def keep(self, memo: dict[Any, Any], key: Any, source: Any, extra: Any = None) -> None:
-        return None
+    def recording(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> AbstractContextManager[None]:
+        return _NOT_RECORDING
 
-    def keep_together(self, memo: dict[Any, Any], key: Any, source: Any, parts: Iterable[Any]) -> None:
+    def keep_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
 
     def names(self) -> set[str]:

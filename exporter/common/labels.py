@@ -1,34 +1,20 @@
-"""Label sets that recur scrape after scrape, made once and kept.
+"""Label sets that recur scrape after scrape, made once and kept by their owner.
 
 A node's samples carry the same few hundred label sets every scrape (its ``instance``, then a command's ``cmd``, a
-bucket's ``le``, a database's ``db``). :func:`instance_labels` gives a target's root set and :meth:`LabelSet.with_label`
-its children, the same objects every scrape, so the text encoder renders each once and keeps the text on the set.
-Frozen: a kept set is shared, so it refuses to change (``{**labels, ...}`` makes a plain dict from it).
+bucket's ``le``, a database's ``db``). A target keeps its root set (``{"instance": name}``, made with the target and
+dropped with it) and :meth:`LabelSet.with_label` gives the root's children, the same objects every scrape, so the text
+encoder renders each once and keeps the text on the set. Frozen: a kept set is shared, so it refuses to change
+(``{**labels, ...}`` makes a plain dict from it).
 
-Bounded: at most ``MAX_KEPT`` sets are kept in all; when they are reached (thousands of targets, or a label that churns)
-every root is let go and sets are made anew, which costs what plain dicts cost.
+Bounded: a set keeps at most ``MAX_CHILDREN`` children; past that (a label that churns) they are let go and made anew,
+which costs what plain dicts cost.
 """
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-MAX_KEPT = 32768  # about 10 MiB with their rendered text
-
-
-class _Kept:
-    def __init__(self) -> None:
-        self.roots: dict[str, LabelSet] = {}
-        self.count = 0
-
-    def one_more(self) -> None:
-        if self.count >= MAX_KEPT:  # every kept set is let go: those in use stay valid, they are no longer handed out
-            self.roots = {}
-            self.count = 0
-        self.count += 1
-
-
-_KEPT = _Kept()
+MAX_CHILDREN = 4096
 
 
 class LabelSet(dict):
@@ -47,8 +33,9 @@ class LabelSet(dict):
             children = self._children = {}
         child = children.get((key, value))
         if child is None:
+            if len(children) >= MAX_CHILDREN:
+                children.clear()
             child = children[(key, value)] = LabelSet({**self, key: value})
-            _KEPT.one_more()
         return child
 
     def _frozen(self, *_: Any, **__: Any) -> NoReturn:
@@ -61,12 +48,8 @@ class LabelSet(dict):
 
 
 def instance_labels(instance: str) -> LabelSet:
-    """The root set ``{"instance": instance}`` of a target, the same object every scrape."""
-    root = _KEPT.roots.get(instance)
-    if root is None:
-        _KEPT.one_more()
-        root = _KEPT.roots[instance] = LabelSet({"instance": instance})
-    return root
+    """A root set ``{"instance": instance}`` for one use; a target keeps its own (``TargetRendering.labels``)."""
+    return LabelSet({"instance": instance})
 
 
 def with_label(labels: dict[str, str], key: str, value: str) -> dict[str, str]:

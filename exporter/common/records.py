@@ -2,7 +2,8 @@
 
 ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``) for one call that names an
 undocumented class: about 1.1 MiB of a Redis-only exporter's 17 MiB at rest. A record is a class whose annotated
-attributes are its fields, in order: ``__init__`` takes them (a default is a value or ``factory(callable)``), ``__repr__``
+attributes are its fields, in order: ``__init__`` takes them (a default is a value or ``factory(callable)``) and then calls ``__post_init__`` where
+the class has one, ``__repr__``
 and ``__eq__`` compare them, and a ``frozen`` record refuses assignment and is hashable. :func:`replace` copies one with
 some fields changed.
 """
@@ -63,6 +64,8 @@ def _make_record(cls: C, frozen: bool) -> C:
             parameters.append(f"{name}=_d_{name}")
             value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, factory) else name
         body.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
+    if hasattr(cls, "__post_init__"):  # as with dataclasses: what is made from the fields, after them
+        body.append("self.__post_init__()")
     source = f"def __init__(self, {', '.join(parameters)}):\n    " + "\n    ".join(body or ["pass"]) + "\n"
     namespace: dict[str, Any] = {**defaults, "_set": object.__setattr__}
     exec(source, namespace)  # noqa: S102 - the source is made above from the class's own field names

@@ -7,11 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from exporter.common.families import FamilySet
-from exporter.common.labels import instance_labels
 from exporter.common.records import record
 
-from .info import InfoReply
-from .info_metrics import CommandStats
+from .info import CommandStats, InfoReply
 
 Args = tuple[str, ...]
 T = "`instance`"  # the label every node's family has, as docs/metrics.md writes it
@@ -55,12 +53,8 @@ class Scraped:
     info: InfoReply
     replies: Mapping[str, list[Any]]
     command_stats: CommandStats
-    target: str
+    base: dict[str, str]  # the target's own labels: its instance
     read_time: float
-
-    @property
-    def base(self) -> dict[str, str]:
-        return instance_labels(self.target)
 
 
 @record(frozen=True)

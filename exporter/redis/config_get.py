@@ -32,9 +32,13 @@ def add_settings(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
     config, base = settings(replies), scraped.base
     # these change about never: while the settings, the cluster mode and the databases with keys stand, the lines do
     source = (tuple(config.items()), scraped.info.get("cluster_enabled"), tuple(scraped.info.sections.get("keyspace", ())))
-    memo = out.memo(scraped.target, "config")
-    if memo is not None and out.replay(memo, "settings", source) is not None:
-        return
+    memo = out.memo("config")
+    if out.replay(memo, "settings", source) is None:
+        with out.recording(memo, "settings", source):
+            _add_settings(config, scraped.info, base, out)
+
+
+def _add_settings(config: dict[str, str], info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
     for parameter in ("io-threads", "repl-backlog-size"):
         value = parse_number(config.get(parameter, ""))
         if value is not None:
@@ -51,9 +55,7 @@ def add_settings(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
         if seconds is not None:
             out.add("redis_config_client_output_buffer_limit_overcome_seconds", GAUGE,
                     "How long a client may stay over the soft limit (CONFIG GET).", {**labels, "limit": "soft"}, seconds)  # fmt: skip
-    add_empty_databases(config, scraped.info, base, out)
-    if memo is not None:
-        out.keep(memo, "settings", source)
+    add_empty_databases(config, info, base, out)
 
 
 def add_empty_databases(config: dict[str, str], info: InfoReply, base: dict[str, str], out: FamilySet) -> None:

@@ -171,6 +171,34 @@ def parse_subfields(value: str) -> dict[str, str]:
     return result
 
 
+CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from INFO commandstats
+
+
+def command_stats(fields: dict[str, str], seen: dict[str, tuple[str, tuple[float, float]]] | None = None) -> CommandStats:
+    """(calls, µs) per command of INFO commandstats (``cmdstat_get:calls=1,usec=2,...``). ``seen``: the same node's
+    lines of the last reply with what they parsed to, kept by the caller: a line that stood still is not parsed again,
+    and ``seen`` is left holding this reply's lines."""
+    stats: CommandStats = {}
+    previous = seen.copy() if seen else {}
+    if seen is not None:
+        seen.clear()
+    for name, raw in fields.items():
+        if not name.startswith("cmdstat_"):
+            continue
+        known = previous.get(name)
+        if known is not None and known[0] == raw:
+            stats[name[8:]] = known[1]
+        else:
+            sub = parse_subfields(raw)
+            calls, usec = parse_number(sub.get("calls", "")), parse_number(sub.get("usec", ""))
+            if calls is None or usec is None:
+                continue
+            stats[name[8:]] = (calls, usec)
+        if seen is not None:
+            seen[name] = (raw, stats[name[8:]])
+    return stats
+
+
 def parse_percent(value: str) -> float | None:
     """``"99.58%"`` as the ratio 0.9958; None when it is not a percentage."""
     if not value.endswith("%"):

@@ -1,6 +1,8 @@
-"""Turn a parsed INFO reply (and the replies of the extra commands) into samples.
+"""Turn a parsed INFO reply into samples, written into a :class:`FamilySet`.
 
-Pure: takes parsed data and a target name, writes into a :class:`FamilySet`.
+Where the set replays (the text encoder within a target's ``rendering``), an input that stands where it stood at the
+target's last scrape (a field, a section, a database, a command's stats) has its lines added again, not rendered.
+The plans below are kept per section and field name for every target alike: a table of names, bounded.
 """
 
 from __future__ import annotations
@@ -9,9 +11,21 @@ import re
 from typing import Any
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
-from exporter.common.labels import instance_labels, with_label
+from exporter.common.labels import with_label
 
-from .info import _INF, _NUMBER_START, IDENTIFIER_FIELDS, STATUS_VALUES, InfoReply, parse_number, parse_percent, parse_subfields, parse_value
+from .info import (
+    _INF,
+    _NUMBER_START,
+    IDENTIFIER_FIELDS,
+    STATUS_VALUES,
+    CommandStats,
+    InfoReply,
+    command_stats,
+    parse_number,
+    parse_percent,
+    parse_subfields,
+    parse_value,
+)
 from .info_fields import (
     CLUSTER_INFO_FIELDS,
     CONSUMED_FIELDS,
@@ -63,61 +77,61 @@ def _plan(section: str, name: str) -> tuple:
 
 
 _WHOLE = None  # a section's memo keeps the lines of all its fields under this key (a field's name is a str)
-CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from INFO commandstats
 
 
-def add_info_metrics(info: InfoReply, target: str, out: FamilySet) -> CommandStats:
-    """Every field of every section of ``info`` as samples labelled ``instance`` = ``target``; returns the command stats
-    it parsed, for what else reads them in the same scrape (latency histograms, the most called commands)."""
-    base = instance_labels(target)
-    add = out.add
+def add_info_metrics(info: InfoReply, base: dict[str, str], out: FamilySet, stats: CommandStats | None = None) -> None:
+    """Every field of every section of ``info`` as samples labelled ``base`` (the target's ``instance``). ``stats``: the
+    command stats of this reply where the scrape parsed them already."""
     no_plans: dict[str, tuple] = {}
     for section, fields in info.sections.items():
         if section in STRUCTURED_SECTIONS:
             continue
         plans = _PLANS.get(section, no_plans)
-        memo = out.memo(target, section)
-        if memo is not None and out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
+        memo = out.memo(section)
+        if out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
             continue
         for name, raw in fields.items():
-            if memo is not None and out.replay(memo, name, raw) is not None:  # the field stands where it stood: its line again
+            if out.replay(memo, name, raw) is not None:  # the field stands where it stood: its line again
                 continue
-            plan = plans.get(name) or _plan(section, name)
-            action = plan[0]
-            if action in (_KNOWN, _UNKNOWN):
-                value: float | None = None
-                if raw and raw[0] in _NUMBER_START and len(raw) <= 40:  # parse_number inlined: nearly every field
-                    try:
-                        value = float(raw)
-                    except ValueError:
-                        pass
-                    else:
-                        if not -_INF < value < _INF:
-                            value = None
-                scale = plan[4]
-                if scale == PERCENT:
-                    value = parse_percent(raw)
-                elif value is None:
-                    if action == _KNOWN:
-                        value = STATUS_VALUES.get(raw.lower())  # ok/err, up/down and the like
-                elif scale != 1.0:
-                    value *= scale
-                if value is not None:
-                    add(plan[1], plan[2], plan[3], base, value)
-            elif action == _REPLICA:
-                _add_replica_line(raw, base, out)
-            if memo is not None:
-                out.keep(memo, name, raw)
-        if memo is not None:
-            out.keep_together(memo, _WHOLE, fields, fields)
-    _add_instance_info(info, base, out, out.memo(target, "instance"))
+            with out.recording(memo, name, raw):
+                _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
+        out.keep_together(memo, _WHOLE, fields, fields)
+    _add_instance_info(info, base, out, out.memo("instance"))
     _add_replica_side(info, base, out)
-    _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo(target, "keyspace"))
-    command_stats = _add_commandstats(info.sections.get("commandstats", {}), base, out, out.memo(target, "commandstats"))
-    _add_latencystats(info.sections.get("latencystats", {}), command_stats, base, out, out.memo(target, "latencystats"))
+    _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo("keyspace"))
+    commands = info.sections.get("commandstats", {})
+    _add_commandstats(commands, base, out, out.memo("commandstats"))
+    stats = command_stats(commands) if stats is None else stats
+    _add_latencystats(info.sections.get("latencystats", {}), stats, base, out, out.memo("latencystats"))
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
-    return command_stats
+
+
+def _add_field(section: str, name: str, raw: str, plan: tuple, base: dict[str, str], out: FamilySet) -> None:
+    """One field of a plain section, as its plan says."""
+    action = plan[0]
+    if action in (_KNOWN, _UNKNOWN):
+        value: float | None = None
+        if raw and raw[0] in _NUMBER_START and len(raw) <= 40:  # parse_number inlined: nearly every field
+            try:
+                value = float(raw)
+            except ValueError:
+                pass
+            else:
+                if not -_INF < value < _INF:
+                    value = None
+        scale = plan[4]
+        if scale == PERCENT:
+            value = parse_percent(raw)
+        elif value is None:
+            if action == _KNOWN:
+                value = STATUS_VALUES.get(raw.lower())  # ok/err, up/down and the like
+        elif scale != 1.0:
+            value *= scale
+        if value is not None:
+            out.add(plan[1], plan[2], plan[3], base, value)
+    elif action == _REPLICA:
+        _add_replica_line(raw, base, out)
 
 
 def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
@@ -127,8 +141,15 @@ def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet, me
     replication = info.sections.get("replication", {}) if role == "slave" else {}
     primary = (replication.get("master_host", ""), replication.get("master_port", ""), replication.get("slave_read_only", ""))
     source = (values, optional, role, primary)  # these change on a restart, an upgrade or a failover: their lines stand
-    if memo is not None and out.replay(memo, "info", source) is not None:
+    if out.replay(memo, "info", source) is not None:
         return
+    with out.recording(memo, "info", source):
+        _add_instance_lines(base, values, optional, role, primary, out)
+
+
+def _add_instance_lines(
+    base: dict[str, str], values: tuple[str, ...], optional: tuple[str | None, ...], role: str | None, primary: tuple[str, str, str], out: FamilySet
+) -> None:
     labels = {**base, **dict(zip(INSTANCE_INFO_LABELS, values, strict=True))}
     for name, value in zip(INSTANCE_INFO_OPTIONAL_LABELS, optional, strict=True):
         if value is not None:
@@ -139,8 +160,6 @@ def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet, me
     if role == "slave":
         slave_labels = {**base, "master_host": primary[0], "master_port": primary[1], "read_only": primary[2]}
         out.add("redis_slave_info", GAUGE, "A replica: the address of its primary, and whether it is read-only.", slave_labels, 1.0)
-    if memo is not None:
-        out.keep(memo, "info", source)
 
 
 def _add_replica_side(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
@@ -173,64 +192,56 @@ def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
 
 def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> None:
     for db, raw in fields.items():
-        if memo is not None and out.replay(memo, db, raw) is not None:
+        if out.replay(memo, db, raw) is not None:
             continue
-        sub = parse_subfields(raw)
-        labels = with_label(base, "db", db)
-        for key, value_raw in sub.items():
-            value = parse_number(value_raw)
-            if value is None:
-                continue
-            if key == "keys":
-                out.add("redis_db_keys", GAUGE, "Keys in the database.", labels, value)
-            elif key == "expires":
-                out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, value)
-            elif key == "avg_ttl":
-                out.add("redis_db_avg_ttl_seconds", GAUGE, "Average TTL of keys with an expiry.", labels, value / 1000.0)
-            elif key == "subexpiry":  # Redis 7.4+; redis_exporter serves keyspace's fourth field under this name
-                out.add("redis_db_keys_cached", GAUGE, "Keys with hash fields that expire (INFO keyspace subexpiry).", labels, value)
-            else:
-                out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
-        if memo is not None:
-            out.keep(memo, db, raw)
+        with out.recording(memo, db, raw):
+            _add_database(db, raw, base, out)
 
 
-def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> CommandStats:
-    """Per-command counters; returns {cmd: (calls, µs)}."""
-    totals: CommandStats = {}
+def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> None:
+    labels = with_label(base, "db", db)
+    for key, value_raw in parse_subfields(raw).items():
+        value = parse_number(value_raw)
+        if value is None:
+            continue
+        if key == "keys":
+            out.add("redis_db_keys", GAUGE, "Keys in the database.", labels, value)
+        elif key == "expires":
+            out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, value)
+        elif key == "avg_ttl":
+            out.add("redis_db_avg_ttl_seconds", GAUGE, "Average TTL of keys with an expiry.", labels, value / 1000.0)
+        elif key == "subexpiry":  # Redis 7.4+; redis_exporter serves keyspace's fourth field under this name
+            out.add("redis_db_keys_cached", GAUGE, "Keys with hash fields that expire (INFO keyspace subexpiry).", labels, value)
+        else:
+            out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
+
+
+def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
+    """Per-command counters."""
     for name, raw in fields.items():
-        if not name.startswith("cmdstat_"):
-            continue
-        cmd = name[8:]
-        if memo is not None:
-            kept = out.replay(memo, name, raw)
-            if kept is not None:
-                if kept[2] is not None:
-                    totals[cmd] = kept[2]
-                continue
-        sub = parse_subfields(raw)
-        labels = with_label(base, "cmd", cmd)
-        calls = parse_number(sub.get("calls", ""))
-        usec = parse_number(sub.get("usec", ""))
-        if calls is not None:
-            out.add("redis_commands_total", COUNTER, "Calls per command.", labels, calls)
-        if usec is not None:
-            out.add("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", labels, usec / 1e6)
-        for key, metric, help_ in (
-            ("rejected_calls", "redis_commands_rejected_calls_total", "Calls rejected before execution, per command."),
-            ("failed_calls", "redis_commands_failed_calls_total", "Calls that failed during execution, per command."),
-        ):
-            value = parse_number(sub.get(key, ""))
-            if value is not None:
-                out.add(metric, COUNTER, help_, labels, value)
-        if calls is not None and usec is not None:
-            totals[cmd] = (calls, usec)
-        if memo is not None:
-            out.keep(memo, name, raw, totals.get(cmd))
-    return totals
+        if name.startswith("cmdstat_") and out.replay(memo, name, raw) is None:
+            with out.recording(memo, name, raw):
+                _add_command(name[8:], parse_subfields(raw), base, out)
 
 
-def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> None:
+def _add_command(cmd: str, sub: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+    labels = with_label(base, "cmd", cmd)
+    calls = parse_number(sub.get("calls", ""))
+    usec = parse_number(sub.get("usec", ""))
+    if calls is not None:
+        out.add("redis_commands_total", COUNTER, "Calls per command.", labels, calls)
+    if usec is not None:
+        out.add("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", labels, usec / 1e6)
+    for key, metric, help_ in (
+        ("rejected_calls", "redis_commands_rejected_calls_total", "Calls rejected before execution, per command."),
+        ("failed_calls", "redis_commands_failed_calls_total", "Calls that failed during execution, per command."),
+    ):
+        value = parse_number(sub.get(key, ""))
+        if value is not None:
+            out.add(metric, COUNTER, help_, labels, value)
+
+
+def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
     """redis_exporter's summary: quantile labels are the percentiles as INFO names them (50, 99, 99.9), values,
     sum and count in microseconds and calls; a command without commandstats is left out, as upstream does."""
     for name, raw in fields.items():
@@ -241,7 +252,7 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
         if count is None or total is None:
             continue
         source = (raw, count, total)
-        if memo is not None and out.replay(memo, name, source) is not None:
+        if out.replay(memo, name, source) is not None:
             continue
         quantiles = []
         for key, value_raw in parse_subfields(raw).items():
@@ -249,16 +260,15 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
             percentile = _percentile_label(key)
             if value is not None and percentile is not None:
                 quantiles.append((percentile, value))
-        out.add_summary(
-            "redis_latency_percentiles_usec",
-            "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
-            with_label(base, "cmd", cmd),
-            quantiles,
-            count,
-            total,
-        )
-        if memo is not None:
-            out.keep(memo, name, source)
+        with out.recording(memo, name, source):
+            out.add_summary(
+                "redis_latency_percentiles_usec",
+                "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
+                with_label(base, "cmd", cmd),
+                quantiles,
+                count,
+                total,
+            )
 
 
 _PERCENTILE_LABELS: dict[str, str | None] = {}  # the few keys INFO uses (p50, p99, p99.9), each worked out once

@@ -26,11 +26,12 @@ def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
                         event[2] / 1000.0)  # fmt: skip
 
 
-def plan(node: NodeView, command_stats: CommandStats, limit: int = MAX_HISTOGRAM_COMMANDS) -> None:
-    """After a scrape: the commands whose histograms the next one serves (the ``limit`` most called, subcommands as
-    ``config|get``), and their calls now, which tell the next scrape which histograms changed."""
+def plan(node: NodeView, command_stats: CommandStats, limit: int | None = None) -> None:
+    """Within a scrape, under the node's lock, once INFO is parsed: the commands whose histograms the next scrape serves
+    (the ``limit`` most called, subcommands as ``config|get``), and their calls now, which tell the next scrape which
+    histograms changed."""
     ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls)
-    node.histogram_commands = tuple(cmd for _, cmd in ranked[:limit])
+    node.histogram_commands = tuple(cmd for _, cmd in ranked[: MAX_HISTOGRAM_COMMANDS if limit is None else limit])
     node.command_calls = {cmd: command_stats[cmd][0] for cmd in node.histogram_commands}
 
 
@@ -87,17 +88,16 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
         container, sub, _ = command.partition("|")
         if sub:
             totals[container] = totals.get(container, 0) + usec
-    memo = out.memo(scraped.target, "latency histograms")
+    memo = out.memo("latency histograms")
     for histograms in replies:
         for cmd, (calls, bounds) in histograms.items():
             total = totals.get(cmd, 0)
             source = (calls, bounds, total)  # the same bounds object while the histogram is not read again
-            if memo is not None and out.replay(memo, cmd, source) is not None:
+            if out.replay(memo, cmd, source) is not None:
                 continue
-            out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
-                              with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
-            if memo is not None:
-                out.keep(memo, cmd, source)
+            with out.recording(memo, cmd, source):
+                out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
+                                  with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
 
 
 def _histogram_args(node: NodeView) -> list[Args]:

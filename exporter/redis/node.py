@@ -24,7 +24,9 @@ from exporter.common.secrets import SecretUnavailable
 from .addresses import Endpoint
 from .cluster import NODES_REFRESH
 from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
+from .info import InfoReply, command_stats, parse_info
 from .keys import KeyProbeResult, KeyProbes
+from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
 from .settings import Credentials, TlsOptions
@@ -75,6 +77,9 @@ class RedisNode:
         self.histogram_commands: tuple[str, ...] = ()
         self.histograms: dict[str, Any] = {}  # command → its latest LATENCY HISTOGRAM (latency.py), reused while its calls stand
         self.command_calls: dict[str, float] = {}
+        # the last INFO reply parsed, whose sections that stand still the next parse reuses, and its commandstats lines
+        self._last_info: InfoReply | None = None
+        self._command_lines: dict[str, tuple[str, tuple[float, float]]] = {}
         self._closed = False
         self.connects = 0
         self.renewals = 0  # connections replaced for their age
@@ -280,10 +285,22 @@ class RedisNode:
             raise
         if not result.info:
             raise RespFailure("error_reply", "INFO returned no data")
+        self._digest(result)
         if self.key_probes and self.allows("key_probes") and self._conn is not None:
             result.keys = self._probe_keys(self._conn, result.info, deadline)
         result.duration = time.monotonic() - started
         return result
+
+    def _digest(self, result: ScrapeResult) -> None:
+        """INFO parsed (the sections that stand where they stood in the last reply reused), its command stats, and the
+        commands whose LATENCY HISTOGRAM the next scrape asks for."""
+        info = parse_info(result.info, self._last_info)
+        for extra in result.extra_info:
+            info.merge(parse_info(extra))
+        self._last_info = info
+        result.parsed = info
+        result.command_stats = command_stats(info.sections.get("commandstats", {}), self._command_lines)
+        plan_histograms(self, result.command_stats)
 
     def _probe_keys(self, conn: RespConnection, info: str, deadline: float) -> KeyProbeResult | None:
         """After INFO, in what is left of the deadline; a failure here costs the probes, never the INFO metrics.

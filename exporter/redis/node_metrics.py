@@ -3,36 +3,26 @@
 from __future__ import annotations
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
-from exporter.common.labels import instance_labels
 
 from .command import Scraped
-from .info import InfoReply, parse_info, parse_number
-from .info_metrics import CommandStats, add_info_metrics
+from .info import InfoReply, parse_number
+from .info_metrics import add_info_metrics
 from .keys import add_key_metrics
 from .pipeline import SCRAPE_COMMANDS, ScrapeResult
 
 
-def parse_result(result: ScrapeResult, previous: InfoReply | None = None) -> InfoReply:
-    """INFO's reply; the sections whose text stands where it stood in ``previous`` (the node's last) are reused."""
-    info = parse_info(result.info, previous)
-    for extra in result.extra_info:
-        info.merge(parse_info(extra))
-    return info
-
-
-def add_node_metrics(info: InfoReply, result: ScrapeResult, target: str, out: FamilySet) -> CommandStats:
-    """The samples of one node's scrape; returns INFO's command stats (parsed once per scrape)."""
-    command_stats = add_info_metrics(info, target, out)
-    base = instance_labels(target)
+def add_node_metrics(result: ScrapeResult, base: dict[str, str], out: FamilySet) -> None:
+    """The samples of one node's scrape, labelled ``base`` (the target's instance)."""
+    info = result.parsed
+    add_info_metrics(info, base, out, result.command_stats)
     add_start_time(info, result.read_time, base, out)
     _add_config_compat(info, base, out)
-    scraped = Scraped(info, result.replies, command_stats, target, result.read_time)
+    scraped = Scraped(info, result.replies, result.command_stats, base, result.read_time)
     for command in SCRAPE_COMMANDS:
         if command.families is not None:
             command.families(result.replies.get(command.purpose, []), scraped, out)
     if result.keys is not None:
         add_key_metrics(result.keys, base, out)
-    return command_stats
 
 
 def _add_config_compat(info: InfoReply, base: dict[str, str], out: FamilySet) -> None:
@@ -60,7 +50,7 @@ def add_start_time(info: InfoReply, read_time: float, base: dict[str, str], out:
 
 def add_target_health(
     out: FamilySet,
-    target: str,
+    base: dict[str, str],
     *,
     up: bool,
     duration: float,
@@ -70,7 +60,6 @@ def add_target_health(
     connects: int,
     heartbeat_errors: dict[tuple[str, str], int],
 ) -> None:
-    base = instance_labels(target)
     out.add("redis_up", GAUGE, "Whether the last scrape of the target succeeded.", base, 1.0 if up else 0.0)
     out.add(
         "elasticache_exporter_target_scrape_duration_seconds",

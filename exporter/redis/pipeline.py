@@ -16,6 +16,7 @@ from . import cluster, commandlog, config_get, latency, slowlog
 from .command import Args, NodeView, ScrapeCommand, always, text
 from .failures import NOT_AUTHENTICATED, kind_of, looks_like_info, reply_failure
 from .heartbeat_read import HEARTBEAT_COMMANDS, heartbeat_values
+from .info import CommandStats, InfoReply
 from .keys import KeyProbeResult
 from .resp import ErrorReply, RespFailure
 
@@ -47,10 +48,12 @@ PROBES: tuple[tuple[str, ...], ...] = tuple(("COMMAND", "INFO", *ASKED[i : i + 8
 
 @record
 class ScrapeResult:
-    """Raw replies of one scrape, by purpose; parsing happens outside the node lock."""
+    """One scrape: the replies by purpose, and INFO parsed under the node's lock (where its last reply is kept)."""
 
     info: str = ""
     extra_info: list[str] = factory(list)
+    parsed: InfoReply = factory(InfoReply)
+    command_stats: CommandStats = factory(dict)
     replies: dict[str, list[Any]] = factory(dict)
     heartbeat_values: list[bytes | None] | None = None
     heartbeat_types: dict[str, str] = factory(dict)

@@ -12,6 +12,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from exporter.common.exposition import TargetRendering
 from exporter.common.records import factory, record, replace
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
@@ -51,6 +52,9 @@ class TargetState:
 
 @record
 class Target:
+    """A node the exporter scrapes, and what it keeps of it between scrapes: its state for the status page and the
+    self-metrics, and its render state (its labels and the lines its last scrape rendered to), which go with it."""
+
     name: str
     node: RedisNode
     node_type: str = ""
@@ -58,6 +62,11 @@ class Target:
     shard: str = ""
     state: TargetState = factory(TargetState)
     lock: threading.Lock = factory(threading.Lock)
+    rendering: TargetRendering = None  # type: ignore[assignment]  # made from the name
+
+    def __post_init__(self) -> None:
+        if self.rendering is None:
+            self.rendering = TargetRendering(self.name)
 
     @property
     def display(self) -> str:

@@ -14,11 +14,9 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 
 from exporter.common.families import FamilyCollector, FamilySet
-from exporter.redis import latency
 from exporter.redis.failures import classify
 from exporter.redis.info import InfoReply, parse_number
-from exporter.redis.latency import MAX_HISTOGRAM_COMMANDS
-from exporter.redis.node_metrics import add_node_metrics, add_target_health, parse_result
+from exporter.redis.node_metrics import add_node_metrics, add_target_health
 from exporter.redis.pipeline import ScrapeResult
 from exporter.redis.replication import (
     AddressNames,
@@ -83,12 +81,9 @@ class RedisCollector(FamilyCollector):
         info = None
         if isinstance(outcome, ScrapeResult):
             try:
-                kept = out.memo(target.name, "info")  # the node's last reply: its sections that stood still are reused
-                info = parse_result(outcome, kept.get("reply") if kept is not None else None)
-                if kept is not None:
-                    kept["reply"] = info
-                command_stats = add_node_metrics(info, outcome, target.name, out)
-                latency.plan(target.node, command_stats, MAX_HISTOGRAM_COMMANDS)
+                info = outcome.parsed
+                with out.rendering(target.rendering):  # the target's lines of its last scrape, replayed where they stand
+                    add_node_metrics(outcome, target.rendering.labels, out)
                 add_replication_metrics(info, target.name, self._address_names, out)
                 membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
                 add_shard_membership(info, target.name, membership, out)
@@ -147,7 +142,7 @@ def _record_state(
             state.heartbeat_errors[key] = state.heartbeat_errors.get(key, 0) + 1
         add_target_health(
             out,
-            target.name,
+            target.rendering.labels,
             up=state.up,
             duration=outcome.duration if isinstance(outcome, ScrapeResult) else elapsed,
             errors=dict(state.errors),
