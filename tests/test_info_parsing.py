@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.common.families import FamilySet
+from exporter.common.labels import instance_labels
 from exporter.redis.info import parse_info, parse_number, parse_percent, parse_subfields, parse_value
 from exporter.redis.info_fields import KNOWN_FIELDS
-from exporter.common.labels import instance_labels
 from exporter.redis.info_metrics import add_info_metrics
 from exporter.redis.node_metrics import add_start_time
 

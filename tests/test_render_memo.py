@@ -148,9 +148,14 @@ def test_a_block_that_raises_records_nothing():
     out = TextFamilySet()
     with out.rendering(rendering):
         part = out.memo("server")
-        with pytest.raises(ValueError, match="half"), out.recording(part, "field", "1"):
-            out.add("redis_x", "gauge", "X.", {}, 1.0)
-            raise ValueError("half rendered")
+
+        def half_rendered() -> None:
+            with out.recording(part, "field", "1"):
+                out.add("redis_x", "gauge", "X.", {}, 1.0)
+                raise ValueError("half rendered")
+
+        with pytest.raises(ValueError, match="half"):
+            half_rendered()
         assert part == {}
         out.add("redis_y", "gauge", "Y.", {}, 1.0)  # not recorded: no recording is open
         assert part == {}
