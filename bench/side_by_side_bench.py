@@ -1,14 +1,20 @@
-"""This exporter and redis_exporter side by side, in one run on one machine, their requests interleaved.
+"""This exporter and redis_exporter side by side, in one run on one machine, as production scrapes them.
 
     python bench/side_by_side_bench.py --redis-exporter /path/to/redis_exporter [--python /tmp/ecx/bin/python]
         [--passes 4] [--scrapes 75] [--rounds 5] [--targets 20]
 
 One redis-server loaded with the data set of scrape_bench.py (about 63,000 keys) and ``--targets`` empty ones. Both
-exporters run at once. Per pass, ``--scrapes`` sequential ``/metrics`` scrapes of each over a kept-alive connection
-(ours, then redis_exporter's, block by block, so the redis-server's CPU can be told apart), then ``--rounds`` rounds of
-``--targets`` parallel ``/scrape?target=`` requests to each (to a second instance of this exporter, whose config file
-allows /scrape of those servers). Prints each figure of each exporter (medians over the
-passes) and the ratio ours / redis_exporter, and how many series each serves for the same server.
+exporters run at once, and their requests alternate scrape by scrape (A B, then B A), never a block of one exporter's
+scrapes on a server that stands still: before every scrape one pipeline of production-like traffic (``traffic.py``,
+about 25 kinds of command) reaches the server, so its commandstats, latencystats, keyspace and byte counters move
+between scrapes as they do in production. Per pass, ``--scrapes`` such pairs of ``/metrics`` scrapes over kept-alive
+connections, then ``--rounds`` pairs of rounds of ``--targets`` parallel ``/scrape?target=`` requests (traffic to every
+one of those servers before each round; ours from a second instance whose config file allows /scrape of them).
+
+Measured per scrape: wall time; the exporter's CPU (every thread's time on a CPU, from /proc/PID/task/*/schedstat, in
+nanoseconds) over the pass divided by its scrapes; the redis-server's CPU during each scrape (the traffic's is not
+counted: it is done before the scrape starts). Prints each figure of each exporter (medians over the passes), the ratio
+ours / redis_exporter, and how many series each serves for the same server.
 """
 
 from __future__ import annotations
@@ -20,13 +26,26 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from footprint_bench import command_for, first_answer
-from scrape_bench import cpu_seconds, free_port, get, load_data_set, parallel_round, percentile, rss_mib, start_redis
+from scrape_bench import free_port, get, load_data_set, percentile, rss_mib, start_redis
+from traffic import Traffic
 
 OURS, THEIRS = "elasticache-exporter", "redis_exporter"
+
+
+def cpu_ns(pid: int) -> int:
+    """Time every thread of ``pid`` spent on a CPU, in nanoseconds (a thread that ended no longer counts)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total
 
 
 def start(kind: str, redis_exporter: str, redis_port: int, python: str, workdir: Path, allow: bool = False) -> tuple[subprocess.Popen, int, float]:
@@ -49,18 +68,52 @@ def series(port: int) -> int:
     return sum(1 for line in connection.getresponse().read().decode().splitlines() if line and not line.startswith("#"))
 
 
-def scrape_block(process: subprocess.Popen, port: int, connection, redis_pid: int, scrapes: int) -> dict[str, float]:
-    cpu, server_cpu = cpu_seconds(process.pid), cpu_seconds(redis_pid)
-    walls = [get(port, "/metrics", None, connection)[0] for _ in range(scrapes)]
+def scrape_pass(exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]], traffic: Traffic, redis_pid: int,
+                scrapes: int) -> dict[str, dict[str, float]]:  # fmt: skip
+    """``scrapes`` pairs of /metrics scrapes, the two exporters alternating (A B, B A), traffic before each scrape."""
+    kinds = list(exporters)
+    walls: dict[str, list[float]] = {kind: [] for kind in kinds}
+    server_ns = dict.fromkeys(kinds, 0)
+    cpu_before = {kind: cpu_ns(process.pid) for kind, (process, _, _) in exporters.items()}
+    for number in range(scrapes):
+        for kind in kinds if number % 2 == 0 else reversed(kinds):
+            _, port, connection = exporters[kind]
+            traffic.send()
+            server_before = cpu_ns(redis_pid)
+            walls[kind].append(get(port, "/metrics", None, connection)[0])
+            server_ns[kind] += cpu_ns(redis_pid) - server_before
     return {
-        "wall_p50_ms": percentile(walls, 0.5) * 1e3,
-        "cpu_per_scrape_ms": (cpu_seconds(process.pid) - cpu) / scrapes * 1e3,
-        "redis_cpu_per_scrape_ms": (cpu_seconds(redis_pid) - server_cpu) / scrapes * 1e3,
+        kind: {
+            "wall_p50_ms": percentile(walls[kind], 0.5) * 1e3,
+            "cpu_per_scrape_ms": (cpu_ns(process.pid) - cpu_before[kind]) / scrapes / 1e6,
+            "redis_cpu_per_scrape_ms": server_ns[kind] / scrapes / 1e6,
+        }
+        for kind, (process, _, _) in exporters.items()
     }
 
 
-def round_of_scrapes(port: int, target_ports: list[int]) -> float:
-    return parallel_round(port, [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports])
+def parallel_round(port: int, paths: list[str]) -> float:
+    """Seconds for one request to each path, all at once (each on a connection of its own, as Prometheus' scrapes)."""
+    threads = [threading.Thread(target=get, args=(port, path)) for path in paths]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
+def round_pass(round_ports: dict[str, int], empty_traffic: list[Traffic], target_ports: list[int], rounds: int) -> dict[str, list[float]]:
+    """``rounds`` pairs of rounds of parallel /scrape, alternating, traffic to every server before each round."""
+    kinds = list(round_ports)
+    paths = [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports]
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for number in range(rounds):
+        for kind in kinds if number % 2 == 0 else reversed(kinds):
+            for traffic in empty_traffic:
+                traffic.send()
+            times[kind].append(parallel_round(round_ports[kind], paths) * 1e3)
+    return times
 
 
 def main() -> None:
@@ -68,20 +121,26 @@ def main() -> None:
     parser.add_argument("--redis-exporter", required=True, help="path to a redis_exporter binary")
     parser.add_argument("--python", default=sys.executable, help="interpreter with this exporter installed (a clean venv, as deployed)")
     parser.add_argument("--passes", type=int, default=4)
-    parser.add_argument("--scrapes", type=int, default=75, help="per pass and exporter (4 x 75: RSS after 300 scrapes)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of parallel /scrape per pass and exporter")
+    parser.add_argument("--scrapes", type=int, default=75, help="pairs of scrapes per pass (4 x 75: RSS after 300 scrapes each)")
+    parser.add_argument("--rounds", type=int, default=5, help="pairs of rounds of parallel /scrape per pass")
     parser.add_argument("--targets", type=int, default=20)
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)")
     workdir = Path(tempfile.mkdtemp(prefix="ecx-side-by-side-"))
-    servers, exporters, round_ports = [], {}, {}
+    servers: list[subprocess.Popen] = []
+    exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]] = {}
+    round_exporter: subprocess.Popen | None = None
+    traffic: list[Traffic] = []
     try:
         main_server, main_port = start_redis(workdir)
         servers.append(main_server)
         load_data_set(main_port)
         empty = [start_redis(workdir) for _ in range(args.targets)]
         servers += [process for process, _ in empty]
+        main_traffic = Traffic(main_port)
+        empty_traffic = [Traffic(port, seed=i + 2) for i, (_, port) in enumerate(empty)]
+        traffic = [main_traffic, *empty_traffic]
         figures: dict[str, dict[str, list[float]]] = {OURS: {}, THEIRS: {}}
         for kind in (OURS, THEIRS):
             process, port, idle = start(kind, args.redis_exporter, main_port, args.python, workdir)
@@ -89,34 +148,38 @@ def main() -> None:
             figures[kind]["idle_rss_mib"] = [idle]
         # ours needs an allow-list (a config file, which loads the YAML reader) before /scrape reaches other servers:
         # the rounds go to an instance of its own, so that the /metrics figures are those of a --redis.addr exporter
-        round_ports = {OURS: start(OURS, args.redis_exporter, main_port, args.python, workdir, allow=True), THEIRS: exporters[THEIRS]}
+        round_exporter, round_port, _ = start(OURS, args.redis_exporter, main_port, args.python, workdir, allow=True)
+        round_ports = {OURS: round_port, THEIRS: exporters[THEIRS][1]}
         for _, port, connection in exporters.values():
             for _ in range(5):  # warm-up: connections, CONFIG and the histograms' command list
+                main_traffic.send()
                 get(port, "/metrics", None, connection)
         for number in range(args.passes):
-            for kind, (process, port, connection) in exporters.items():
-                for key, value in scrape_block(process, port, connection, main_server.pid, args.scrapes).items():
+            for kind, values in scrape_pass(exporters, main_traffic, main_server.pid, args.scrapes).items():
+                for key, value in values.items():
                     figures[kind].setdefault(key, []).append(value)
             print(f"pass {number + 1}: " + ", ".join(f"{kind} {figures[kind]['wall_p50_ms'][-1]:.2f} ms" for kind in exporters), flush=True)
-        for kind, (process, _, _) in exporters.items():
+        for kind, (process, port, _) in exporters.items():
             figures[kind]["rss_after_scrapes_mib"] = [rss_mib(process.pid)]
-            figures[kind]["series"] = [series(exporters[kind][1])]
+            figures[kind]["series"] = [series(port)]
+        target_ports = [port for _, port in empty]
+        round_pass(round_ports, empty_traffic, target_ports, 1)  # warm-up: connections to every server
         for _ in range(args.passes):
-            for kind, (_, port, _) in round_ports.items():
-                round_of_scrapes(port, [p for _, p in empty])  # warm-up of the pass
-                figures[kind].setdefault("round_ms", []).extend(round_of_scrapes(port, [p for _, p in empty]) * 1e3 for _ in range(args.rounds))
-        print(f"\n{args.passes} passes of {args.scrapes} scrapes and {args.rounds} rounds of {args.targets} /scrape, interleaved; medians")
+            for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds).items():
+                figures[kind].setdefault("round_ms", []).extend(times)
+        print(f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
+              "alternating, traffic before each; medians")  # fmt: skip
         print(f"{'figure':28s} {OURS:>22s} {THEIRS:>16s} {'ratio':>7s}")
         for key in figures[OURS]:
             ours, theirs = statistics.median(figures[OURS][key]), statistics.median(figures[THEIRS][key])
             print(f"{key:28s} {ours:22.2f} {theirs:16.2f} {ours / theirs if theirs else float('nan'):7.2f}")
     finally:
-        round_ports.pop(THEIRS, None)
-        for process, _, _ in [*exporters.values(), *round_ports.values()]:
+        for client in traffic:
+            client.close()
+        processes = [process for process, _, _ in exporters.values()] + ([round_exporter] if round_exporter else []) + servers
+        for process in processes:
             process.terminate()
-        for process in servers:
-            process.terminate()
-        for process in [*servers, *(p for p, _, _ in [*exporters.values(), *round_ports.values()])]:
+        for process in processes:
             process.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -81,8 +81,18 @@ def moto_server():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    url = f"http://{host}:{port}"
+    _reset_moto(url)  # the server shares moto's in-process state: each test starts from none
+    yield url
+    _reset_moto(url)
     server.stop()
+
+
+def _reset_moto(url: str) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10) as reply:
+        assert reply.status == 200
 
 
 @pytest.fixture

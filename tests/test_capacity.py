@@ -128,7 +128,7 @@ def test_capacity_projection_and_recommendation(aws_credentials, capsys):
     now = time.time()
     with mock_aws():
         seed_history(now)
-        assert main(["capacity", "--aws.region", REGION, "--period", "3600s", "--format", "json"]) == 0
+        assert main(["capacity", "--aws.region", REGION, "--period", "3600s", "--format", "json"], clock=lambda: now) == 0
     reports = {r["node"]: r for r in json.loads(capsys.readouterr().out)}
     assert [r["status"] for r in reports.values()][:1] == ["critical"]  # sorted by urgency
     hot, rising, calm = reports["hot-001"], reports["rising-001"], reports["calm-001"]

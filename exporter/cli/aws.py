@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from exporter.common.errors import ExporterError, RuntimeFailure, UsageError
@@ -109,7 +109,9 @@ def print_cost(config: Config) -> int:
 RETENTION_DAYS = ((60.0, 15), (300.0, 63), (3600.0, 455))
 
 
-def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Callable[[], float] | None = None) -> int:
+    """``clock``: what "now" is (the wall clock unless a test injects one: the report's dates and the history's window
+    come from one reading)."""
     import json
     import time
 
@@ -136,7 +138,7 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     # a node by its instance name, or by its CacheClusterId (every account's and region's node of that id)
     check_names(args.node, {name for name, _ in named} | {node.cluster_id for _, node in named}, "--node")
     wanted = {node.key for name, node in named if not args.node or name in args.node or node.cluster_id in args.node}
-    now = time.time()
+    now = (clock or time.time)()
     reports = []
     for account, discovered in monitor.nodes_by_account().items():
         nodes = [node for node in discovered if node.key in wanted]

@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from exporter import __version__
@@ -294,7 +294,7 @@ def key_is_set(raw: Mapping[str, Any], key: str) -> bool:
     return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = " ".join(str(part) for part in (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None)) if part)
     prefix = "elasticache-exporter: " if args.command in ("serve", "demo") else f"elasticache-exporter: {command}: "
     try:
-        return run_command(args)
+        return run_command(args, clock)
     except ExporterError as err:
         print(f"{prefix}{err}", file=sys.stderr)
         return err.exit_code
@@ -323,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = None) -> int:
+    """``clock``: what "now" is for the reports (the wall clock unless a test injects one)."""
     # each command loads only its own part: `serve` never loads the AWS side or the template engine
     if args.command == "render":
         from .render import run_render
@@ -336,7 +337,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in ("capacity", "alarms"):
         from . import aws
 
-        return aws.run_capacity(args, os.environ) if args.command == "capacity" else aws.run_alarms(args, os.environ)
+        return aws.run_capacity(args, os.environ, clock) if args.command == "capacity" else aws.run_alarms(args, os.environ)
     config = load_config(args, os.environ)
     setup_logging(config.log_level, config.log_format)
     if args.command == "cost":
