@@ -6,8 +6,10 @@ Each interpreter has one build installed (``python -m venv DIR && DIR/bin/pip in
 redis-server holds the data set of scrape_bench.py (about 63,000 keys) and 20 are empty. ``--instances`` exporters of
 each build run at once (a process's own layout moves its figures by several per cent, so each side is more than one
 process); per pass, each instance in turn serves 150 sequential ``/metrics`` of the loaded server over one kept-alive
-connection and 6 rounds of 20 parallel ``/scrape`` of the empty ones. CPU is the sum over the process's threads
-(``/proc/PID/task/*/schedstat``, nanoseconds). Prints the medians of each side and the ratio b / a.
+connection and 6 rounds of 20 parallel ``/scrape`` of the empty ones, with production-like traffic (``traffic.py``)
+reaching the server before each scrape and every server before each round (``--still``: none, a hot loop on servers
+that stand still). CPU is the sum over the process's threads (``/proc/PID/task/*/schedstat``, nanoseconds). Prints
+the medians of each side and the ratio b / a.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from footprint_bench import first_answer
 from scrape_bench import free_port, load_data_set, parallel_round, rss_mib, start_redis
+from traffic import Traffic
 
 
 def cpu_seconds(pid: int) -> float:
@@ -42,6 +45,7 @@ def main() -> None:
     parser.add_argument("--b", required=True, help="interpreter with the second build installed")
     parser.add_argument("--passes", type=int, default=4)
     parser.add_argument("--instances", type=int, default=2, help="exporter processes per build")
+    parser.add_argument("--still", action="store_true", help="no traffic between scrapes")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ecx-ab-"))
     servers, exporters = [], {}
@@ -51,6 +55,14 @@ def main() -> None:
         load_data_set(main_port)
         empty = [start_redis(workdir) for _ in range(20)]
         servers += [process for process, _ in empty]
+        main_traffic = Traffic(main_port)
+        empty_traffic = [Traffic(port, seed=i + 2) for i, (_, port) in enumerate(empty)]
+
+        def traffic(clients: list[Traffic]) -> None:
+            if not args.still:
+                for client in clients:
+                    client.send()
+
         config = workdir / "allow.yml"
         config.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
         for instance in range(args.instances):
@@ -73,6 +85,7 @@ def main() -> None:
             for (side, _), (process, port, connection) in exporters.items():
                 cpu, walls = cpu_seconds(process.pid), []
                 for _ in range(150):
+                    traffic([main_traffic])
                     started = time.perf_counter()
                     connection.request("GET", "/metrics")
                     connection.getresponse().read()
@@ -80,7 +93,10 @@ def main() -> None:
                 figures[side].setdefault("metrics_cpu_us", []).append((cpu_seconds(process.pid) - cpu) / 150 * 1e6)
                 figures[side].setdefault("metrics_wall_p50_us", []).append(statistics.median(walls) * 1e6)
                 cpu = cpu_seconds(process.pid)
-                rounds = [parallel_round(port, paths) * 1e3 for _ in range(6)]
+                rounds = []
+                for _ in range(6):
+                    traffic(empty_traffic)
+                    rounds.append(parallel_round(port, paths) * 1e3)
                 figures[side].setdefault("round_ms", []).append(statistics.median(rounds))
                 figures[side].setdefault("round_cpu_per_scrape_us", []).append((cpu_seconds(process.pid) - cpu) / (6 * len(paths)) * 1e6)
         for (side, _), (process, _, _) in exporters.items():

@@ -172,30 +172,37 @@ def parse_subfields(value: str) -> dict[str, str]:
 
 
 CommandStats = dict[str, tuple[float, float]]  # command -> (calls, µs) from INFO commandstats
+# a commandstats line's numbers: calls, usec, rejected_calls, failed_calls (None where the server does not give one)
+CommandNumbers = tuple[float | None, float | None, float | None, float | None]
+CommandLines = dict[str, tuple[str, CommandNumbers]]  # cmdstat_<command> -> (the line's text, its numbers)
 
 
-def command_stats(fields: dict[str, str], seen: dict[str, tuple[str, tuple[float, float]]] | None = None) -> CommandStats:
-    """(calls, µs) per command of INFO commandstats (``cmdstat_get:calls=1,usec=2,...``). ``seen``: the same node's
-    lines of the last reply with what they parsed to, kept by the caller: a line that stood still is not parsed again,
-    and ``seen`` is left holding this reply's lines."""
-    stats: CommandStats = {}
-    previous = seen.copy() if seen else {}
-    if seen is not None:
-        seen.clear()
+def command_lines(fields: dict[str, str], previous: CommandLines | None = None) -> CommandLines:
+    """The numbers of each line of INFO commandstats (``cmdstat_get:calls=1,usec=2,...``); a line whose text stands
+    where it stood in ``previous`` (the same node's last reply) is not parsed again. A new dict: ``previous`` is never
+    changed, so a render may still read it."""
+    lines: CommandLines = {}
     for name, raw in fields.items():
         if not name.startswith("cmdstat_"):
             continue
-        known = previous.get(name)
+        known = previous.get(name) if previous else None
         if known is not None and known[0] == raw:
-            stats[name[8:]] = known[1]
-        else:
-            sub = parse_subfields(raw)
-            calls, usec = parse_number(sub.get("calls", "")), parse_number(sub.get("usec", ""))
-            if calls is None or usec is None:
-                continue
+            lines[name] = known
+            continue
+        sub = parse_subfields(raw)
+        get = sub.get
+        numbers = (parse_number(get("calls", "")), parse_number(get("usec", "")), parse_number(get("rejected_calls", "")),
+                   parse_number(get("failed_calls", "")))  # fmt: skip
+        lines[name] = (raw, numbers)
+    return lines
+
+
+def command_stats(lines: CommandLines) -> CommandStats:
+    """(calls, µs) per command that has both."""
+    stats: CommandStats = {}
+    for name, (_, (calls, usec, _, _)) in lines.items():
+        if calls is not None and usec is not None:
             stats[name[8:]] = (calls, usec)
-        if seen is not None:
-            seen[name] = (raw, stats[name[8:]])
     return stats
 
 

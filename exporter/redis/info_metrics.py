@@ -18,8 +18,11 @@ from .info import (
     _NUMBER_START,
     IDENTIFIER_FIELDS,
     STATUS_VALUES,
+    CommandLines,
+    CommandNumbers,
     CommandStats,
     InfoReply,
+    command_lines,
     command_stats,
     parse_number,
     parse_percent,
@@ -79,9 +82,11 @@ def _plan(section: str, name: str) -> tuple:
 _WHOLE = None  # a section's memo keeps the lines of all its fields under this key (a field's name is a str)
 
 
-def add_info_metrics(info: InfoReply, base: dict[str, str], out: FamilySet, stats: CommandStats | None = None) -> None:
-    """Every field of every section of ``info`` as samples labelled ``base`` (the target's ``instance``). ``stats``: the
-    command stats of this reply where the scrape parsed them already."""
+def add_info_metrics(
+    info: InfoReply, base: dict[str, str], out: FamilySet, lines: CommandLines | None = None, stats: CommandStats | None = None
+) -> None:
+    """Every field of every section of ``info`` as samples labelled ``base`` (the target's ``instance``). ``lines`` and
+    ``stats``: INFO commandstats' lines and command stats where the scrape parsed them already."""
     no_plans: dict[str, tuple] = {}
     for section, fields in info.sections.items():
         if section in STRUCTURED_SECTIONS:
@@ -99,9 +104,9 @@ def add_info_metrics(info: InfoReply, base: dict[str, str], out: FamilySet, stat
     _add_instance_info(info, base, out, out.memo("instance"))
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo("keyspace"))
-    commands = info.sections.get("commandstats", {})
-    _add_commandstats(commands, base, out, out.memo("commandstats"))
-    stats = command_stats(commands) if stats is None else stats
+    lines = command_lines(info.sections.get("commandstats", {})) if lines is None else lines
+    _add_commandstats(lines, base, out, out.memo("commandstats"))
+    stats = command_stats(lines) if stats is None else stats
     _add_latencystats(info.sections.get("latencystats", {}), stats, base, out, out.memo("latencystats"))
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
@@ -216,29 +221,25 @@ def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> No
             out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
 
 
-def _add_commandstats(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
+def _add_commandstats(lines: CommandLines, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
     """Per-command counters."""
-    for name, raw in fields.items():
-        if name.startswith("cmdstat_") and out.replay(memo, name, raw) is None:
+    for name, (raw, numbers) in lines.items():
+        if out.replay(memo, name, raw) is None:
             with out.recording(memo, name, raw):
-                _add_command(name[8:], parse_subfields(raw), base, out)
+                _add_command(name[8:], numbers, base, out)
 
 
-def _add_command(cmd: str, sub: dict[str, str], base: dict[str, str], out: FamilySet) -> None:
+def _add_command(cmd: str, numbers: CommandNumbers, base: dict[str, str], out: FamilySet) -> None:
     labels = with_label(base, "cmd", cmd)
-    calls = parse_number(sub.get("calls", ""))
-    usec = parse_number(sub.get("usec", ""))
+    calls, usec, rejected, failed = numbers
     if calls is not None:
         out.add("redis_commands_total", COUNTER, "Calls per command.", labels, calls)
     if usec is not None:
         out.add("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", labels, usec / 1e6)
-    for key, metric, help_ in (
-        ("rejected_calls", "redis_commands_rejected_calls_total", "Calls rejected before execution, per command."),
-        ("failed_calls", "redis_commands_failed_calls_total", "Calls that failed during execution, per command."),
-    ):
-        value = parse_number(sub.get(key, ""))
-        if value is not None:
-            out.add(metric, COUNTER, help_, labels, value)
+    if rejected is not None:
+        out.add("redis_commands_rejected_calls_total", COUNTER, "Calls rejected before execution, per command.", labels, rejected)
+    if failed is not None:
+        out.add("redis_commands_failed_calls_total", COUNTER, "Calls that failed during execution, per command.", labels, failed)
 
 
 def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:

@@ -24,7 +24,7 @@ from exporter.common.secrets import SecretUnavailable
 from .addresses import Endpoint
 from .cluster import NODES_REFRESH
 from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
-from .info import InfoReply, command_stats, parse_info
+from .info import CommandLines, InfoReply, command_lines, command_stats, parse_info
 from .keys import KeyProbeResult, KeyProbes
 from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
@@ -79,7 +79,7 @@ class RedisNode:
         self.command_calls: dict[str, float] = {}
         # the last INFO reply parsed, whose sections that stand still the next parse reuses, and its commandstats lines
         self._last_info: InfoReply | None = None
-        self._command_lines: dict[str, tuple[str, tuple[float, float]]] = {}
+        self._command_lines: CommandLines = {}
         self._closed = False
         self.connects = 0
         self.renewals = 0  # connections replaced for their age
@@ -299,7 +299,8 @@ class RedisNode:
             info.merge(parse_info(extra))
         self._last_info = info
         result.parsed = info
-        result.command_stats = command_stats(info.sections.get("commandstats", {}), self._command_lines)
+        result.command_lines = self._command_lines = command_lines(info.sections.get("commandstats", {}), self._command_lines)
+        result.command_stats = command_stats(result.command_lines)
         plan_histograms(self, result.command_stats)
 
     def _probe_keys(self, conn: RespConnection, info: str, deadline: float) -> KeyProbeResult | None:

@@ -14,7 +14,7 @@ from .pipeline import SCRAPE_COMMANDS, ScrapeResult
 def add_node_metrics(result: ScrapeResult, base: dict[str, str], out: FamilySet) -> None:
     """The samples of one node's scrape, labelled ``base`` (the target's instance)."""
     info = result.parsed
-    add_info_metrics(info, base, out, result.command_stats)
+    add_info_metrics(info, base, out, result.command_lines, result.command_stats)
     add_start_time(info, result.read_time, base, out)
     _add_config_compat(info, base, out)
     scraped = Scraped(info, result.replies, result.command_stats, base, result.read_time)

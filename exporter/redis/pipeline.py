@@ -16,7 +16,7 @@ from . import cluster, commandlog, config_get, latency, slowlog
 from .command import Args, NodeView, ScrapeCommand, always, text
 from .failures import NOT_AUTHENTICATED, kind_of, looks_like_info, reply_failure
 from .heartbeat_read import HEARTBEAT_COMMANDS, heartbeat_values
-from .info import CommandStats, InfoReply
+from .info import CommandLines, CommandStats, InfoReply
 from .keys import KeyProbeResult
 from .resp import ErrorReply, RespFailure
 
@@ -53,6 +53,7 @@ class ScrapeResult:
     info: str = ""
     extra_info: list[str] = factory(list)
     parsed: InfoReply = factory(InfoReply)
+    command_lines: CommandLines = factory(dict)  # INFO commandstats' lines with their numbers, each parsed once
     command_stats: CommandStats = factory(dict)
     replies: dict[str, list[Any]] = factory(dict)
     heartbeat_values: list[bytes | None] | None = None
