@@ -75,6 +75,90 @@ def test_architecture_map_names_every_subpackage() -> None:
         assert f"`exporter/{name}/`" in text
 
 
+def _module_imports(module: tuple[str, ...], source: str, known: set[tuple[str, ...]]) -> set[tuple[str, ...]]:
+    """The package's modules that ``module`` imports when it runs: relative, absolute and lazy imports (inside a
+    function) included, those under ``if TYPE_CHECKING:`` left out (they never run)."""
+    package = module[:-1]  # for a package's __init__ as for a module: relative imports start from its folder
+    checking: set[int] = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            checking.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(tree):
+        if id(node) in checking:
+            continue
+        candidates: list[tuple[str, ...]] = []
+        if isinstance(node, ast.Import):
+            candidates = [tuple(alias.name.split(".")) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            origin = (*base, *(node.module.split(".") if node.module else ()))
+            candidates = [(*origin, alias.name) for alias in node.names] + [origin]
+        for name in candidates:
+            if name in known:
+                found.add(name)
+            elif (*name, "__init__") in known and name != package:
+                found.add((*name, "__init__"))
+    return found - {module}
+
+
+def _import_graph() -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+    paths = {path.relative_to(PACKAGE.parent).with_suffix("").parts: path for path in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    return {module: _module_imports(module, path.read_text(encoding="utf-8"), known) for module, path in paths.items()}
+
+
+def _cycles(graph: dict[tuple[str, ...], set[tuple[str, ...]]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each as sorted dotted names."""
+    index: dict[tuple[str, ...], int] = {}
+    low: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[str, ...]] = []
+    on_stack: set[tuple[str, ...]] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: tuple[str, ...]) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(".".join(member))
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_cycle_between_modules() -> None:
+    cycles = _cycles(_import_graph())
+    assert not cycles, "modules that import each other (lazy imports included): " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_a_lazy_cycle() -> None:
+    known = {("exporter", "baselines", "table"), ("exporter", "baselines", "latency")}
+    table = _module_imports(("exporter", "baselines", "table"), "def f():\n    from .latency import parse\n", known)
+    latency = _module_imports(("exporter", "baselines", "latency"), "from .table import BaselineError\n", known)
+    typed = _module_imports(("exporter", "baselines", "latency"), "if TYPE_CHECKING:\n    from .table import X\n", known)
+    graph = {("exporter", "baselines", "table"): table, ("exporter", "baselines", "latency"): latency}
+    assert _cycles(graph) == [["exporter.baselines.latency", "exporter.baselines.table"]]
+    assert typed == set()
+
+
 MAX_MODULE_LINES = 400
 
 

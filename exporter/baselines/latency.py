@@ -13,7 +13,7 @@ from typing import Any
 
 from exporter.common.records import record
 
-from .table import BaselineError
+from .errors import BaselineError
 
 
 @record(frozen=True)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from exporter.common.errors import ExporterError
 from exporter.common.records import factory, record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
+
+from .errors import BaselineError
+from .latency import LatencyFigure, latency_to_document, parse_latency
 
 FORMAT = "elasticache-exporter-baselines"
 VERSION = 1
@@ -19,12 +21,6 @@ BASES = ("lower", "measured", "published")
 BYTES_PER_GBIT = 125_000_000  # 10^9 bits / 8
 DEFAULT_ENGINE_CPU_PERCENT = 90.0  # where no benchmark measured the engine CPU: AWS's 90 % of a core
 SUGGESTED_FAMILIES = ("r7g", "r6g", "m7g", "m6g", "r5", "m5")  # current families a node is moved to, Graviton first
-
-
-class BaselineError(ExporterError):
-    """A baseline table or benchmark input that cannot be used; the message names the file and place."""
-
-    exit_code = 2
 
 
 @record(frozen=True)
@@ -59,7 +55,7 @@ class NodeBaseline:
     memory_gib: float | None = None
     measured: Measured | None = None
     published: Published | None = None
-    latency: tuple[Any, ...] = ()  # LatencyFigure (latency.py): requests/s and percentiles per command and data size
+    latency: tuple[LatencyFigure, ...] = ()  # requests/s and percentiles per command and data size (latency.py)
 
     def full_bandwidth(self, basis: str = "lower") -> tuple[float, str] | None:
         """Bytes/s at 100 % and where it comes from (``measured`` or ``published``)."""
@@ -172,10 +168,9 @@ def _node(node_type: str, entry: Any, where: str) -> NodeBaseline:
     )
 
 
-def _latency(raw: Any, where: str) -> tuple[Any, ...]:
+def _latency(raw: Any, where: str) -> tuple[LatencyFigure, ...]:
     if raw is None:
         return ()
-    from .latency import parse_latency  # latency.py raises this module's BaselineError
 
     return parse_latency(raw, where)
 
@@ -255,8 +250,6 @@ def table_to_document(table: BaselineTable) -> dict[str, Any]:
                 **({"estimated": True} if m.estimated else {}),
             }
         if node.latency:
-            from .latency import latency_to_document
-
             entry["latency"] = latency_to_document(node.latency)
         node_types[name] = entry
     return {"format": FORMAT, "version": VERSION, "basis": table.basis, "node_types": node_types}
