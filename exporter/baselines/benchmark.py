@@ -17,13 +17,12 @@ import subprocess
 import time
 from collections.abc import Callable
 
-import redis
-
 from exporter.common.processes import stop_process
 from exporter.common.progress import Progress
 from exporter.common.records import factory, record, replace
 from exporter.redis.addresses import Endpoint
 from exporter.redis.info import parse_info, parse_number
+from exporter.redis.resp import ErrorReply, RespConnection, RespFailure
 
 from .latency import LatencyFigure, from_csv_row
 from .rows import BenchmarkRow, mbps_from_bytes_per_second
@@ -152,16 +151,38 @@ class BenchmarkPlan:
         return [*sizes, *(["--cluster-mode"] if self.cluster else [])]
 
 
-def _client(plan: BenchmarkPlan) -> redis.Redis:
-    return redis.Redis(
-        host=plan.endpoint.host,
-        port=plan.endpoint.port,
-        username=plan.endpoint.username,
-        password=plan.password,
-        ssl=plan.endpoint.tls,
-        socket_timeout=5,
-        protocol=2,
-    )
+class _InfoReader:
+    """INFO ALL of the node under load, read every second on one connection of the exporter's own RESP client."""
+
+    TIMEOUT = 5.0
+
+    def __init__(self, plan: BenchmarkPlan) -> None:
+        context = None
+        if plan.endpoint.tls:
+            from exporter.redis.node import build_ssl_context
+            from exporter.redis.settings import TlsOptions
+
+            context = build_ssl_context(TlsOptions())
+        deadline = time.monotonic() + self.TIMEOUT
+        self._conn = RespConnection.open(plan.endpoint.host, plan.endpoint.port, deadline, ssl_context=context)
+        if plan.password:
+            auth = ("AUTH", plan.endpoint.username, plan.password) if plan.endpoint.username else ("AUTH", plan.password)
+            self._call(auth, deadline)
+
+    def _call(self, command: tuple[str, ...], deadline: float) -> object:
+        (reply,) = self._conn.call([command], deadline)
+        if isinstance(reply, ErrorReply):
+            raise RespFailure("error_reply", f"{command[0]}: {reply.message}")
+        return reply
+
+    def info(self) -> str:
+        reply = self._call(("INFO", "ALL"), time.monotonic() + self.TIMEOUT)
+        if not isinstance(reply, bytes):
+            raise RespFailure("protocol", "INFO did not answer text")
+        return reply.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def _connection_args(plan: BenchmarkPlan, tool: str) -> list[str]:
@@ -178,9 +199,8 @@ def _connection_args(plan: BenchmarkPlan, tool: str) -> list[str]:
     return args + (["--tls"] if plan.endpoint.tls else [])
 
 
-def _read_sample(client: redis.Redis) -> Sample:
-    raw = client.execute_command("INFO", "ALL")
-    info = parse_info(raw.decode() if isinstance(raw, bytes) else _info_text(raw))
+def _read_sample(client: _InfoReader) -> Sample:
+    info = parse_info(client.info())
 
     def number(name: str) -> float:
         return parse_number(info.get(name, "") or "") or 0.0
@@ -197,18 +217,14 @@ def _read_sample(client: redis.Redis) -> Sample:
     )
 
 
-def _info_text(parsed: dict) -> str:
-    return "\n".join(f"{k}:{v}" for k, v in parsed.items() if not isinstance(v, dict))
-
-
 def run_benchmark(plan: BenchmarkPlan, progress: Progress | None = None, sleep: Callable[[float], None] = time.sleep) -> list[SizeResult]:
     tool_path = shutil.which(plan.tool)
     if tool_path is None:
         raise BaselineError(f"{plan.tool} is not on PATH (apt-get install redis-tools)")
-    client = _client(plan)
     try:
-        client.ping()
-    except redis.RedisError as err:
+        client = _InfoReader(plan)
+        client.info()
+    except RespFailure as err:
         raise BaselineError(f"{plan.endpoint.display()}: cannot reach the node: {err}") from err
     progress = progress or Progress(plan.duration * len(plan.data_sizes))
     results: list[SizeResult] = []
