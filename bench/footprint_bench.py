@@ -73,8 +73,11 @@ def measure(kind: str, redis_exporter: str | None, redis_port: int, scrapes: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", help="path to a redis_exporter binary to measure beside this one")
-    parser.add_argument("--python", default=sys.executable, help="interpreter with the exporter installed, e.g. a clean venv's "
-                        "(as in the Docker image); default: this one")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="interpreter with the exporter installed, e.g. a clean venv's (as in the Docker image); default: this one",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scrapes", type=int, default=1000)
     args = parser.parse_args()

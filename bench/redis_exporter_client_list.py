@@ -38,6 +38,7 @@ def command(*parts: str | bytes) -> bytes:
 
 def open_connections(port: int) -> list[socket.socket]:
     """Connections of every kind CLIENT LIST tells apart, each left open (their replies read where it matters)."""
+
     def connect(*commands: bytes) -> socket.socket:
         sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         sock.sendall(b"".join(commands))
@@ -46,8 +47,7 @@ def open_connections(port: int) -> list[socket.socket]:
     kinds = [
         connect(command("CLIENT", "SETNAME", "orders-api"), command("SELECT", "3")),
         connect(command("CLIENT", "SETNAME", "orders-api")),
-        connect(command("CLIENT", "SETNAME", "events"), command("SUBSCRIBE", "a", "b"), command("PSUBSCRIBE", "p*"),
-                command("SSUBSCRIBE", "shard")),
+        connect(command("CLIENT", "SETNAME", "events"), command("SUBSCRIBE", "a", "b"), command("PSUBSCRIBE", "p*"), command("SSUBSCRIBE", "shard")),
         connect(command("CLIENT", "SETNAME", "checkout"), command("WATCH", "k1", "k2"), command("MULTI")),
         connect(command("HELLO", "3", "SETNAME", "resp3-client")),
         connect(command("AUTH", "app", "app-password"), command("CLIENT", "SETNAME", "as-app")),

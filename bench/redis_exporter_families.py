@@ -63,11 +63,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", required=True)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "redis_exporter_families.tsv"))
-    parser.add_argument("--keys-out", default=str(ROOT / "tests" / "data" / "redis_exporter_key_families.tsv"),
-                        help="where the families its key and stream flags add are written (tests' WATCHED_KEYS)")
+    parser.add_argument(
+        "--keys-out",
+        default=str(ROOT / "tests" / "data" / "redis_exporter_key_families.tsv"),
+        help="where the families its key and stream flags add are written (tests' WATCHED_KEYS)",
+    )
     parser.add_argument("--values", action="store_true", help="also compare values of shared families with this exporter")
-    parser.add_argument("--source", help="redis_exporter's source tree: also list the INFO fields its maps name (metricMapGauges,"
-                        " metricMapCounters) that the servers here did not show (AOF rewrites, syncs in progress, ...)")
+    parser.add_argument(
+        "--source",
+        help="redis_exporter's source tree: also list the INFO fields its maps name (metricMapGauges,"
+        " metricMapCounters) that the servers here did not show (AOF rewrites, syncs in progress, ...)",
+    )
     args = parser.parse_args()
     primary = start_redis()
     replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))

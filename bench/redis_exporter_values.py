@@ -142,8 +142,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-exporter", required=True)
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "upstream_values"))
-    parser.add_argument("--engine", action="append", default=[], metavar="NAME=SERVER",
-                        help="one more engine to record, by its server binary (a Valkey 7.2 built from source: valkey-7.2=/path/valkey-server)")
+    parser.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        metavar="NAME=SERVER",
+        help="one more engine to record, by its server binary (a Valkey 7.2 built from source: valkey-7.2=/path/valkey-server)",
+    )
     args = parser.parse_args()
     for engine in args.engine:
         name, _, binary = engine.partition("=")

@@ -65,8 +65,9 @@ def thread_count(pid: int) -> int:
     return 0
 
 
-def soak(python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200,
-         traces: Path | None = None, image_env: bool = False) -> list[tuple[int, float]]:
+def soak(
+    python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200, traces: Path | None = None, image_env: bool = False
+) -> list[tuple[int, float]]:
     """[(scrapes answered, RSS MiB)]: after the warm-up, then every ``report_every``; with ``traces``, a snapshot at each."""
     workdir = Path(tempfile.mkdtemp(prefix="ecx-soak-"))
     stop = threading.Event()
@@ -143,8 +144,10 @@ def main() -> None:
     readings = dict(soak(args.python, args.scrapes, args.clients, traces=args.tracemalloc, image_env=args.image_env))
     base = readings.get(1000) or readings[min(readings)]
     end = readings[max(readings)]
-    print(f"\n{args.scrapes} scrapes in {time.monotonic() - started:.0f} s; RSS {base:.1f} MiB at 1,000 -> {end:.1f} MiB at the end: "
-          f"{(end / base - 1) * 100:+.1f} %")
+    print(
+        f"\n{args.scrapes} scrapes in {time.monotonic() - started:.0f} s; RSS {base:.1f} MiB at 1,000 -> {end:.1f} MiB at the end: "
+        f"{(end / base - 1) * 100:+.1f} %"
+    )
     if args.tracemalloc:
         time.sleep(1.0)
         print_growth(args.tracemalloc, min(readings, key=lambda mark: abs(mark - 1000)), max(readings))

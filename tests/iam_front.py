@@ -67,9 +67,7 @@ def verify_token(token: str, *, user: str, cache: str, region: str, access_key: 
         raise TokenRejected(f"expiry {params.get('X-Amz-Expires')} s, not 900")
     if not signed_at - datetime.timedelta(minutes=5) <= now <= signed_at + datetime.timedelta(seconds=900):
         raise TokenRejected("expired")
-    canonical_query = "&".join(
-        f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(pairs) if k != "X-Amz-Signature"
-    )
+    canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(pairs) if k != "X-Amz-Signature")
     canonical_request = "\n".join(["GET", "/", canonical_query, f"host:{host}", "", "host", EMPTY_SHA256])
     scope = f"{date}/{region}/elasticache/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])

@@ -271,8 +271,10 @@ class _FailingCloudWatch:
     def __getattr__(self, name):
         attribute = getattr(self._client, name)
         if name == "get_metric_data" and self.fail:
+
             def failing(**_):
                 raise ClientError({"Error": {"Code": "InternalFailure"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "GetMetricData")
+
             return failing
         return attribute
 
@@ -439,12 +441,11 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
     cluster_ids = seed_moto(groups=1, replicas=2)
     put_metrics(cluster_ids)
     config = tmp_path / "config.yml"
-    config.write_text(
-        f"redis:\n  addr: ''\naws:\n  regions: [{REGION}]\n  discovery_interval: 2s\n  cloudwatch:\n    interval: 1s\n"
-    )
+    config.write_text(f"redis:\n  addr: ''\naws:\n  regions: [{REGION}]\n  discovery_interval: 2s\n  cloudwatch:\n    interval: 1s\n")
     env = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")}
     exporter = start_exporter("--config.file", str(config), env=env)
     try:
+
         def has_values():
             samples = parse_samples(exporter.get("/metrics")[1])
             return any(name == "aws_elasticache_cpuutilization_average" for name, _ in samples) and samples
@@ -532,9 +533,7 @@ def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_noth
         assert apply(api, second) == 0
         assert "0 to create, 0 to update" in describe(second, [])
         changed = [(region, {**alarm, "Threshold": alarm["Threshold"] + 1}) for region, alarm in desired[:per_node]]
-        assert [c.action for c in plan(api, changed)] == ["update"] * per_node + ["delete"] * per_node * (
-            len(cluster_ids) - 1
-        )
+        assert [c.action for c in plan(api, changed)] == ["update"] * per_node + ["delete"] * per_node * (len(cluster_ids) - 1)
 
 
 def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_credentials):

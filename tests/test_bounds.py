@@ -195,6 +195,7 @@ def test_exit_on_sigint_while_a_target_hangs(fresh_redis):
     exporter = start_exporter("--redis.addr", fresh_redis.addr, "--scrape.timeout", "30s")
     try:
         fresh_redis.pause()
+
         def scrape() -> None:
             with contextlib.suppress(OSError):  # the exporter goes away mid-reply: that is the point
                 exporter.get("/metrics", timeout=40)

@@ -108,6 +108,7 @@ def test_watched_keys_are_reported_once_by_the_primary_that_owns_them(cluster):
     writer.xadd("events", {"f": "v"})
     writer.xgroup_create("events", "workers", id="0")
     wait_until(lambda: all(node.info().get("master_link_status", "up") == "up" for node in cluster), what="links")
+
     def caught_up() -> bool:
         sizes = {role: sum(node.client().dbsize() for node in cluster if node.info()["role"] == role) for role in ("master", "slave")}
         return sizes["master"] == sizes["slave"] >= 305

@@ -137,9 +137,7 @@ def test_cli_reports_invalid_config_in_one_line_with_exit_2(tmp_path):
 def test_cli_reports_broken_yaml_with_its_position(tmp_path):
     path = tmp_path / "bad.yml"
     path.write_text("targets:\n  - addr: [unclosed\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "exporter", "--version"], capture_output=True, text=True, timeout=30, check=False
-    )
+    result = subprocess.run([sys.executable, "-m", "exporter", "--version"], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0
     assert result.stdout.startswith("elasticache-exporter ")
     result = subprocess.run(
@@ -151,9 +149,7 @@ def test_cli_reports_broken_yaml_with_its_position(tmp_path):
 
 
 def test_help_lists_flags_and_environment_variables():
-    result = subprocess.run(
-        [sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True, timeout=30, check=False
-    )
+    result = subprocess.run([sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 0
     assert "--redis.addr" in result.stdout
     assert "ELASTICACHE_EXPORTER_REDIS_ADDR" in result.stdout

@@ -189,6 +189,7 @@ def test_key_probes_and_the_heartbeat_writer(engine):
             "heartbeat": {"write": True, "interval": "100ms", "ttl": "10s"},
         })  # fmt: skip
         try:
+
             def exporter_lag() -> float | None:
                 samples = call(app, "/metrics").samples()
                 return samples.get(("elasticache_replication_heartbeat_lag_seconds", (("instance", "replica"), ("source", "exporter"))))

@@ -23,10 +23,7 @@ def test_help_text_escapes_backslash_and_newline_but_not_quotes():
 def test_label_values_escape_quote_backslash_and_newline():
     out = FamilySet()
     out.add("a_gauge", "gauge", "Help.", {"instance": "n1", "key": 'say "hi"\\ there\nnow'}, 2.5)
-    assert encode(out) == (
-        "# HELP a_gauge Help.\n# TYPE a_gauge gauge\n"
-        'a_gauge{instance="n1",key="say \\"hi\\"\\\\ there\\nnow"} 2.5\n'
-    )
+    assert encode(out) == ('# HELP a_gauge Help.\n# TYPE a_gauge gauge\na_gauge{instance="n1",key="say \\"hi\\"\\\\ there\\nnow"} 2.5\n')
     (family,) = text_string_to_metric_families(encode(out))
     assert family.samples[0].labels["key"] == 'say "hi"\\ there\nnow'  # the real parser reads back the original
 

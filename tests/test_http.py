@@ -120,9 +120,7 @@ def test_allow_rule_sends_its_own_credentials_only_to_matching_hosts(acl_redis, 
 
 
 def test_status_page_lists_targets_without_secrets(acl_redis):
-    app = make_app(
-        {"targets": [{"name": "protected", "addr": f"redis://:default-secret-pw@127.0.0.1:{acl_redis.port}"}], "redis": {"addr": ""}}
-    )
+    app = make_app({"targets": [{"name": "protected", "addr": f"redis://:default-secret-pw@127.0.0.1:{acl_redis.port}"}], "redis": {"addr": ""}})
     try:
         call(app, "/metrics")
         page = call(app, "/")

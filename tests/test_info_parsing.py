@@ -35,9 +35,7 @@ def value(samples, name, **labels):
 
 def test_sections_are_split_and_lower_cased():
     info = parse_info((DATA / "info_redis_7_0.txt").read_text())
-    assert {"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "latencystats"} <= set(
-        info.sections
-    )
+    assert {"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "latencystats"} <= set(info.sections)
     assert info.sections["server"]["redis_version"] == "7.0.15"
     assert info.malformed_lines == 0
 

@@ -65,7 +65,9 @@ def test_a_field_without_default_after_one_with_a_default_is_refused():
 
 
 def test_the_redis_only_exporter_does_not_load_inspect():
-    code = ("import sys, exporter.cli.main, exporter.cli.serve, exporter.service.server\n"
-            "print(sorted({'inspect', 'dataclasses', 'ast', 'dis'} & set(sys.modules)))")
+    code = (
+        "import sys, exporter.cli.main, exporter.cli.serve, exporter.service.server\n"
+        "print(sorted({'inspect', 'dataclasses', 'ast', 'dis'} & set(sys.modules)))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]"

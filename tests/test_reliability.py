@@ -211,8 +211,23 @@ HOSTILE = st.one_of(
         lambda scheme, userinfo, host, port: f"{scheme}{userinfo}{host}{port}",
         st.sampled_from(["", "redis://", "rediss://", "unix://", "file://", "http://", "gopher://", "//", "valkey://"]),
         st.sampled_from(["", "user@", "user:pw@", "known@", "@", "a:b@c@"]),
-        st.sampled_from(["127.0.0.1", "localhost", "[::1]", "[::ffff:127.0.0.1]", "0x7f000001", "2130706433", "127.1", "0",
-                         "169.254.169.254", "[fe80::1%25lo]", "example.com", "", "127.0.0.1.nip.io"]),
+        st.sampled_from(
+            [
+                "127.0.0.1",
+                "localhost",
+                "[::1]",
+                "[::ffff:127.0.0.1]",
+                "0x7f000001",
+                "2130706433",
+                "127.1",
+                "0",
+                "169.254.169.254",
+                "[fe80::1%25lo]",
+                "example.com",
+                "",
+                "127.0.0.1.nip.io",
+            ]
+        ),
         st.sampled_from(["", ":{port}", ":0", ":65536", ":-1", ":6379/0", ":{port}?x=1", ":{port}#f", ":{port}/../etc"]),
     ),
 )

@@ -169,6 +169,7 @@ def test_exporter_heartbeat_writer_writes_only_on_masters(replicated_redis):
         }
     )
     try:
+
         def exporter_lag():
             samples = call(app, "/metrics").samples()
             return samples.get(("elasticache_replication_heartbeat_lag_seconds", (("instance", "replica"), ("source", "exporter"))))
@@ -187,6 +188,7 @@ def test_writer_stops_when_the_node_is_demoted(fresh_redis):
     other = start_redis()
     app = make_app({"targets": [{"name": "node", "addr": fresh_redis.addr}], "heartbeat": {"write": True, "interval": "100ms"}})
     try:
+
         def writes() -> float:
             samples = call(app, "/metrics").samples()
             return samples.get(("elasticache_exporter_heartbeat_writes_total", (("instance", "node"),)), 0.0)
@@ -225,8 +227,10 @@ def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
         assert sample(samples, "redis_up", instance="allowed") == 1
         assert sample(samples, "redis_up", instance="denied") == 1
         wait_until(
-            lambda: call(app, "/metrics").samples().get(
-                ("elasticache_exporter_heartbeat_write_errors_total", (("instance", "denied"), ("kind", "permission")))
+            lambda: (
+                call(app, "/metrics")
+                .samples()
+                .get(("elasticache_exporter_heartbeat_write_errors_total", (("instance", "denied"), ("kind", "permission"))))
             ),
             what="a counted permission error",
         )
@@ -238,8 +242,6 @@ def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
         app.close()
 
 
-@given(
-    st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59), st.integers(0, 60)
-)
+@given(st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59), st.integers(0, 60))
 def test_utc_seconds_agrees_with_calendar_timegm(year: int, month: int, day: int, hour: int, minute: int, second: int) -> None:
     assert utc_seconds(year, month, day, hour, minute, second) == calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))

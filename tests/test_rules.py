@@ -100,8 +100,10 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
         properties = alarm["Properties"]
         threshold = properties["Threshold"]
         if not isinstance(threshold, dict):
-            limited = {"BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
-                       "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd.")}
+            limited = {
+                "BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
+                "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd."),
+            }
             if logical in limited:  # an alarm on a metric only some node types publish: for those types only
                 condition, prefix = limited[logical]
                 assert alarm["Condition"] == condition
@@ -217,7 +219,14 @@ for alert, metric in (
     ("ElastiCacheBandwidthInAllowanceExceeded", "aws_elasticache_network_bandwidth_in_allowance_exceeded_maximum"),
     ("ElastiCachePPSAllowanceExceeded", "aws_elasticache_network_packets_per_second_allowance_exceeded_maximum"),
 ):
-    case(alert, [(series(metric, **CW), "0 0 0 5 10 15 20 25 30 35")], "5m", "3m", CW, [(series(metric, **{**CW, "dimension_CacheClusterId": "q"}), "7+0x10")])  # noqa: E501
+    case(
+        alert,
+        [(series(metric, **CW), "0 0 0 5 10 15 20 25 30 35")],
+        "5m",
+        "3m",
+        CW,
+        [(series(metric, **{**CW, "dimension_CacheClusterId": "q"}), "7+0x10")],
+    )
 case("ElastiCacheConntrackAllowanceExceeded",
      [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **CW), "0 0 3 3 3")], "3m", "1m", CW,
      [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "2+0x5")])  # fmt: skip
@@ -226,6 +235,8 @@ T = {"instance": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
 case("ElastiCacheExporterTargetDown", [(series("up", job="elasticache", instance="e:9769"), "0+0x10")], "6m", "4m",
      {"job": "elasticache", "instance": "e:9769"}, [(series("up", job="elasticache", instance="q:9769"), "1+0x10")])  # fmt: skip
+
+
 def member(target, role, shard, group="orders"):
     return series("elasticache_shard_member_info", instance=target, role=role, shard=shard, replication_group=group, shard_source="config")
 
@@ -438,8 +449,10 @@ case("RedisStreamGroupFallingBehind", [(series("redis_stream_group_lag", **G), "
      [(series("redis_stream_group_lag", **{**G, "group": "steady"}), "100+0x30"),
       (series("redis_stream_group_lag", **{**G, "group": "drains"}), " ".join(["0 50 100 150 200 250 300 0"] * 4))])  # fmt: skip
 SL = {"account_id": "111111111111", "region": "eu-west-1", "cache": "carts"}
-for alert, ratio in (("ElastiCacheServerlessECPUNearLimit", "elasticache_serverless_ecpu_utilization_ratio"),
-                     ("ElastiCacheServerlessStorageNearLimit", "elasticache_serverless_data_storage_utilization_ratio")):
+for alert, ratio in (
+    ("ElastiCacheServerlessECPUNearLimit", "elasticache_serverless_ecpu_utilization_ratio"),
+    ("ElastiCacheServerlessStorageNearLimit", "elasticache_serverless_data_storage_utilization_ratio"),
+):
     # the same cache name in another account, under its own limit, stays quiet
     case(alert, [(series(ratio, **SL), "0.85+0x20")], "16m", "14m", SL,
          [(series(ratio, **{**SL, "account_id": "222222222222"}), "0.75+0x20"),
@@ -666,8 +679,10 @@ def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):
         "  cache.r6g.large:\n    vcpus: 2\n    memory_gib: 13\n    published: {baseline_gbps: 0.75, burst_gbps: 10}\n"
         "  cache.y9.large:\n    memory_gib: 13\n    published: {baseline_gbps: 1, burst_gbps: 10}\n"
     )
-    for what, said in (("prometheus", ""), ("cloudformation", "render: fixed-threshold alerts only for 1 node type(s) with no "
-                                                               "bandwidth figure or vCPU count: cache.y9.large")):
+    for what, said in (
+        ("prometheus", ""),
+        ("cloudformation", "render: fixed-threshold alerts only for 1 node type(s) with no bandwidth figure or vCPU count: cache.y9.large"),
+    ):
         result = subprocess.run([sys.executable, "-m", "exporter", "render", what, "--baselines", str(table)],
                                 capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
         assert result.returncode == 0, result.stderr

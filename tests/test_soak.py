@@ -59,8 +59,9 @@ def test_failed_scrapes_leave_no_cyclic_garbage(failing_targets):
                 assert call(app, "/metrics").code == 200
             gc.collect()
             kinds = collections.Counter(type(thing).__name__ for thing in gc.garbage)
-            FRAMES[:] = collections.Counter(f"{t.f_code.co_filename.rsplit('/', 1)[-1]}:{t.f_code.co_name}" for t in gc.garbage
-                                            if type(t).__name__ == "frame").most_common(10)
+            FRAMES[:] = collections.Counter(
+                f"{t.f_code.co_filename.rsplit('/', 1)[-1]}:{t.f_code.co_name}" for t in gc.garbage if type(t).__name__ == "frame"
+            ).most_common(10)
         finally:
             gc.set_debug(0)
             gc.garbage.clear()

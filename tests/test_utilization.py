@@ -27,9 +27,7 @@ def utilization(app, target: str) -> float:
 
 
 def test_utilization_rises_under_load_and_falls_after(fresh_redis):
-    app = make_app(
-        {"targets": [{"name": "small", "addr": fresh_redis.addr, "node_type": "t3.micro"}], "baselines": {"window": "2s"}}
-    )
+    app = make_app({"targets": [{"name": "small", "addr": fresh_redis.addr, "node_type": "t3.micro"}], "baselines": {"window": "2s"}})
     benchmark = shutil.which("redis-benchmark")
     assert benchmark, "redis-benchmark is installed by .ci/install (redis-tools)"
     try:

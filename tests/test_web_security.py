@@ -42,6 +42,7 @@ def test_tls_and_basic_auth(tmp_path, certificates, plain_redis):
     context = ssl.create_default_context(cafile=certificates["ca"])
     url = f"https://127.0.0.1:{port}"
     try:
+
         def listening() -> bool:
             try:
                 return fetch(url + "/-/healthy", context)[0] == 401

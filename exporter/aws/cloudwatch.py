@@ -65,8 +65,14 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
 # Metrics only some node types publish, polled for those nodes beside the metric set (aws.cloudwatch.node_type_metrics):
 # data tiering's SSD traffic and fill on r6gd, the CPU credits of the burstable t family.
 NODE_TYPE_METRICS: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = (
-    ("cache.r6gd.", (MetricSpec("BytesReadFromDisk", ("Sum",)), MetricSpec("BytesWrittenToDisk", ("Sum",)),
-                     MetricSpec("DatabaseCapacityUsageCountedForEvictPercentage", ("Maximum",)))),
+    (
+        "cache.r6gd.",
+        (
+            MetricSpec("BytesReadFromDisk", ("Sum",)),
+            MetricSpec("BytesWrittenToDisk", ("Sum",)),
+            MetricSpec("DatabaseCapacityUsageCountedForEvictPercentage", ("Maximum",)),
+        ),
+    ),
     ("cache.t", (MetricSpec("CPUCreditBalance", ("Minimum",)), MetricSpec("CPUCreditUsage", ("Sum",)))),
 )
 

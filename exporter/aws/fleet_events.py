@@ -22,10 +22,22 @@ CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("node_replaced", re.compile(r"\breplac(e|ed|ing|ement)\b|\brecover(y|ing|ed)\b", re.IGNORECASE)),
     ("error", re.compile(r"\bfail(ed|ure|s)?\b|\berror\b|\binsufficient\b|\bunable\b|\bcould not\b|\bincompatible\b", re.IGNORECASE)),
     ("snapshot", re.compile(r"\bsnapshot|\bbackup", re.IGNORECASE)),
-    ("scaling", re.compile(r"\bscal(e|ed|ing)\b|\b(add|added|adding|remove|removed|removing) cache nodes?\b|\breplica count\b"
-                           r"|\bnumber of (nodes|replicas|shards)\b|\bresharding\b|\bnode type\b", re.IGNORECASE)),
-    ("maintenance", re.compile(r"\bmaintenance\b|\bservice update|\bupgrad|\bengine version\b|\bpatch|\brestart(ed)?\b|\breboot"
-                               r"|\bcertificate renewal\b", re.IGNORECASE)),
+    (
+        "scaling",
+        re.compile(
+            r"\bscal(e|ed|ing)\b|\b(add|added|adding|remove|removed|removing) cache nodes?\b|\breplica count\b"
+            r"|\bnumber of (nodes|replicas|shards)\b|\bresharding\b|\bnode type\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "maintenance",
+        re.compile(
+            r"\bmaintenance\b|\bservice update|\bupgrad|\bengine version\b|\bpatch|\brestart(ed)?\b|\breboot"
+            r"|\bcertificate renewal\b",
+            re.IGNORECASE,
+        ),
+    ),
 )
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 OTHER = "other"

@@ -99,9 +99,11 @@ def print_cost(config: Config) -> int:
     if config.aws.events:
         account_regions = sum(len(account.regions) for account in config.aws.accounts)
         per_hour = account_regions * (3600 / config.aws.poll_interval + 2 * 3600 / config.aws.discovery_interval)
-        print(f"Events and service updates (free, as discovery): DescribeEvents every {config.aws.poll_interval:.0f}s and "
-              f"DescribeServiceUpdates with DescribeUpdateActions every {config.aws.discovery_interval:.0f}s in each of "
-              f"{account_regions} account-region(s): about {per_hour:,.0f} calls an hour (a page more per 100 events or updates).")
+        print(
+            f"Events and service updates (free, as discovery): DescribeEvents every {config.aws.poll_interval:.0f}s and "
+            f"DescribeServiceUpdates with DescribeUpdateActions every {config.aws.discovery_interval:.0f}s in each of "
+            f"{account_regions} account-region(s): about {per_hour:,.0f} calls an hour (a page more per 100 events or updates)."
+        )
     return 0
 
 

@@ -121,8 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_ in (
         ("serve", "serve metrics over HTTP"),
-        ("demo", "serve metrics of a local Redis (--redis.addr, default :6379), starting a throwaway redis-server with a node "
-                 "type and a little traffic if none answers"),
+        (
+            "demo",
+            "serve metrics of a local Redis (--redis.addr, default :6379), starting a throwaway redis-server with a node "
+            "type and a little traffic if none answers",
+        ),
         ("cost", "discover the ElastiCache nodes and print what polling CloudWatch for them would cost, fetching no metric"),
     ):
         sub = commands.add_parser(name, help=help_, description=help_, allow_abbrev=False)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-RENDERED_FILES = {"prometheus": "elasticache-exporter.rules.yml", "prometheus-operator": "elasticache-exporter.prometheusrule.yaml",
-                  "cloudformation": "elasticache-alarms.yaml"}
+RENDERED_FILES = {
+    "prometheus": "elasticache-exporter.rules.yml",
+    "prometheus-operator": "elasticache-exporter.prometheusrule.yaml",
+    "cloudformation": "elasticache-alarms.yaml",
+}
 
 
 def run_render(args: argparse.Namespace) -> int:

@@ -81,8 +81,14 @@ def render_status_page(config: Config, targets: list[Target], started: float, ta
             poll_ago=poll_ago,
             window=round(config.baselines.window),
             events=[
-                {"when": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.date)), "account": event.account_id or "-", "region": event.region,
-                 "source": f"{event.source_type} {event.source_id}", "category": event.category, "message": event.message}
+                {
+                    "when": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.date)),
+                    "account": event.account_id or "-",
+                    "region": event.region,
+                    "source": f"{event.source_type} {event.source_id}",
+                    "category": event.category,
+                    "message": event.message,
+                }
                 for event in (events or [])[:MAX_EVENTS]
             ],
         )
