@@ -133,7 +133,7 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001",
                      category="node_replaced") == 2  # fmt: skip
         calls = sum(api.stats.snapshot()[0].get("describe_events", 0) for api in monitor.apis.values())
-        page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table(), None,
+        page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table, None,
                                   monitor.fleet.newest_events())  # fmt: skip
         assert page.index("Failover to replica node sessions-001 completed") < page.index("Recovering cache nodes 0001")  # newest first
         assert "Finished recovery" not in page  # only the newest of each source

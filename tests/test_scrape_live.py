@@ -1,4 +1,4 @@
-"""The exporter against real redis-server processes, in process (WSGI app, no HTTP socket)."""
+"""The exporter against real redis-server processes, in process (the app's handle(), no HTTP socket)."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def _header(name: str, kind: str, help_text: str) -> str:
 MEMO_ENTRIES = 2048
 # the input; the lines it made, flat as (family, its HELP and TYPE lines, line) after each other (a tuple of tuples would
 # double the size of an entry, and a target keeps a few hundred)
-Kept = tuple[Any, tuple[str, ...]]
+Rendered = tuple[Any, tuple[str, ...]]
 
 
 class RenderMemo:
@@ -87,7 +87,7 @@ class RenderMemo:
     __slots__ = ("_lock", "_parts")
 
     def __init__(self) -> None:
-        self._parts: dict[str, dict[Any, Kept]] = {}
+        self._parts: dict[str, dict[Any, Rendered]] = {}
         self._lock = threading.Lock()
 
     def claim(self) -> bool:
@@ -96,7 +96,7 @@ class RenderMemo:
     def release(self) -> None:
         self._lock.release()
 
-    def part(self, name: str) -> dict[Any, Kept]:
+    def part(self, name: str) -> dict[Any, Rendered]:
         kept = self._parts.get(name)
         if kept is None or len(kept) >= MEMO_ENTRIES:
             kept = self._parts[name] = {}
@@ -124,7 +124,7 @@ class _Recording:
 
     __slots__ = ("_key", "_memo", "_out", "_source")
 
-    def __init__(self, out: TextFamilySet, memo: dict[Any, Kept], key: Any, source: Any) -> None:
+    def __init__(self, out: TextFamilySet, memo: dict[Any, Rendered], key: Any, source: Any) -> None:
         self._out, self._memo, self._key, self._source = out, memo, key, source
 
     def __enter__(self) -> None:
@@ -217,10 +217,10 @@ class TextFamilySet(FamilySet):
             self._memo = None
             memo.release()
 
-    def memo(self, part: str) -> dict[Any, Kept] | None:
+    def memo(self, part: str) -> dict[Any, Rendered] | None:
         return self._memo.part(part) if self._memo is not None else None
 
-    def replay(self, memo: dict[Any, Kept] | None, key: Any, source: Any) -> Kept | None:
+    def replay(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> Rendered | None:
         """Adds again the lines ``source`` rendered to last time and returns what was kept, if ``key``'s input is still
         ``source``; if not, None (render it, within :meth:`recording`)."""
         if memo is None:
@@ -243,10 +243,10 @@ class TextFamilySet(FamilySet):
             block.append(lines[i + 2])
         return kept
 
-    def recording(self, memo: dict[Any, Kept] | None, key: Any, source: Any) -> AbstractContextManager[None]:
+    def recording(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> AbstractContextManager[None]:
         return _NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
 
-    def keep_together(self, memo: dict[Any, Kept] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
+    def record_together(self, memo: dict[Any, Rendered] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         """Keeps under ``key`` the lines of the inputs ``parts`` (each kept or replayed in this scrape), one after the
         other: when the whole of ``source`` stands still, they are replayed at once."""
         if memo is None:

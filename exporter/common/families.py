@@ -118,7 +118,7 @@ class FamilySet:
     def recording(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> AbstractContextManager[None]:
         return _NOT_RECORDING
 
-    def keep_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
+    def record_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
 
     def names(self) -> set[str]:

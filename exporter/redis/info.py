@@ -74,7 +74,7 @@ def parse_info(text: str, previous: InfoReply | None = None) -> InfoReply:
     """Split INFO text into sections; malformed lines are counted, not raised. A section whose text is what it was in
     ``previous`` (the same node's last reply) is not parsed again: its fields are that reply's, shared, never changed."""
     reply = InfoReply()
-    kept = previous.chunks if previous is not None else {}
+    previous_sections = previous.chunks if previous is not None else {}
     sections = reply.sections
     # what comes before the first header, then "Section\r\nfield:value\r\n..." after each "\n#"
     before, *parts = ("\n" + text).split("\n#")
@@ -85,7 +85,7 @@ def parse_info(text: str, previous: InfoReply | None = None) -> InfoReply:
         header, _, body = part.partition("\n")
         if header.strip():
             name = header.strip().lower()
-            chunk = kept.get(name)
+            chunk = previous_sections.get(name)
             if chunk is not None and chunk[0] == part and name not in sections:
                 sections[name] = chunk[1]
                 reply.malformed_lines += chunk[2]

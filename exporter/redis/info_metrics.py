@@ -100,7 +100,7 @@ def add_info_metrics(
                 continue
             with out.recording(memo, name, raw):
                 _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
-        out.keep_together(memo, _WHOLE, fields, fields)
+        out.record_together(memo, _WHOLE, fields, fields)
     _add_instance_info(info, base, out, out.memo("instance"))
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo("keyspace"))

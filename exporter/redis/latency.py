@@ -39,8 +39,8 @@ def due(node: NodeView) -> list[str]:
     """The commands whose LATENCY HISTOGRAM may have changed: a command whose calls stand where they stood when its
     histogram was read has the same histogram, so it is not asked for again (the server's walk of a histogram costs
     about as much as INFO's commandstats section)."""
-    kept = node.histograms
-    return [cmd for cmd in node.histogram_commands if cmd not in kept or kept[cmd][0] != node.command_calls.get(cmd)]
+    read = node.histograms
+    return [cmd for cmd in node.histogram_commands if cmd not in read or read[cmd][0] != node.command_calls.get(cmd)]
 
 
 def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]]]:
@@ -67,16 +67,16 @@ def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]
     return parsed
 
 
-def _keep(node: NodeView, reply: Any) -> None:
+def _store_histograms(node: NodeView, reply: Any) -> None:
     wanted = set(node.histogram_commands)
     node.histograms = {cmd: value for cmd, value in {**node.histograms, **parse_histograms(reply)}.items() if cmd in wanted}
 
 
-def _kept(node: NodeView) -> dict[str, Any]:
+def _current_histograms(node: NodeView) -> dict[str, Any]:
     """This scrape's view: every most called command's latest histogram (a new dict each time: the families read it
     after the node's lock is released)."""
-    kept = node.histograms
-    return {cmd: kept[cmd] for cmd in node.histogram_commands if cmd in kept}
+    read = node.histograms
+    return {cmd: read[cmd] for cmd in node.histogram_commands if cmd in read}
 
 
 def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
@@ -111,8 +111,8 @@ COMMANDS = (
                   docs=(Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
                         Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"))),
     # only where COMMAND INFO shows the subcommand (Redis 7+), and only with the latency group allowed
-    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True, on_reply=_keep, merged=_kept,
-                  families=add_histograms,
+    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True,
+                  on_reply=_store_histograms, merged=_current_histograms, families=add_histograms,
                   docs=(Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
                             f"`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the {MAX_HISTOGRAM_COMMANDS} most called "
                             "commands; `_sum` from commandstats", "microseconds; cumulative counts"),)),

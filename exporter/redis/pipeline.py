@@ -70,7 +70,7 @@ class Gates:
 
     def __init__(self) -> None:
         self.allowed: dict[str, bool] = {}
-        self.kept: dict[str, list[Any]] = {}
+        self.refreshed_replies: dict[str, list[Any]] = {}  # the last replies of each command with a refresh interval
         self._read_at: dict[str, float] = {}
 
     def reset(self, command_info: Any) -> None:
@@ -88,8 +88,8 @@ class Gates:
     def due(self, command: ScrapeCommand) -> bool:
         return command.refresh is None or time.monotonic() - self._read_at.get(command.purpose, float("-inf")) > command.refresh
 
-    def keep(self, purpose: str, replies: list[Any]) -> None:
-        self.kept[purpose] = replies
+    def store_refreshed(self, purpose: str, replies: list[Any]) -> None:
+        self.refreshed_replies[purpose] = replies
         self._read_at[purpose] = time.monotonic()
 
 
@@ -132,8 +132,8 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
             result.replies[command.purpose] = [command.merged(node)]
         if command.refresh is not None:
             if any(c is command for c, _ in sent):
-                gates.keep(command.purpose, result.replies.get(command.purpose, []))
-            result.replies[command.purpose] = gates.kept.get(command.purpose, [])
+                gates.store_refreshed(command.purpose, result.replies.get(command.purpose, []))
+            result.replies[command.purpose] = gates.refreshed_replies.get(command.purpose, [])
     if node.heartbeat_keys and gates.allows("heartbeat"):
         result.heartbeat_values = heartbeat_values(node.heartbeat_keys, commands_sent.get("heartbeat", []), result.replies.get("heartbeat", []))
         for args, reply in zip(commands_sent.get("heartbeat_type", []), result.replies.get("heartbeat_type", []), strict=True):

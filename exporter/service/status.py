@@ -12,6 +12,8 @@ from exporter import __version__
 from .collectors.baselines import target_utilization
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import jinja2
 
     from exporter.baselines.table import BaselineTable
@@ -42,14 +44,15 @@ def _bar(ratio: float | None) -> dict[str, Any] | None:
 MAX_EVENTS = 50  # the newest event of each source, newest first: at most this many on the page
 
 
-def render_status_page(config: Config, targets: list[Target], started: float, table: BaselineTable, last_poll: float | None = None,
-                       events: list[Any] | None = None) -> str:  # fmt: skip
-    """``events``: the newest fleet event of each source (FleetEvent records), newest first."""
+def render_status_page(config: Config, targets: list[Target], started: float, table: Callable[[], BaselineTable],
+                       last_poll: float | None = None, events: list[Any] | None = None) -> str:  # fmt: skip
+    """``table``: gives the baseline table, asked only for a target with a node type (reading it costs 1.5 MiB);
+    ``events``: the newest fleet event of each source (FleetEvent records), newest first."""
     now = time.time()
     monotonic = time.monotonic()
     rows = []
     for target in targets:
-        utilization = target_utilization(target, table, config.baselines.window, monotonic) if target.node_type else None
+        utilization = target_utilization(target, table(), config.baselines.window, monotonic) if target.node_type else None
         with target.lock:
             state = target.state
             rows.append(
