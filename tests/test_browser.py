@@ -14,6 +14,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from servers import start_exporter
+from tools import require
 
 from exporter.cli.main import main
 
@@ -23,10 +24,10 @@ DOCS = Path(__file__).parent.parent / "docs"
 @pytest.fixture(scope="module")
 def browser():
     options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    options.binary_location = require("chromium")
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,900"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+    driver = webdriver.Chrome(service=Service(require("chromedriver")), options=options)
     yield driver
     driver.quit()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 
@@ -10,6 +9,7 @@ import pytest
 import redis
 from helpers import call, make_app, sample
 from servers import ENGINES, start_redis, wait_until
+from tools import require
 
 from exporter.redis.heartbeat import ELASTICACHE_KEY
 from exporter.redis.slots import key_slot, owned_slots
@@ -28,7 +28,7 @@ def cluster(request):
     nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=request.param) for _ in range(6)]
     try:
         subprocess.run(
-            [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
+            [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
              "--cluster-replicas", "1", "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )  # fmt: skip

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from tools import hadolint, promtool
 
 ROOT = Path(__file__).parent.parent
 PROMQL_WORD = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -16,11 +16,6 @@ PROMQL_KEYWORDS = {
     "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset",
     "sum", "min", "max", "avg", "count", "rate", "increase", "time", "label_values", "irate", "delta", "changes", "histogram_quantile",
 }  # fmt: skip
-
-
-def hadolint() -> str:
-    beside = Path(sys.executable).parent / "hadolint"
-    return str(beside) if beside.exists() else (shutil.which("hadolint") or "hadolint")
 
 
 def test_dockerfile_passes_hadolint():
@@ -44,10 +39,9 @@ def test_dockerfile_structure():
 
 
 def test_sharded_scrape_config_is_valid_prometheus(tmp_path):
-    promtool = shutil.which("promtool") or "/usr/bin/promtool"
     config = tmp_path / "prometheus.yml"
     config.write_text((ROOT / "deploy" / "prometheus" / "sharded-scrape.yml").read_text())
-    result = subprocess.run([promtool, "check", "config", "--syntax-only", str(config)], capture_output=True, text=True,
+    result = subprocess.run([promtool(), "check", "config", "--syntax-only", str(config)], capture_output=True, text=True,
                             timeout=60, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from servers import free_port, serving, start_redis
+from tools import require
 
 ROOT = Path(__file__).parent.parent
 
@@ -111,7 +112,7 @@ def as_image_user(argv: list[str]) -> list[str]:
     """``argv`` run as the image's USER (the tests run as root in CI)."""
     if os.geteuid() != 0:
         return argv
-    assert shutil.which("setpriv"), "setpriv (util-linux) runs the image's commands as its non-root user"
+    require("setpriv")  # runs the image's commands as its non-root user
     uid, _, gid = image_value("USER").partition(":")
     return ["setpriv", f"--reuid={uid}", f"--regid={gid or uid}", "--clear-groups", *argv]
 

@@ -4,7 +4,6 @@ and the bandwidth and heartbeat-lag alerts fire under a real load or stall and r
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import yaml
 from proxy import StallableProxy
 from servers import start_exporter, start_prometheus, start_redis, wait_until
 from test_replication import ElastiCacheHeartbeat
+from tools import require
 
 TEST_TABLE = """
 format: elasticache-exporter-baselines
@@ -120,7 +120,7 @@ def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
     assert {group["name"] for group in rules} == {"elasticache-baselines", "elasticache-alerts"}
 
     stack["primary"].client().set("key:__rand_int__", "x" * 1000)  # what redis-benchmark's GET reads
-    benchmark = shutil.which("redis-benchmark")
+    benchmark = require("redis-benchmark")
     load = subprocess.Popen(
         [benchmark, "-p", str(stack["primary"].port), "-t", "get", "-d", "1000", "-n", "100000000", "-c", "10", "-q"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from tools import checkov, helm
 
 from exporter.cli.main import build_parser
 
@@ -21,24 +20,6 @@ ROOT = Path(__file__).parent.parent
 CHART = ROOT / "deploy" / "helm" / "elasticache-exporter"
 VALUE_SETS = sorted(path.name for path in (CHART / "ci").glob("*-values.yaml"))
 PLAIN = {"elasticache-exporter.yaml": [], "elasticache-exporter-sharded.yaml": ["--set", "shards=3"]}
-
-
-def tool(name: str, *places: Path) -> str:
-    """``name`` from its environment variable (HELM, CHECKOV), PATH, or where .ci/install puts it."""
-    found = os.environ.get(name.upper()) or shutil.which(name) or next((str(p) for p in places if p.exists()), None)
-    if found is None:
-        pytest.fail(f"{name} is not installed: run .ci/install")
-    return found
-
-
-def helm() -> str:
-    gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True, check=False).stdout.strip() if shutil.which("go") else ""
-    return tool("helm", Path(gopath or Path.home() / "go") / "bin" / "helm")
-
-
-def checkov() -> str:
-    own_venv = Path.home() / ".cache" / "elasticache-exporter-tools" / "checkov" / "bin" / "checkov"  # .ci/install's
-    return tool("checkov", Path(sys.executable).parent / "checkov", own_venv)
 
 
 def template(*args: str) -> str:

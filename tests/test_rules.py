@@ -8,7 +8,6 @@ or its CloudWatch datapoint old) with the same inputs that fire it otherwise.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import cfn_lint
+from tools import promtool
 
 from exporter.alerts.catalog import load_catalog
 from exporter.alerts.cloudformation import render_cloudformation
@@ -27,7 +27,6 @@ ROOT = Path(__file__).parent.parent
 RULES = ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml"
 TEMPLATE = ROOT / "rules" / "cloudformation" / "elasticache-alarms.yaml"
 PROMETHEUS_RULE = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.prometheusrule.yaml"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 
 def test_committed_outputs_are_up_to_date_and_deterministic():
@@ -50,13 +49,13 @@ def test_the_prometheus_rule_holds_exactly_the_rule_files_groups(tmp_path):
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
     # what the operator hands Prometheus is spec as a rule file: promtool accepts it
     (tmp_path / "from-operator.yml").write_text(yaml.safe_dump(rule["spec"]))
-    result = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "from-operator.yml")], capture_output=True, text=True, timeout=120,
+    result = subprocess.run([promtool(), "check", "rules", str(tmp_path / "from-operator.yml")], capture_output=True, text=True, timeout=120,
                             check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_promtool_check_rules():
-    result = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -551,7 +550,7 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
     assert len(stale_checked) >= 30
     test_file = tmp_path / "rules.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
-    result = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300, check=False)
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
 
@@ -627,7 +626,7 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
             sort_keys=False,
         )
     )
-    result = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
 
 
@@ -727,9 +726,9 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
     }]  # fmt: skip
     test_file = tmp_path / "tags.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
-    result = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=120, check=False)
+    check = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=120, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
     refused = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "2fa"], capture_output=True, text=True,
                              timeout=60, check=False)  # fmt: skip

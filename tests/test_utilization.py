@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 
 from helpers import call, make_app, sample
+from tools import require
 
 from exporter.service.collectors.baselines import window_rates
 
@@ -28,8 +28,7 @@ def utilization(app, target: str) -> float:
 
 def test_utilization_rises_under_load_and_falls_after(fresh_redis):
     app = make_app({"targets": [{"name": "small", "addr": fresh_redis.addr, "node_type": "t3.micro"}], "baselines": {"window": "2s"}})
-    benchmark = shutil.which("redis-benchmark")
-    assert benchmark, "redis-benchmark is installed by .ci/install (redis-tools)"
+    benchmark = require("redis-benchmark")
     try:
         fresh_redis.client().set("key:__rand_int__", "x" * 1000)
         samples = call(app, "/metrics").samples()
