@@ -37,6 +37,16 @@ def _status(pid: int, field: str) -> int:
     raise AssertionError(field)
 
 
+def _unread_bytes(port: int) -> int:
+    """Bytes the kernel holds for a server on ``port`` that it has not read (it is paused): what was sent to it."""
+    total = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # local port, ESTABLISHED
+            total += int(fields[4].split(":")[1], 16)  # rx_queue
+    return total
+
+
 @pytest.fixture(scope="module")
 def hostile_servers():
     servers = {behaviour: HostileServer(behaviour, lifetime=300) for behaviour in EXPECTED_KIND}
@@ -177,10 +187,13 @@ def test_a_target_is_not_scraped_twice_at_once(fresh_redis):
         call(app, "/metrics")
         before = fresh_redis.info()["total_commands_processed"]
         fresh_redis.pause()
+        asked = []
+        run_here = app.pool.run_here
+        app.pool.run_here = lambda *args: asked.append(1) or run_here(*args)  # type: ignore[method-assign]
         threads = [threading.Thread(target=call, args=(app, "/scrape", "target=one")) for _ in range(5)]
         for thread in threads:
             thread.start()
-        time.sleep(0.3)
+        wait_until(lambda: len(asked) == 5, what="all five requests waiting on the target")
         fresh_redis.resume()
         for thread in threads:
             thread.join(timeout=10)
@@ -201,7 +214,7 @@ def test_exit_on_sigint_while_a_target_hangs(fresh_redis):
                 exporter.get("/metrics", timeout=40)
 
         threading.Thread(target=scrape, daemon=True).start()
-        time.sleep(0.5)
+        wait_until(lambda: _unread_bytes(fresh_redis.port) > 0, what="the scrape's commands waiting at the paused server")
         started = time.monotonic()
         os.kill(exporter.process.pid, signal.SIGINT)
         assert exporter.process.wait(timeout=10) == 0

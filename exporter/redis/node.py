@@ -16,7 +16,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from exporter.common.secrets import SecretUnavailable
@@ -65,6 +65,8 @@ class RedisNode:
         self.credentials = credentials
         self.heartbeat_keys = heartbeat_keys
         self.max_reply_bytes = max_reply_bytes
+        # what the connection's age and the cluster map's refresh are measured by (deadlines are always the real clock)
+        self.clock: Callable[[], float] = time.monotonic
         self._lock = threading.Lock()
         self._conn: RespConnection | None = None
         self._gates = Gates()
@@ -125,14 +127,14 @@ class RedisNode:
             conn.close()
             raise
         self.connects += 1
-        self._connected_at = time.monotonic()
+        self._connected_at = self.clock()
         return conn
 
     def _connection(self, deadline: float) -> RespConnection:
         """The open connection, or a new one; one older than the credentials' ``max_connection_age`` is replaced first,
         so that a server that cuts connections at an age (ElastiCache's IAM, at 12 hours) never cuts one in use."""
         max_age = self.credentials.max_connection_age
-        if self._conn is not None and max_age is not None and time.monotonic() - self._connected_at >= max_age:
+        if self._conn is not None and max_age is not None and self.clock() - self._connected_at >= max_age:
             self._drop_connection()
             self.renewals += 1
         if self._conn is None:
@@ -174,7 +176,7 @@ class RedisNode:
         return self._gates.allows(gate, known_only)
 
     def cluster_nodes_due(self) -> bool:
-        return time.monotonic() - self._slots_read > NODES_REFRESH
+        return self.clock() - self._slots_read > NODES_REFRESH
 
     def on_cluster_nodes(self, reply: Any) -> None:
         if isinstance(reply, ErrorReply):
@@ -185,7 +187,7 @@ class RedisNode:
         text = reply.decode("utf-8", errors="replace")
         self._slots = owned_slots(text)
         self.shard_primary = shard_primary(text)
-        self._slots_read = time.monotonic()
+        self._slots_read = self.clock()
 
     def owns(self, key: str) -> bool:
         """Whether a keyed read of ``key`` can be answered here without MOVED (always, outside cluster mode)."""
