@@ -6,8 +6,8 @@ import csv
 import signal
 import subprocess
 import sys
-import time
 
+from servers import wait_until
 from tools import require
 
 from exporter.baselines.benchmark import percentile
@@ -55,7 +55,14 @@ def test_interrupt_keeps_what_was_measured(fresh_redis, tmp_path):
          "--data-sizes", "100,1000", "--duration", "30s", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(4)
+    info_calls = fresh_redis.client().info("commandstats").get("cmdstat_info", {}).get("calls", 0)
+    polls = [0]
+
+    def samples_taken() -> int:  # the benchmark's INFO calls: the server's count less this test's own polls
+        polls[0] += 1
+        return fresh_redis.client().info("commandstats").get("cmdstat_info", {}).get("calls", 0) - info_calls - polls[0]
+
+    wait_until(lambda: samples_taken() >= 3, timeout=30, interval=0.2, what="the benchmark's first samples under load")
     process.send_signal(signal.SIGINT)
     _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
