@@ -208,11 +208,15 @@ class RedisNode:
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise RespFailure("timeout", "the node is busy with another call")
         try:
+            if self._closed:  # a closed node never connects again
+                raise RespFailure("connection", "the target was removed")
             yield self._connection(deadline), deadline
         except RespFailure:
             self._drop_connection()
             raise
         finally:
+            if self._closed:  # closed while this call held the connection: it goes now
+                self._drop_connection()
             self._lock.release()
 
     def write_heartbeat(self, key: str, value: str, ttl_ms: int, timeout: float | None = None) -> bool:

@@ -31,17 +31,26 @@ class NodeLoop:
         self._interval = interval
         self._least_wait = least_wait
         self._stop = threading.Event()
+        # one round at a time, whoever runs it (the loop's thread, or a caller of visit_all): the node table is the round's
+        self._round = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
+        """No more rounds; every node's connection closed. A round under way is waited for (its calls are bounded by
+        their deadlines); should it outlast that, its nodes are closed anyway and refuse to connect again."""
         self._stop.set()
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=2)
-        for _, node in self._nodes.values():
-            node.close()
+        waited = self._round.acquire(timeout=10)
+        try:
+            for _, node in list(self._nodes.values()):
+                node.close()
+        finally:
+            if waited:
+                self._round.release()
 
     @property
     def members(self) -> list[TargetConfig]:
@@ -69,11 +78,14 @@ class NodeLoop:
             self._stop.wait(max(self._least_wait, self._interval - (time.monotonic() - started)))
 
     def visit_all(self) -> None:
-        self._sync()
-        for name, (_, node) in list(self._nodes.items()):
+        with self._round:
             if self._stop.is_set():
                 return
-            self.visit(name, node)
+            self._sync()
+            for name, (_, node) in list(self._nodes.items()):
+                if self._stop.is_set():
+                    return
+                self.visit(name, node)
 
     def visit(self, name: str, node: RedisNode) -> None:
         raise NotImplementedError
