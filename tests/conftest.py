@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -9,6 +11,45 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from servers import RedisProcess, make_certificates, start_redis
+
+# The layer of each module's tests that are not marked unit (a test marked unit starts nothing: checked below);
+# a module not named here starts servers.
+LAYERS = {
+    "test_aws": "aws", "test_aws_fleet": "aws", "test_capacity": "aws", "test_fleet_events": "aws", "test_iam_auth": "aws",
+    "test_secrets_manager": "aws",
+    "test_rules": "tools", "test_deploy": "tools", "test_helm": "tools",
+    "test_browser": "e2e", "test_docker_replay": "e2e", "test_packaging": "e2e", "test_e2e_cluster_alerts": "e2e",
+    "test_e2e_dashboard": "e2e", "test_e2e_prometheus": "e2e", "test_e2e_upstream_queries": "e2e",
+}  # fmt: skip
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("unit") is None:
+            item.add_marker(LAYERS.get(item.path.stem, "servers"))
+
+
+@pytest.fixture(autouse=True)
+def _a_unit_test_starts_nothing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit marker, checked: no process is started and no socket reaches past loopback."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a unit test starts no process: {args[1:2]}")
+
+    connect = socket.socket.connect
+
+    def loopback_only(sock: socket.socket, address: object) -> None:
+        host = address[0] if isinstance(address, tuple) else address
+        if host not in LOOPBACK:
+            raise AssertionError(f"a unit test opens no socket but to a loopback fake: {address}")
+        connect(sock, address)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+
 
 ADMIN_COMMANDS = ("CONFIG", "LATENCY", "SLOWLOG", "DEBUG", "MONITOR", "SHUTDOWN", "BGSAVE", "CLUSTER", "REPLICAOF", "SLAVEOF", "ACL")
 

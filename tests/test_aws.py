@@ -29,6 +29,7 @@ ACCOUNT = "123456789012"  # moto's account for the default credentials
 REGION = "eu-west-1"
 
 
+@pytest.mark.unit
 def test_names_follow_yace():
     assert prometheus_name("CPUUtilization", "Average") == "aws_elasticache_cpuutilization_average"
     assert prometheus_name("EngineCPUUtilization", "Maximum") == "aws_elasticache_engine_cpuutilization_maximum"
@@ -41,6 +42,7 @@ def node(i: int, region: str = REGION) -> Node:
     return Node(region=region, cluster_id=f"rg-{i:04d}-001", node_id="0001", node_type="cache.r6g.large", engine="redis", engine_version="7.1")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("queries", "calls"), [(1, 1), (500, 1), (501, 2), (1920, 4), (2000, 4), (2001, 5)])
 def test_batches_are_the_minimum_number_of_calls(queries, calls):
     items = build_queries([node(i) for i in range(queries)], [MetricSpec("CPUUtilization", ("Average",))])
@@ -50,6 +52,7 @@ def test_batches_are_the_minimum_number_of_calls(queries, calls):
     assert len({q.id for q in items}) == queries
 
 
+@pytest.mark.unit
 def test_window_ends_on_a_period_boundary_at_least_the_delay_ago():
     now = 1_700_000_123.4
     start, end = window(now, 60, 120, 5)
@@ -58,6 +61,7 @@ def test_window_ends_on_a_period_boundary_at_least_the_delay_ago():
     assert end.timestamp() - start.timestamp() == 300
 
 
+@pytest.mark.unit
 def test_cost_estimate():
     cost = estimate_cost(120, [MetricSpec(f"M{i}", ("Average",)) for i in range(16)], 60)
     assert cost.queries_per_cycle == 1920
@@ -65,6 +69,7 @@ def test_cost_estimate():
     assert cost.usd_per_month == pytest.approx(1920 * 43200 / 1000 * 0.01)
 
 
+@pytest.mark.unit
 def test_build_nodes_cluster_mode_enabled():
     groups = [
         {
@@ -120,6 +125,7 @@ def _client_error(code: str, status: int) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "Op")
 
 
+@pytest.mark.unit
 def test_throttling_and_5xx_are_retried_with_jittered_backoff():
     sleeps: list[float] = []
     api = AwsApi(backoff=Backoff(base=0.5, cap=8, attempts=4), stats=ApiStats(), sleep=sleeps.append)
@@ -134,6 +140,7 @@ def test_throttling_and_5xx_are_retried_with_jittered_backoff():
     assert errors == {("describe_cache_clusters", "throttling"): 1, ("describe_cache_clusters", "server"): 1}
 
 
+@pytest.mark.unit
 def test_retries_stop_after_the_attempts_and_never_for_client_errors():
     sleeps: list[float] = []
     api = AwsApi(backoff=Backoff(attempts=3), sleep=sleeps.append)
@@ -149,6 +156,7 @@ def test_retries_stop_after_the_attempts_and_never_for_client_errors():
     assert client.calls == 1
 
 
+@pytest.mark.unit
 def test_retries_respect_the_cycle_deadline():
     api = AwsApi(backoff=Backoff(base=10, cap=10, attempts=10), sleep=lambda _: None)
     client = _FlakyClient([_client_error("Throttling", 400)] * 10)
@@ -407,6 +415,7 @@ def loopback_allowed(plain_redis):
     app.close()
 
 
+@pytest.mark.unit
 def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(loopback_allowed, plain_redis, monkeypatch):
     from exporter.service import targets as targets_module
 
@@ -423,6 +432,7 @@ def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(lo
     assert app.targets.resolve(text) is ad_hoc
 
 
+@pytest.mark.unit
 def test_a_discovery_while_a_target_resolves_is_not_hidden_by_its_text(loopback_allowed, plain_redis, monkeypatch):
     app, text = loopback_allowed
     make_ad_hoc = app.targets._ad_hoc_target
@@ -481,6 +491,7 @@ def test_assume_role_per_account(aws_credentials):
         assert calls["assume_role"] == 1
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "key"),
     [

@@ -239,6 +239,7 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
     assert baselines[node_type] != baselines[prod_type]
 
 
+@pytest.mark.unit
 def test_instance_names_are_unique_and_stable_for_unique_ids():
     from exporter.aws.discovery import Node
 
@@ -252,6 +253,7 @@ def test_instance_names_are_unique_and_stable_for_unique_ids():
                      (DEV, EU, "b", "0001"): "b", (DEV, US, "c", "0001"): "c"}  # fmt: skip
 
 
+@pytest.mark.unit
 def test_serverless_caches_are_read_with_their_limits():
     reply = [
         {"ServerlessCacheName": "carts", "Engine": "valkey", "FullEngineVersion": "8.0", "Status": "available",

@@ -23,6 +23,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.unit
 def test_shipped_table_defaults_to_the_lower_of_measured_and_published():
     table = load_table()
     r4 = table.get("cache.r4.large")
@@ -68,6 +69,7 @@ def test_mapping_output_is_the_seed_notebooks(tmp_path):
     assert result.stdout.startswith('{\n  "cache.m3.2xlarge": {\n    "80": 49835910,')
 
 
+@pytest.mark.unit
 def test_athena_rows_of_the_seed():
     source = DATA / "athena_seed_rows.csv"
     table = derive(read_rows(source, None, None, None))
@@ -91,6 +93,7 @@ def _record(benchmark_id: str, instance_type: str, size: int, p90: float, cpu: f
     )  # fmt: skip
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("compress", [False, True])
 def test_json_lines_of_the_ec2_network_benchmark_tooling(tmp_path, compress):
     lines = [
@@ -131,6 +134,7 @@ def test_redis_benchmark_csv_is_estimated_from_requests_and_reply_size(tmp_path,
     assert "--node-type" in result.stderr
 
 
+@pytest.mark.unit
 def test_memtier_json(tmp_path):
     source = tmp_path / "memtier.json"
     source.write_text(json.dumps({"ALL STATS": {"Gets": {"Ops/sec": 50000.0, "Latency": 0.5}, "Totals": {"Ops/sec": 60000.0}}}))
@@ -162,6 +166,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, content, mes
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv", "out.yml"]
 
 
+@pytest.mark.unit
 def test_broken_json_lines_name_the_line(tmp_path):
     source = tmp_path / "r.jsonl"
     source.write_text(_record("a", "cache.r6g.large", 1000, 1e9, 1) + "\n{not json\n")
@@ -201,6 +206,7 @@ class _IgnoreTags(yaml.SafeLoader):
 _IgnoreTags.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
+@pytest.mark.unit
 def test_mapping_renderer_sorts_levels_as_numbers():
     table = derive(read_rows(DATA / "athena_seed_rows.csv", None, None, None))
     lines = render_mapping(table).splitlines()

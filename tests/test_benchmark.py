@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from servers import wait_until
 from tools import require
 
@@ -14,6 +15,7 @@ from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import load_table
 
 
+@pytest.mark.unit
 def test_percentile_interpolates():
     assert percentile([1, 2, 3, 4, 5], 0.5) == 3
     assert percentile([1, 2, 3, 4, 5], 0.9) == 4.6

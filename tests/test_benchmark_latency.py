@@ -22,6 +22,7 @@ def figures(table, node_type: str) -> dict[str, object]:
     return {figure.command: figure for figure in table.get(node_type).latency}
 
 
+@pytest.mark.unit
 def test_the_hdr_report_gives_the_rate_and_percentiles_it_prints():
     rows = read_rows(DATA / "redis_benchmark_report_hdr.txt", None, "cache.r6g.large", None)
     (set_figure,) = figures(derive(rows), "cache.r6g.large").values()
@@ -30,12 +31,14 @@ def test_the_hdr_report_gives_the_rate_and_percentiles_it_prints():
     assert (set_figure.data_size, set_figure.clients, set_figure.tool) == (3, 50, "redis-benchmark")  # from the report itself
 
 
+@pytest.mark.unit
 def test_the_older_report_is_read_from_its_percent_list():
     rows = read_rows(DATA / "redis_benchmark_report_old.txt", None, "cache.r6g.large", None)
     (set_figure,) = figures(derive(rows), "cache.r6g.large").values()
     assert (set_figure.rps, set_figure.p50_ms, set_figure.p99_ms, set_figure.p99_9_ms) == (93984.96, 0.3, 0.4, 0.6)
 
 
+@pytest.mark.unit
 def test_a_report_without_get_keeps_latency_and_takes_the_published_bandwidth(tmp_path):
     table = with_published(derive(read_rows(DATA / "redis_benchmark_report_hdr.txt", None, "cache.r6g.large", None)), load_table())
     node = table.get("cache.r6g.large")
@@ -45,6 +48,7 @@ def test_a_report_without_get_keeps_latency_and_takes_the_published_bandwidth(tm
     assert again.get("cache.r6g.large").latency == node.latency
 
 
+@pytest.mark.unit
 def test_the_csv_latency_columns_are_kept_and_get_estimates_the_bandwidth():
     table = derive(read_rows(DATA / "redis_benchmark_latency.csv", None, "cache.r6g.large", 3))
     kept = figures(table, "cache.r6g.large")
@@ -54,6 +58,7 @@ def test_the_csv_latency_columns_are_kept_and_get_estimates_the_bandwidth():
     assert table.get("cache.r6g.large").measured.bytes_per_second[100] == pytest.approx(141242.94 * (3 + 1 + 5), abs=2)
 
 
+@pytest.mark.unit
 def test_the_hdr_report_given_as_csv_says_what_to_do(tmp_path):
     with pytest.raises(BaselineError, match="redis-benchmark-report"):
         read_rows(DATA / "redis_benchmark_report_hdr.txt", "redis-benchmark-csv", "cache.r6g.large", 3)
@@ -68,6 +73,7 @@ def memtier(get_ops: float, hits: float, p99: float) -> dict:
                           "Totals": {"Ops/sec": get_ops * 1.25}}}  # fmt: skip
 
 
+@pytest.mark.unit
 def test_memtier_percentiles_and_hits_shape_the_figures(tmp_path):
     source = tmp_path / "memtier.json"
     source.write_text(json.dumps(memtier(get_ops=80_000, hits=60_000, p99=1.1)))
@@ -80,6 +86,7 @@ def test_memtier_percentiles_and_hits_shape_the_figures(tmp_path):
     assert table.get("cache.r6g.2xlarge").measured.bytes_per_second[100] == pytest.approx(expected, abs=2)
 
 
+@pytest.mark.unit
 def test_passes_are_averaged_not_maxed(tmp_path):
     sources = []
     for index, (ops, p99) in enumerate([(70_000, 1.0), (80_000, 1.2), (90_000, 1.4)]):
@@ -135,6 +142,7 @@ def test_a_mixed_cluster_run_is_credited_to_each_shard(tmp_path):
     assert "--data-size" in bad.stderr
 
 
+@pytest.mark.unit
 def test_the_quiet_form_gives_one_pass_per_line_averaged():
     """redis-benchmark -q against a cache.m1.small (seed 001): eight GET passes, one line each; their mean is the
     node's rate, with the passes counted."""

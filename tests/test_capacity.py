@@ -21,6 +21,7 @@ REGION = "eu-west-1"
 BASELINE = 93_750_000  # cache.r6g.large: 0.75 Gbit/s
 
 
+@pytest.mark.unit
 def test_plan_calls_respects_the_datapoint_limit():
     # 14 days of one-minute data is 20,160 datapoints a series: 5 series a call
     assert plan_calls(15, 14) == [5, 5, 5]
@@ -40,6 +41,7 @@ def reference_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
 DAY0 = 1_700_000_000.0
 
 
+@pytest.mark.unit
 def test_linear_growth_is_projected_as_a_line():
     series = [(DAY0 + d * DAY, 100.0 + 10.0 * d) for d in range(14)]
     projection = project(series)
@@ -53,6 +55,7 @@ def test_linear_growth_is_projected_as_a_line():
     assert project([(t, -v) for t, v in series]).reaches(0.0, now) == (None, None)  # falling: never
 
 
+@pytest.mark.unit
 def test_compound_growth_of_5_percent_a_week_for_8_weeks_is_projected_as_compound():
     """A line under-projects compound growth: it must not be chosen, and the date must match a log-linear reference."""
     import math
@@ -79,6 +82,7 @@ def test_compound_growth_of_5_percent_a_week_for_8_weeks_is_projected_as_compoun
     assert earliest == pytest.approx((math.log(level) - intercept - BAND_Z * sigma) / slope, abs=3600)
 
 
+@pytest.mark.unit
 def test_a_step_change_is_detected_and_the_recent_regime_used():
     """Traffic doubled 10 days ago: the projection starts at the step, so the old regime cannot pull the trend down."""
     series = [(DAY0 + d * DAY, (200.0 if d >= 18 else 100.0) + (d % 3)) for d in range(28)]
@@ -172,6 +176,7 @@ def test_capacity_table_and_html(aws_credentials, capsys, tmp_path):
     assert "https://" not in html
 
 
+@pytest.mark.unit
 def test_daily_p90_takes_the_ninetieth_percentile_of_each_day():
     now = 1_700_000_000.0
     end = (now - 120) // 60 * 60
@@ -180,6 +185,7 @@ def test_daily_p90_takes_the_ninetieth_percentile_of_each_day():
     assert p90 == pytest.approx(89.1)
 
 
+@pytest.mark.unit
 def test_render_text_handles_every_status():
     table = load_table()
     reports = build_reports([], {}, table, 14)

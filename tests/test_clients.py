@@ -140,6 +140,7 @@ def test_no_error_reply_where_client_is_renamed_away():
         server.stop()
 
 
+@pytest.mark.unit
 def test_idle_buckets_and_unnamed_from_a_client_list_text():
     text = (b"id=3 addr=10.0.0.5:50380 laddr=10.0.0.1:6379 fd=8 name=api age=900 idle=700 flags=N db=0 omem=0\n"
             b"id=4 addr=10.0.0.5:50381 laddr=10.0.0.1:6379 fd=9 name=api age=90 idle=61 flags=N db=0 omem=2048\n"
@@ -152,6 +153,7 @@ def test_idle_buckets_and_unnamed_from_a_client_list_text():
     assert result.output_buffer_max == {"api": 2048, UNNAMED: 0}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("engine", ["redis_7_0", "valkey_8_1", "redis_8_2"])
 def test_the_fast_reading_agrees_with_reading_each_field(engine):
     """CLIENT LIST as three engines print it (tests/data/upstream_values/client_list_*): the one-pattern reading of

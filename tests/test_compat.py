@@ -94,6 +94,7 @@ def test_every_served_family_is_documented_with_its_type_and_labels(served):
         assert labels <= label_names(doc), f"{name}: served with {sorted(labels)}, documented with {sorted(label_names(doc))}"
 
 
+@pytest.mark.unit
 def test_the_relation_column_agrees_with_redis_exporters_families():
     upstream = upstream_families()
     assert len(upstream) > 150
@@ -110,6 +111,7 @@ def test_the_relation_column_agrees_with_redis_exporters_families():
     assert {doc.name for doc in all_docs()} >= OURS_ONLY, "OURS_ONLY names a family nothing serves"
 
 
+@pytest.mark.unit
 def test_every_redis_exporter_family_is_served_alike_or_listed_with_its_rewrite(served):
     for name, (kind, labels) in upstream_families().items():
         if name in UPSTREAM_DIFFERENCES:

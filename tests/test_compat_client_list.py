@@ -55,6 +55,7 @@ def test_without_the_port_and_with_a_cap():
     assert samples[("elasticache_clients_connected", (("client_name", "orders-api"), ("instance", "node")))] == 2  # every connection counted
 
 
+@pytest.mark.unit
 def test_redis_exporters_flags_and_environment_turn_it_on():
     from exporter.cli.main import build_parser, load_config
 

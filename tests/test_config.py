@@ -22,6 +22,7 @@ def config_from(argv: list[str], environ: dict[str, str] | None = None, yaml_tex
     return load_config(args, environ or {})
 
 
+@pytest.mark.unit
 def test_defaults_scrape_localhost():
     config = config_from([])
     assert [t.display for t in config.targets] == [DEFAULT_REDIS_ADDR.replace("localhost", "localhost")]
@@ -29,6 +30,7 @@ def test_defaults_scrape_localhost():
     assert config.targets[0].name == "localhost:6379"
 
 
+@pytest.mark.unit
 def test_flags_override_environment_override_file(tmp_path):
     yaml_text = "web:\n  listen_address: ':1111'\nredis:\n  addr: redis://file-host:6379\nscrape:\n  timeout: 3s\n"
     from_file = config_from([], {}, yaml_text, tmp_path)
@@ -47,6 +49,7 @@ def test_flags_override_environment_override_file(tmp_path):
     assert from_flags.scrape_timeout == 2
 
 
+@pytest.mark.unit
 def test_config_file_from_environment(tmp_path):
     path = tmp_path / "c.yml"
     path.write_text("targets:\n  - name: a\n    addr: redis://a:6379\n")
@@ -54,10 +57,12 @@ def test_config_file_from_environment(tmp_path):
     assert [t.name for t in config.targets] == ["a"]  # a file with targets has no default single target
 
 
+@pytest.mark.unit
 def test_empty_redis_addr_means_multi_target_only():
     assert config_from(["--redis.addr", ""]).targets == ()
 
 
+@pytest.mark.unit
 def test_targets_with_credentials(tmp_path):
     secret = tmp_path / "pw"
     secret.write_text("from-file\n")
@@ -88,6 +93,7 @@ targets:
     assert env.credentials.password.reveal() == "from-env"
 
 
+@pytest.mark.unit
 def test_redis_password_from_environment_only():
     config = config_from([], {"ELASTICACHE_EXPORTER_REDIS_PASSWORD": "s3cret"})
     assert config.targets[0].credentials.password.reveal() == "s3cret"
@@ -96,6 +102,7 @@ def test_redis_password_from_environment_only():
         build_parser().parse_args(["serve", "--redis.password", "x"])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "key", "problem"),
     [
@@ -155,6 +162,7 @@ def test_help_lists_flags_and_environment_variables():
     assert "ELASTICACHE_EXPORTER_REDIS_ADDR" in result.stdout
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "host", "port", "tls"),
     [
@@ -172,6 +180,7 @@ def test_addresses(text, host, port, tls):
     assert (endpoint.host, endpoint.port, endpoint.tls) == (host, port, tls)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text",
     [
@@ -196,6 +205,7 @@ def test_bad_addresses_are_refused(text):
         parse_address(text)
 
 
+@pytest.mark.unit
 def test_userinfo_is_refused_where_credentials_must_not_come_from_the_address():
     with pytest.raises(AddressError):
         parse_address("redis://user:pw@h:1", allow_userinfo=False)
@@ -203,6 +213,7 @@ def test_userinfo_is_refused_where_credentials_must_not_come_from_the_address():
         parse_address("allowed.example.com@evil.example.com:6379", allow_userinfo=False)
 
 
+@pytest.mark.unit
 def test_host_patterns():
     glob = HostPattern.parse("*.cache.amazonaws.com")
     assert glob.matches("a.b.cache.amazonaws.com")

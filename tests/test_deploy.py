@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from tools import hadolint, promtool
 
 ROOT = Path(__file__).parent.parent
@@ -23,6 +24,7 @@ def test_dockerfile_passes_hadolint():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.unit
 def test_dockerfile_structure():
     text = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)

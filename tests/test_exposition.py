@@ -3,11 +3,14 @@ generate_latest: escaping, special values, counters without _total and the insta
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.common.exposition import encode_text
 from exporter.common.families import COUNTER, FamilySet
+
+pytestmark = pytest.mark.unit
 
 
 def encode(out: FamilySet, **options) -> str:

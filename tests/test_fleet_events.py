@@ -31,11 +31,13 @@ def messages() -> list[tuple[str, str]]:
     return [(category, message) for category, message in rows]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("category", "message"), messages())
 def test_documented_messages_fall_in_their_category(category, message):
     assert categorize(message) == category
 
 
+@pytest.mark.unit
 def test_the_table_covers_every_category():
     assert {category for category, _ in messages()} == set(EVENT_CATEGORIES)
     assert len(messages()) >= 30
@@ -45,6 +47,7 @@ def at(text: str) -> float:
     return datetime.datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("window", "now", "expected"),
     [
@@ -60,11 +63,13 @@ def test_the_next_maintenance_window_across_the_week_s_end(window, now, expected
     assert next_window_start(window, at(now)) == at(expected)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("window", ["", "sun:25:00-mon:01:00", "sunday:23:00-mon:01:00", "sun:23:00"])
 def test_what_is_no_window_has_no_start(window):
     assert next_window_start(window, at("2026-11-24T10:00:00")) is None
 
 
+@pytest.mark.unit
 def test_tag_keys_become_labels_as_yace_names_them():
     assert tag_label("team") == "tag_team"
     assert tag_label("Cost Center") == "tag_Cost_Center"
@@ -74,6 +79,7 @@ def test_tag_keys_become_labels_as_yace_names_them():
     assert tag_label("team\u00e9") is None
 
 
+@pytest.mark.unit
 def test_pending_modifications_of_a_cluster_and_its_group():
     groups = [{"ReplicationGroupId": "orders", "PendingModifiedValues": {"AutomaticFailoverStatus": "enabled", "Resharding": {}},
                "NodeGroups": [{"NodeGroupId": "0001", "NodeGroupMembers": [{"CacheClusterId": "orders-001", "CacheNodeId": "0001",

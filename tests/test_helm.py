@@ -54,6 +54,7 @@ def test_helm_lint_passes_with_every_value_set():
         assert result.returncode == 0, (values, result.stdout + result.stderr)
 
 
+@pytest.mark.unit
 def test_every_object_fits_the_others(rendered):
     name, _, by_kind = rendered
     workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
@@ -172,6 +173,7 @@ def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):
     assert json.loads(dashboard["data"]["elasticache-exporter.json"]) == json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
 
 
+@pytest.mark.unit
 def test_the_charts_copies_are_up_to_date():
     rules = (ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml").read_text()
     assert (CHART / "files" / "elasticache-exporter.rules.yml").read_text() == rules, (

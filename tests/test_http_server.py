@@ -15,6 +15,8 @@ from servers import wait_until
 from exporter.service import poller
 from exporter.service.http import HttpServer, Request
 
+pytestmark = pytest.mark.unit
+
 
 def _echo(request: Request, peer) -> tuple[int, list[tuple[str, str]], bytes]:
     return 200, [("Content-Type", "text/plain")], f"{request.method} {request.path} {request.query} {len(request.body)}".encode()
@@ -151,7 +153,6 @@ def test_a_pipelined_request_is_answered_without_waiting_for_the_poll_timeout():
         http.server_close()
 
 
-@pytest.mark.unit
 def test_an_answer_that_raises_is_logged_once_and_the_server_goes_on(caplog):
     """A bug while answering (here: in writing the reply) closes that connection, is logged once with its traceback,
     and costs no thread: the next request is answered, and the pool counts exactly the threads that run."""

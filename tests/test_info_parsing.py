@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from helpers import client_exposition, client_samples, exact_samples, sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,8 @@ from exporter.redis.info import parse_info, parse_number, parse_percent, parse_s
 from exporter.redis.info_fields import KNOWN_FIELDS
 from exporter.redis.info_metrics import add_info_metrics
 from exporter.redis.node_metrics import add_start_time
+
+pytestmark = pytest.mark.unit
 
 DATA = Path(__file__).parent / "data"
 READ_TIME = 1_795_000_000.5  # when the reply arrived, for fields relative to now

@@ -78,6 +78,7 @@ def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> 
     )  # fmt: skip
 
 
+@pytest.mark.unit
 def test_the_corpus_is_covered():
     files = {str(path.relative_to(CORPUS)) for path in CORPUS.rglob("*") if path.is_file()}
     assert files == set(EXPECTED)
@@ -96,6 +97,7 @@ def test_bad_input_is_one_line_and_exit_2(case):
     assert "hunter2" not in result.stderr  # a plain-text password where a hash belongs is not echoed
 
 
+@pytest.mark.unit
 def test_a_utf8_byte_order_mark_is_accepted():
     assert parse_yaml("\ufeffa: 1".encode("utf-8-sig").decode("utf-8").lstrip("\ufeff"), "x") == {"a": 1}
     from exporter.common.yamlfile import decode_utf8
@@ -111,6 +113,7 @@ SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.float
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
 
 
+@pytest.mark.unit
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(KEYS, VALUES, max_size=5))
 def test_config_loader_fuzz_gives_a_config_or_one_line(raw):
@@ -120,6 +123,7 @@ def test_config_loader_fuzz_gives_a_config_or_one_line(raw):
         assert message.startswith("config key '")
 
 
+@pytest.mark.unit
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=200))
 def test_yaml_reader_fuzz_gives_a_document_or_one_line(text):
@@ -159,6 +163,7 @@ def _median_seconds(config, header: str, rounds: int) -> float:
     return statistics.median(times)
 
 
+@pytest.mark.unit
 def test_unknown_user_and_wrong_password_cost_the_same(tmp_path):
     hashed = bcrypt.hashpw(b"right-password", bcrypt.gensalt(8)).decode()
     path = tmp_path / "web.yml"
@@ -177,6 +182,7 @@ def test_unknown_user_and_wrong_password_cost_the_same(tmp_path):
     assert 0.7 < statistics.median(ratios) < 1.4, ratios
 
 
+@pytest.mark.unit
 def test_failed_basic_auth_is_logged_without_the_password(tmp_path, caplog):
     hashed = bcrypt.hashpw(b"right-password", bcrypt.gensalt(4)).decode()
     path = tmp_path / "web.yml"

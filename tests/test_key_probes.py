@@ -192,6 +192,7 @@ def test_keys_deleted_and_retyped_under_the_probes_add_no_error_replies():
         server.stop()
 
 
+@pytest.mark.unit
 def test_the_list_syntax_is_redis_exporters():
     assert parse_key_list("a, db3=jobs:*,1=x%2Cy,,db0=q+1") == (
         KeySpec(0, "a"), KeySpec(3, "jobs:*"), KeySpec(1, "x,y"), KeySpec(0, "q 1"),
@@ -200,6 +201,7 @@ def test_the_list_syntax_is_redis_exporters():
     assert not KeySpec(0, "jobs").is_pattern
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("keys", "message"),
     [
@@ -221,6 +223,7 @@ def test_bad_key_settings_are_one_line_errors(keys, message):
     assert "\n" not in text
 
 
+@pytest.mark.unit
 def test_a_targets_own_keys_replace_the_defaults():
     config = build_config({"keys": {"check_single_keys": "everywhere"},
                            "targets": [{"name": "a", "addr": "redis://127.0.0.1:1", "keys": {"check_single_keys": "db1=only-here"}},
@@ -260,6 +263,7 @@ def test_queue_limits_are_served_for_the_watched_keys_that_are_queues(queues):
     assert sample(samples, "redis_key_size", **node, key="queue:default") == 37
 
 
+@pytest.mark.unit
 def test_queues_may_be_a_list_and_match_by_redis_glob():
     config = build_config({"redis": {"addr": "redis://127.0.0.1:1"},
                            "keys": {"check_keys": "bull:*", "queues": ["bull:*:wait", "db0=bull:[^x]*:active"]}})  # fmt: skip

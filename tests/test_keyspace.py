@@ -112,6 +112,7 @@ def test_no_error_reply_and_no_memory_where_memory_is_renamed_away():
         server.stop()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("key", "delimiters", "depth", "prefix"),
     [("session:user:42", ":", 2, "session:user"), ("cache:42", ":", 2, "cache"), ("plain", ":", 2, NO_PREFIX),

@@ -5,6 +5,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 PACKAGE = Path(__file__).parent.parent / "exporter"
 
 # Each subpackage and the subpackages it may import; the top-level modules (__init__, __main__) are free.

@@ -25,6 +25,7 @@ class Counter:
     counts: list = factory(list)
 
 
+@pytest.mark.unit
 def test_fields_defaults_and_factories():
     assert Point(1) == Point(1, 0, {})
     assert Point(1).tags is not Point(1).tags  # made anew each time
@@ -35,6 +36,7 @@ def test_fields_defaults_and_factories():
         Point()  # type: ignore[call-arg]
 
 
+@pytest.mark.unit
 def test_frozen_records_refuse_change_and_hash_by_value():
     point = Point(1, 2, ())  # type: ignore[arg-type]
     with pytest.raises(AttributeError):
@@ -45,6 +47,7 @@ def test_frozen_records_refuse_change_and_hash_by_value():
         replace(point, z=1)
 
 
+@pytest.mark.unit
 def test_mutable_records_change_compare_by_value_and_are_not_hashable():
     counter = Counter("a")
     counter.counts.append(1)
@@ -55,6 +58,7 @@ def test_mutable_records_change_compare_by_value_and_are_not_hashable():
         hash(counter)
 
 
+@pytest.mark.unit
 def test_a_field_without_default_after_one_with_a_default_is_refused():
     with pytest.raises(TypeError, match="without a default"):
 

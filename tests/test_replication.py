@@ -17,6 +17,7 @@ from servers import start_redis, wait_until
 from exporter.redis.heartbeat import ELASTICACHE_KEY, HeartbeatParseError, format_timestamp, parse_timestamp, utc_seconds
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -36,18 +37,21 @@ def test_heartbeat_formats(text, expected):
     assert parse_timestamp(text) == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", ["", "yesterday", "2013-13-05T01:25:01Z", "2013-09-05T25:00:00Z", "12", "-5", "1e9", "0x10", "\xff"])
 def test_bad_heartbeats_are_parse_errors(text):
     with pytest.raises(HeartbeatParseError):
         parse_timestamp(text)
 
 
+@pytest.mark.unit
 @given(st.one_of(st.text(max_size=40), st.binary(max_size=40)))
 def test_parse_never_raises_anything_else(raw):
     with contextlib.suppress(HeartbeatParseError):
         parse_timestamp(raw)
 
 
+@pytest.mark.unit
 def test_written_format_round_trips():
     now = time.time()
     assert parse_timestamp(format_timestamp(now)) == pytest.approx(now, abs=0.001)
@@ -242,6 +246,7 @@ def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
         app.close()
 
 
+@pytest.mark.unit
 @given(st.integers(1, 9999), st.integers(1, 12), st.integers(1, 31), st.integers(0, 23), st.integers(0, 59), st.integers(0, 60))
 def test_utc_seconds_agrees_with_calendar_timegm(year: int, month: int, day: int, hour: int, minute: int, second: int) -> None:
     assert utc_seconds(year, month, day, hour, minute, second) == calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))

@@ -13,6 +13,8 @@ import pytest
 
 from exporter.redis.resp import ErrorReply, RespConnection, RespFailure
 
+pytestmark = pytest.mark.unit
+
 REPLIES = [
     b":0\r\n",
     b":-42\r\n",

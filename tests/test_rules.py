@@ -29,6 +29,7 @@ TEMPLATE = ROOT / "rules" / "cloudformation" / "elasticache-alarms.yaml"
 PROMETHEUS_RULE = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.prometheusrule.yaml"
 
 
+@pytest.mark.unit
 def test_committed_outputs_are_up_to_date_and_deterministic():
     alerts, table = load_catalog(), load_table()
     assert render_prometheus(alerts, table) == render_prometheus(load_catalog(), load_table()) == RULES.read_text(), (
@@ -83,6 +84,7 @@ def _tag(loader, tag_suffix, node):
 _CfnLoader.add_multi_constructor("!", _tag)
 
 
+@pytest.mark.unit
 def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_period():
     template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass for CloudFormation tags
     table = load_table()
@@ -145,6 +147,7 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
     assert mapping["cache.r4.large"]["NetworkBaseline"] == "published"
 
 
+@pytest.mark.unit
 def test_every_alarm_notifies_on_alarm_ok_and_insufficient_data():
     template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506
     _, _, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
@@ -482,6 +485,7 @@ def _without_annotations(rules_text: str) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
+@pytest.mark.unit
 def test_every_alert_has_a_unit_test():
     assert sorted(CASES) == sorted(alert.name for alert in load_catalog() if alert.baseline or alert.expr)
 
@@ -554,6 +558,7 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
 
+@pytest.mark.unit
 def test_every_rule_reading_per_node_data_has_its_guard():
     guards = {
         "redis": "and on (instance) (redis_up == 1)",
@@ -630,6 +635,7 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
 
 
+@pytest.mark.unit
 def test_runbooks_exist_for_every_alert():
     runbooks = (ROOT / "docs" / "runbooks.md").read_text()
     for alert in load_catalog():
@@ -736,6 +742,7 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
     assert "--tags: tag '2fa' makes no valid label name" in refused.stderr
 
 
+@pytest.mark.unit
 def test_no_suggested_node_type_has_less_memory_than_the_node_it_relieves():
     """A node moved for bandwidth keeps its data: the rules' suggested_node_type has at least the memory of the node
     type it is suggested for (the rule the capacity report uses too)."""

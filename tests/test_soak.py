@@ -96,6 +96,7 @@ def test_a_restarted_nodes_old_label_sets_are_let_go(monkeypatch):
     assert not [run_id for run_id in run_ids[:-1] if run_id in held]
 
 
+@pytest.mark.unit
 def test_the_recent_cache_keeps_what_each_generation_uses():
     from exporter.common.recent import RecentCache
 

@@ -7,10 +7,13 @@ from urllib.parse import parse_qs
 from urllib.parse import unquote as urllib_unquote
 from urllib.parse import unquote_plus as urllib_unquote_plus
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.common.urltext import query_values, unquote, unquote_plus
+
+pytestmark = pytest.mark.unit
 
 pieces = st.sampled_from(["a", "%", "2", "5", "f", "F", "E", "C", "3", "A", "9", "+", "é", "=", "&", "g", "0", "8", "€", "%E2%82%AC", "%C3", "%ff"])
 texts = st.lists(pieces, max_size=16).map("".join)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from helpers import call, make_app, sample
 from servers import wait_until
 from tools import require
@@ -11,6 +12,7 @@ from tools import require
 from exporter.service.collectors.baselines import window_rates
 
 
+@pytest.mark.unit
 def test_window_rates():
     counters = [(0.0, 0, 0, 0.0), (1.0, 1000, 100, 0.1), (2.0, 3000, 300, 0.3)]
     out, received, cpu = window_rates(counters, 10, 2.0)
