@@ -26,12 +26,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from footprint_bench import command_for, first_answer
-from scrape_bench import free_port, get, load_data_set, percentile, rss_mib, start_redis
+from scrape_bench import free_port, get, load_data_set, parallel_round, percentile, rss_mib, start_redis
 from traffic import Traffic
 
 OURS, THEIRS = "elasticache-exporter", "redis_exporter"
@@ -90,17 +89,6 @@ def scrape_pass(exporters: dict[str, tuple[subprocess.Popen, int, http.client.HT
         }
         for kind, (process, _, _) in exporters.items()
     }
-
-
-def parallel_round(port: int, paths: list[str]) -> float:
-    """Seconds for one request to each path, all at once (each on a connection of its own, as Prometheus' scrapes)."""
-    threads = [threading.Thread(target=get, args=(port, path)) for path in paths]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
 
 
 def round_pass(round_ports: dict[str, int], empty_traffic: list[Traffic], target_ports: list[int], rounds: int) -> dict[str, list[float]]:

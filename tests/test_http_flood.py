@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 
 from helpers import make_app, parse_samples, sample
 from servers import wait_until
@@ -51,15 +52,20 @@ class Flood:
         except OSError:
             return None
 
+    def _turns(self) -> Iterator[int]:
+        """A client's loop: until the flood's end, and never more than 100,000 turns."""
+        for turn in range(100_000):
+            if time.monotonic() > self.until:
+                return
+            yield turn
+
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     def hoard(self) -> None:
         """Idle connections past the bound, dropped and opened again in batches."""
         held: list[socket.socket] = []
-        for _ in range(100_000):
-            if time.monotonic() > self.until:
-                break
+        for _ in self._turns():
             sock = self._connect()
             if sock is not None:
                 held.append(sock)
@@ -74,9 +80,7 @@ class Flood:
 
     def slow_heads(self) -> None:
         """Heads sent a few bytes at a time, never finished."""
-        for _ in range(100_000):
-            if time.monotonic() > self.until:
-                break
+        for _ in self._turns():
             sock = self._connect()
             if sock is None:
                 continue
@@ -89,9 +93,7 @@ class Flood:
 
     def cut_replies(self) -> None:
         """Scrapes closed mid-reply with a reset, and requests reset before any reply."""
-        for i in range(100_000):
-            if time.monotonic() > self.until:
-                break
+        for i in self._turns():
             sock = self._connect()
             if sock is None:
                 continue
@@ -103,9 +105,7 @@ class Flood:
             self._count("reset")
 
     def keep_alive_scrapes(self) -> None:
-        for _ in range(100_000):
-            if time.monotonic() > self.until:
-                break
+        for _ in self._turns():
             sock = self._connect()
             if sock is None:
                 continue
@@ -119,9 +119,7 @@ class Flood:
     def probe_health(self) -> None:
         """A health check every 0.1 s; each must answer 200 within three tries (a fresh connection may be the one a
         flood at the bound evicts before its head is read)."""
-        for _ in range(100_000):
-            if time.monotonic() > self.until:
-                break
+        for _ in self._turns():
             self.probes += 1
             for attempt in range(3):
                 try:
