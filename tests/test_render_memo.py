@@ -14,6 +14,7 @@ from exporter.common.exposition import MEMO_ENTRIES, TargetRendering, TextFamily
 from exporter.common.families import FamilySet
 from exporter.redis.resp import RespFailure
 from exporter.service.collectors.redis import RedisCollector
+from exporter.service.targets import MAX_REPLAYING_TARGETS
 
 
 class CountingSet(TextFamilySet):
@@ -113,7 +114,12 @@ def test_replayed_lines_stay_true_after_many_other_targets_were_rendered():
         servers[0].client().set("changed", "1")
         compare(app, every[0], False)
         assert CountingSet.replayed > 100
-        assert all(len(target.rendering.memos[False]) > 100 for target in every)  # each kept its own
+        replaying, fresh = every[:MAX_REPLAYING_TARGETS], every[MAX_REPLAYING_TARGETS:]
+        assert all(len(target.rendering.memos[False]) > 100 for target in replaying)  # each kept its own
+        assert all(target.rendering.memos is None for target in fresh)  # past the bound: rendered afresh, and the same
+        CountingSet.replayed = 0
+        compare(app, fresh[0], False)
+        assert CountingSet.replayed == 0
     finally:
         app.close()
         for server in servers:
@@ -159,3 +165,23 @@ def test_a_block_that_raises_records_nothing():
         assert part == {}
         out.add("redis_y", "gauge", "Y.", {}, 1.0)  # not recorded: no recording is open
         assert part == {}
+
+
+@pytest.mark.unit
+def test_targets_that_go_give_their_memo_back(monkeypatch):
+    """At most MAX_REPLAYING_TARGETS targets keep rendered lines; an evicted /scrape target's memo goes to the next one."""
+    from exporter.service import targets as targets_module
+
+    monkeypatch.setattr(targets_module, "MAX_REPLAYING_TARGETS", 2)
+    monkeypatch.setattr(targets_module, "MAX_AD_HOC_NODES", 2)
+    app = make_app({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})
+    try:
+        first, second, third = (app.targets.resolve(f"redis://127.0.0.1:{port}") for port in (1, 2, 3))  # nothing is connected
+        assert first.rendering.memos is not None
+        assert second.rendering.memos is not None
+        assert third.rendering.memos is not None  # the first was evicted for it, and gave its memo back
+        assert app.targets.every() == [second, third]
+        fourth = app.targets.resolve("redis://127.0.0.1:4")
+        assert fourth.rendering.memos is not None
+    finally:
+        app.close()

@@ -109,13 +109,15 @@ class RenderMemo:
 
 class TargetRendering:
     """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}``, whose
-    children keep their rendered text) and a :class:`RenderMemo` per way of rendering."""
+    children keep their rendered text) and, where its owner grants it (``replay``), a :class:`RenderMemo` per way of
+    rendering (about 90 KiB a target); without one, every sample is rendered afresh."""
 
     __slots__ = ("labels", "memos")
 
-    def __init__(self, instance: str) -> None:
+    def __init__(self, instance: str, replay: bool = True) -> None:
         self.labels = LabelSet({"instance": instance})
-        self.memos = (RenderMemo(), RenderMemo())  # by drop_instance: /metrics keeps the label, /scrape leaves it out
+        # by drop_instance: /metrics keeps the label, /scrape leaves it out
+        self.memos: tuple[RenderMemo, RenderMemo] | None = (RenderMemo(), RenderMemo()) if replay else None
 
 
 class _Recording:
@@ -206,7 +208,7 @@ class TextFamilySet(FamilySet):
     def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:
         """Within: :meth:`memo` gives the parts of that target's memo for this way of rendering, if no other render
         holds it now."""
-        memo = rendering.memos[self._drop_instance] if rendering is not None else None
+        memo = rendering.memos[self._drop_instance] if rendering is not None and rendering.memos is not None else None
         if memo is None or not memo.claim():
             yield
             return

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from exporter.aws.discovery import Node
 
 MAX_AD_HOC_NODES = 512
+# targets whose rendered lines are kept for their next scrape (about 90 KiB each): granted as targets are made
+# (configured ones first) and given back when a target goes; past that a target renders every sample afresh
+MAX_REPLAYING_TARGETS = 32
 
 
 class TargetRefused(Exception):
@@ -62,11 +65,10 @@ class Target:
     shard: str = ""
     state: TargetState = factory(TargetState)
     lock: threading.Lock = factory(threading.Lock)
-    rendering: TargetRendering = None  # type: ignore[assignment]  # made from the name
+    replay: bool = True  # whether its rendered lines are kept for its next scrape (the target set grants it)
 
     def __post_init__(self) -> None:
-        if self.rendering is None:
-            self.rendering = TargetRendering(self.name)
+        self.rendering = TargetRendering(self.name, self.replay)
 
     @property
     def display(self) -> str:
@@ -76,6 +78,7 @@ class Target:
 class TargetSet:
     def __init__(self, config: Config) -> None:
         self._by_name: dict[str, Target] = {}
+        self._replaying = 0  # targets granted a render memo (MAX_REPLAYING_TARGETS)
         self._by_address: dict[tuple[str, int, int], Target] = {}
         self.heartbeat_sources: tuple[tuple[str, str], ...] = (
             ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
@@ -86,7 +89,7 @@ class TargetSet:
         for item in config.targets:
             node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
             node.key_probes = item.keys if item.keys is not None else config.keys
-            target = Target(item.name, node, item.node_type, item.replication_group, item.shard)
+            target = Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay())
             self._by_name[item.name] = target
             self._by_address.setdefault(_key(item.endpoint), target)
         self.address_names: dict[tuple[str, int], str] = {(item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)}
@@ -169,7 +172,7 @@ class TargetSet:
                     current.replication_group,
                     current.shard,
                 ):
-                    self._discovered.pop(name).node.close()
+                    self._drop(self._discovered.pop(name))
                     del self._discovered_nodes[name]
             for name, node in wanted.items():
                 if name in self._discovered:
@@ -178,7 +181,7 @@ class TargetSet:
                 redis_node = RedisNode(endpoint, self._discovered_node_credentials(name, node), keys, self.max_reply_bytes)
                 redis_node.key_probes = self._key_probes
                 node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
-                self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard)
+                self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay())
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 
@@ -222,6 +225,9 @@ class TargetSet:
         with self._lock:
             target = self._ad_hoc.get(key)
             if target is None:
+                if len(self._ad_hoc) >= MAX_AD_HOC_NODES:  # the least recently asked for makes room (and gives back its grant)
+                    _, evicted = self._ad_hoc.popitem(last=False)
+                    self._drop(evicted)
                 node = RedisNode(
                     Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username),
                     credentials,
@@ -229,14 +235,25 @@ class TargetSet:
                     self.max_reply_bytes,
                 )
                 node.key_probes = self._key_probes
-                target = Target(node.endpoint.display(), node)
+                target = Target(node.endpoint.display(), node, replay=self._grant_replay())
                 self._ad_hoc[key] = target
-                if len(self._ad_hoc) > MAX_AD_HOC_NODES:
-                    _, evicted = self._ad_hoc.popitem(last=False)
-                    evicted.node.close()
             else:
                 self._ad_hoc.move_to_end(key)
             return target
+
+    def _grant_replay(self) -> bool:
+        """A new target may keep its rendered lines while fewer than MAX_REPLAYING_TARGETS do (under the set's lock, or
+        before the set is shared)."""
+        if self._replaying >= MAX_REPLAYING_TARGETS:
+            return False
+        self._replaying += 1
+        return True
+
+    def _drop(self, target: Target) -> None:
+        """A target leaves the set: its connection closed, its grant given back."""
+        target.node.close()
+        if target.replay:
+            self._replaying -= 1
 
     def every(self) -> list[Target]:
         """Every target this set holds, each once: configured, discovered (whatever /metrics serves of them) and the
