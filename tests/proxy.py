@@ -23,6 +23,7 @@ class StallableProxy:
         self._flowing.set()
         self._stop = threading.Event()
         self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
         self.sent = bytearray()  # every byte clients sent upstream, in order
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -39,7 +40,12 @@ class StallableProxy:
             except OSError:
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            self._sockets += [client, upstream]
+            with self._lock:
+                self._sockets += [client, upstream]
+                closed = self._stop.is_set()
+            if closed:  # close() ran meanwhile: these two were not in its list
+                self._shut(client, upstream)
+                return
             threading.Thread(target=self._pump, args=(client, upstream, self.stall_on, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
@@ -75,8 +81,18 @@ class StallableProxy:
         return commands
 
     def close(self) -> None:
-        self._stop.set()
+        """Every connection ends now: shut down first, as closing a socket another thread is blocked reading does not wake
+        that thread on Linux, and the connection to the server would stay open into the next test."""
+        with self._lock:
+            self._stop.set()
+            sockets = [self.sock, *self._sockets]
         self._flowing.set()
-        for sock in [self.sock, *self._sockets]:
+        self._shut(*sockets)
+
+    @staticmethod
+    def _shut(*sockets: socket.socket) -> None:
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()

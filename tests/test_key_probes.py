@@ -4,13 +4,14 @@ short, and never an error reply."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
 import pytest
 from helpers import call, exact_samples, make_app, sample
 from proxy import StallableProxy
-from servers import start_redis
+from servers import start_redis, wait_until
 
 from exporter.common.errors import ConfigError
 from exporter.config import build_config
@@ -315,3 +316,20 @@ def test_a_user_without_eval_gets_info_metrics_and_one_refusal_per_connection(qu
     finally:
         app.close()
         client.acl_deluser("noeval")
+
+
+def test_the_stalling_proxy_leaves_no_connection_behind(fresh_redis):
+    """The proxy's close() ends its connection to the server even while a pump is blocked reading it (a connection left
+    open there would be counted by the next test that reads CLIENT LIST)."""
+    proxy = StallableProxy(fresh_redis.port, stall_on=b"EVAL")
+    client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    client.sendall(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$7\r\nthrough\r\n")
+    assert client.recv(100) == b"+OK\r\n"  # both pumps run; the server's side now waits in recv
+
+    def named() -> list[dict]:
+        return [c for c in fresh_redis.client().client_list() if c.get("name") == "through"]
+
+    assert len(named()) == 1
+    proxy.close()
+    client.close()
+    wait_until(lambda: named() == [], timeout=5, what="the proxy's connection to the server closed")
