@@ -57,14 +57,16 @@ def test_interrupt_keeps_what_was_measured(fresh_redis, tmp_path):
          "--data-sizes", "100,1000", "--duration", "30s", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    info_calls = fresh_redis.client().info("commandstats").get("cmdstat_info", {}).get("calls", 0)
     polls = [0]
 
-    def samples_taken() -> int:  # the benchmark's INFO calls: the server's count less this test's own polls
+    def calls(command: str) -> int:  # the server's count of a command, less the INFO calls of this test's own polls
         polls[0] += 1
-        return fresh_redis.client().info("commandstats").get("cmdstat_info", {}).get("calls", 0) - info_calls - polls[0]
+        stats = fresh_redis.client().info("commandstats")
+        return stats.get(f"cmdstat_{command}", {}).get("calls", 0) - (polls[0] if command == "info" else 0)
 
-    wait_until(lambda: samples_taken() >= 3, timeout=30, interval=0.2, what="the benchmark's first samples under load")
+    wait_until(lambda: calls("get") > 0, timeout=30, interval=0.1, what="the GET load under way")
+    under_load = calls("info")
+    wait_until(lambda: calls("info") >= under_load + 2, timeout=30, interval=0.2, what="two samples under load")
     process.send_signal(signal.SIGINT)
     _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr

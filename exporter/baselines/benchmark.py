@@ -20,9 +20,12 @@ from collections.abc import Callable
 from exporter.common.processes import stop_process
 from exporter.common.progress import Progress
 from exporter.common.records import factory, record, replace
+from exporter.common.secrets import Secret
 from exporter.redis.addresses import Endpoint
 from exporter.redis.info import parse_info, parse_number
-from exporter.redis.resp import ErrorReply, RespConnection, RespFailure
+from exporter.redis.node import RedisNode
+from exporter.redis.resp import ErrorReply, RespFailure
+from exporter.redis.settings import Credentials
 
 from .latency import LatencyFigure, from_csv_row
 from .rows import BenchmarkRow, mbps_from_bytes_per_second
@@ -151,38 +154,17 @@ class BenchmarkPlan:
         return [*sizes, *(["--cluster-mode"] if self.cluster else [])]
 
 
-class _InfoReader:
-    """INFO ALL of the node under load, read every second on one connection of the exporter's own RESP client."""
+def _node(plan: BenchmarkPlan) -> RedisNode:
+    """The node under load, for its INFO every second: the exporter's own connection (AUTH, TLS, a deadline a call)."""
+    password = Secret(value=plan.password, source="the benchmark's password") if plan.password else None
+    return RedisNode(plan.endpoint, Credentials(username=plan.endpoint.username, password=password, timeout=5.0))
 
-    TIMEOUT = 5.0
 
-    def __init__(self, plan: BenchmarkPlan) -> None:
-        context = None
-        if plan.endpoint.tls:
-            from exporter.redis.node import build_ssl_context
-            from exporter.redis.settings import TlsOptions
-
-            context = build_ssl_context(TlsOptions())
-        deadline = time.monotonic() + self.TIMEOUT
-        self._conn = RespConnection.open(plan.endpoint.host, plan.endpoint.port, deadline, ssl_context=context)
-        if plan.password:
-            auth = ("AUTH", plan.endpoint.username, plan.password) if plan.endpoint.username else ("AUTH", plan.password)
-            self._call(auth, deadline)
-
-    def _call(self, command: tuple[str, ...], deadline: float) -> object:
-        (reply,) = self._conn.call([command], deadline)
-        if isinstance(reply, ErrorReply):
-            raise RespFailure("error_reply", f"{command[0]}: {reply.message}")
-        return reply
-
-    def info(self) -> str:
-        reply = self._call(("INFO", "ALL"), time.monotonic() + self.TIMEOUT)
-        if not isinstance(reply, bytes):
-            raise RespFailure("protocol", "INFO did not answer text")
-        return reply.decode("utf-8", errors="replace")
-
-    def close(self) -> None:
-        self._conn.close()
+def _info(node: RedisNode) -> str:
+    (reply,) = node.call_many([("INFO", "ALL")])
+    if not isinstance(reply, bytes):
+        raise RespFailure("error_reply" if isinstance(reply, ErrorReply) else "protocol", f"INFO answered {reply!r:.100}")
+    return reply.decode("utf-8", errors="replace")
 
 
 def _connection_args(plan: BenchmarkPlan, tool: str) -> list[str]:
@@ -199,8 +181,8 @@ def _connection_args(plan: BenchmarkPlan, tool: str) -> list[str]:
     return args + (["--tls"] if plan.endpoint.tls else [])
 
 
-def _read_sample(client: _InfoReader) -> Sample:
-    info = parse_info(client.info())
+def _read_sample(client: RedisNode) -> Sample:
+    info = parse_info(_info(client))
 
     def number(name: str) -> float:
         return parse_number(info.get(name, "") or "") or 0.0
@@ -222,8 +204,8 @@ def run_benchmark(plan: BenchmarkPlan, progress: Progress | None = None, sleep: 
     if tool_path is None:
         raise BaselineError(f"{plan.tool} is not on PATH (apt-get install redis-tools)")
     try:
-        client = _InfoReader(plan)
-        client.info()
+        client = _node(plan)
+        _info(client)
     except RespFailure as err:
         raise BaselineError(f"{plan.endpoint.display()}: cannot reach the node: {err}") from err
     progress = progress or Progress(plan.duration * len(plan.data_sizes))

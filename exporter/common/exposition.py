@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .families import _NOT_RECORDING, Family, FamilySet
+from .families import NOT_RECORDING, Family, FamilySet
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -246,7 +246,7 @@ class TextFamilySet(FamilySet):
         return kept
 
     def recording(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> AbstractContextManager[None]:
-        return _NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
+        return NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
 
     def record_together(self, memo: dict[Any, Rendered] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         """Keeps under ``key`` the lines of the inputs ``parts`` (each kept or replayed in this scrape), one after the

@@ -19,7 +19,7 @@ GAUGE = "gauge"
 COUNTER = "counter"
 SUMMARY = "summary"
 HISTOGRAM = "histogram"
-_NOT_RECORDING: AbstractContextManager[None] = nullcontext()  # reusable: a nullcontext holds no state
+NOT_RECORDING: AbstractContextManager[None] = nullcontext()  # reusable: a nullcontext holds no state
 
 
 class Family:
@@ -107,7 +107,7 @@ class FamilySet:
     # (:class:`~exporter.common.exposition.TextFamilySet`); here every sample is added afresh.
 
     def rendering(self, rendering: Any) -> AbstractContextManager[None]:
-        return _NOT_RECORDING
+        return NOT_RECORDING
 
     def memo(self, part: str) -> dict[Any, Any] | None:
         return None
@@ -116,7 +116,7 @@ class FamilySet:
         return None
 
     def recording(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> AbstractContextManager[None]:
-        return _NOT_RECORDING
+        return NOT_RECORDING
 
     def record_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
