@@ -8,21 +8,21 @@ from typing import ClassVar
 
 import pytest
 
-from exporter.common.records import factory, record, replace
+from exporter.common.records import field, record, replace
 
 
 @record(frozen=True)
 class Point:
     x: int
     y: int = 0
-    tags: dict = factory(dict)
+    tags: dict = field(factory=dict)
     kind: ClassVar[str] = "point"
 
 
 @record
 class Counter:
     name: str
-    counts: list = factory(list)
+    counts: list = field(factory=list)
 
 
 @pytest.mark.unit

@@ -110,7 +110,7 @@ def _normal(alarm: dict[str, Any]) -> dict[str, str]:
     """Comparable JSON of the fields this tool sets (CloudWatch returns more, and floats for numbers)."""
     result = {}
     for field in COMPARED:
-        value = alarm.get(field)
+        value: Any = alarm.get(field)
         if value in (None, []):
             continue
         if field == "Dimensions":

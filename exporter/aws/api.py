@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +60,10 @@ class AwsCallError(Exception):
 
 @record
 class ApiStats:
-    calls: dict[str, int] = factory(dict)
-    errors: dict[tuple[str, str], int] = factory(dict)
+    calls: dict[str, int] = field(factory=dict)
+    errors: dict[tuple[str, str], int] = field(factory=dict)
     metrics_requested: int = 0
-    lock: threading.Lock = factory(threading.Lock)
+    lock: threading.Lock = field(factory=threading.Lock)
 
     def count_call(self, api: str) -> None:
         with self.lock:
@@ -169,7 +169,7 @@ class AwsApi:
         import boto3
 
         sts = boto3.session.Session().client("sts", region_name=region, config=self._config())
-        kwargs = {"RoleArn": self.role_arn, "RoleSessionName": "elasticache-exporter"}
+        kwargs: dict[str, Any] = {"RoleArn": self.role_arn, "RoleSessionName": "elasticache-exporter"}
         if self.external_id:
             kwargs["ExternalId"] = self.external_id
         credentials = self.call(sts, "assume_role", **kwargs)["Credentials"]

@@ -94,7 +94,7 @@ def valid_statistic(statistic: str) -> bool:
     if statistic in BASIC_STATISTICS:
         return True
     match = _PERCENTILE.match(statistic)
-    return bool(match) and float(match.group(1)) <= 100
+    return match is not None and float(match.group(1)) <= 100
 
 
 def snake(name: str) -> str:
@@ -141,7 +141,7 @@ class Query:
 def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0, by_node_type: bool = False) -> list[Query]:
     """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call); ``by_node_type`` adds
     the metrics of :data:`NODE_TYPE_METRICS` that the set lacks."""
-    queries = []
+    queries: list[Query] = []
     names = {spec.name for spec in metrics}
     for node in nodes:
         extra = [spec for spec in node_type_metrics(node.node_type) if spec.name not in names] if by_node_type else []

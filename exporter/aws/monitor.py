@@ -157,8 +157,8 @@ class AwsMonitor:
         if ok:
             self.last_discovery = time.time()
         if self.fleet is not None:
-            for where, err in self.fleet.poll_updates():
-                self._report(err, f"service updates in {where}")
+            for where, update_error in self.fleet.poll_updates():
+                self._report(update_error, f"service updates in {where}")
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())

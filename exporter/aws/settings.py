@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 
 @record(frozen=True)
@@ -19,7 +19,7 @@ class AwsAccount:
 @record(frozen=True)
 class AwsConfig:
     accounts: tuple[AwsAccount, ...] = ()
-    tag_filters: dict[str, tuple[str, ...]] = factory(dict)
+    tag_filters: dict[str, tuple[str, ...]] = field(factory=dict)
     discovery_interval: float = 300.0
     cloudwatch: bool = True
     poll_interval: float = 60.0

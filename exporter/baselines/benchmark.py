@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from exporter.common.processes import stop_process
 from exporter.common.progress import Progress
-from exporter.common.records import factory, record, replace
+from exporter.common.records import field, record, replace
 from exporter.common.secrets import Secret
 from exporter.redis.addresses import Endpoint
 from exporter.redis.info import parse_info, parse_number
@@ -58,9 +58,9 @@ class Sample:
 @record
 class SizeResult:
     data_size: int
-    samples: list[Sample] = factory(list)
+    samples: list[Sample] = field(factory=list)
     interrupted: bool = False
-    latency: list[LatencyFigure] = factory(list)  # the tool's own rate and percentiles of a short pass after the load
+    latency: list[LatencyFigure] = field(factory=list)  # the tool's own rate and percentiles of a short pass after the load
 
     def rates(self) -> dict[str, list[float]]:
         rates: dict[str, list[float]] = {"out": [], "in": [], "cpu": [], "engine": [], "ops": []}

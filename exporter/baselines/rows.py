@@ -41,7 +41,7 @@ def mbps_from_bytes_per_second(value: float) -> float:
     return value / 1024 / 1024 * 8
 
 
-def number(text: str, kind: type, where: str) -> Any:
+def number(text: Any, kind: type, where: str) -> Any:  # text: a CSV cell or a JSON value
     try:
         value = kind(float(text)) if kind is int else kind(text)
     except (TypeError, ValueError) as err:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
@@ -93,7 +93,7 @@ class BaselineTable:
     node_types: dict[str, NodeBaseline]
     basis: str = "lower"
     source: str = ""
-    extra: dict[str, Any] = factory(dict)
+    extra: dict[str, Any] = field(factory=dict)
 
     def get(self, node_type: str) -> NodeBaseline | None:
         if not node_type:

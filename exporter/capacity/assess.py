@@ -11,7 +11,7 @@ from typing import Any
 from exporter.aws.discovery import Node, NodeKey
 from exporter.baselines.benchmark import percentile
 from exporter.baselines.table import BaselineTable
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 from .history import DAY, SIGNALS, History, history_window
 from .trend import BAND_Z, Projection, project
@@ -51,7 +51,7 @@ class NodeReport:
     memory_p90: float | None = None
     connections_p90: float | None = None
     recommendation: dict[str, Any] | None = None
-    daily: dict[str, list[tuple[float, float]]] = factory(dict)
+    daily: dict[str, list[tuple[float, float]]] = field(factory=dict)
 
     @property
     def urgency(self) -> tuple[int, float]:

@@ -173,8 +173,8 @@ class TextFamilySet(FamilySet):
 
     def _labels(self, labels: dict[str, str]) -> str:
         if labels.__class__ is LabelSet:
-            text = labels.text_without_instance if self._drop_instance else labels.text  # type: ignore[attr-defined]
-            return _keep_rendered(labels, self._drop_instance, self._pairs) if text is None else text  # type: ignore[arg-type]
+            text = labels.text_without_instance if self._drop_instance else labels.text
+            return _keep_rendered(labels, self._drop_instance, self._pairs) if text is None else text
         if not labels:
             return ""
         cached = self._rendered.get(id(labels))
@@ -186,9 +186,9 @@ class TextFamilySet(FamilySet):
         block = self._blocks.get(name) or self._block(name, kind, help_)
         number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
         if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
-            text = labels.text_without_instance if self._drop_instance else labels.text  # type: ignore[attr-defined]
+            text = labels.text_without_instance if self._drop_instance else labels.text
             if text is None:
-                text = _keep_rendered(labels, self._drop_instance, self._pairs)  # type: ignore[arg-type]
+                text = _keep_rendered(labels, self._drop_instance, self._pairs)
         else:
             text = self._labels(labels)
         line = f"{name}{text} {number}\n"

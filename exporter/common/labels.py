@@ -41,7 +41,7 @@ class LabelSet(dict):
     def _frozen(self, *_: Any, **__: Any) -> NoReturn:
         raise TypeError("a LabelSet is shared between scrapes and cannot change; copy it with {**labels, ...}")
 
-    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _frozen  # type: ignore[assignment]
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _frozen
 
     def __reduce__(self) -> tuple[type, tuple[dict[str, str]]]:
         return dict, (dict(self),)
@@ -55,5 +55,5 @@ def instance_labels(instance: str) -> LabelSet:
 def with_label(labels: dict[str, str], key: str, value: str) -> dict[str, str]:
     """``labels`` and ``key``=``value``, kept where ``labels`` is a kept set."""
     if labels.__class__ is LabelSet:
-        return labels.with_label(key, value)  # type: ignore[attr-defined]
+        return labels.with_label(key, value)
     return {**labels, key: value}

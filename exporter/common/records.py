@@ -2,23 +2,37 @@
 
 ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``) for one call that names an
 undocumented class: about 1.1 MiB of a Redis-only exporter's 17 MiB at rest. A record is a class whose annotated
-attributes are its fields, in order: ``__init__`` takes them (a default is a value or ``factory(callable)``) and then calls ``__post_init__`` where
-the class has one, ``__repr__``
-and ``__eq__`` compare them, and a ``frozen`` record refuses assignment and is hashable. :func:`replace` copies one with
-some fields changed.
+attributes are its fields, in order: ``__init__`` takes them (a default is a value or ``field(factory=callable)``) and then
+calls ``__post_init__`` where the class has one, ``__repr__`` and ``__eq__`` compare them, and a ``frozen`` record refuses
+assignment and is hashable. :func:`replace` copies one with some fields changed.
+
+``@record`` is declared a ``dataclass_transform`` with :func:`field` as its field specifier, so type checkers see each
+record's constructor as they see a dataclass's.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+elif sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # Python 3.10: the marker is for type checkers only
+
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda decorated: decorated
+
 
 C = TypeVar("C", bound=type)
 R = TypeVar("R")
+T = TypeVar("T")
 _NO_DEFAULT = object()
 
 
-class factory:
+class _Factory:
     """A default made anew for each record, by calling ``make``."""
 
     __slots__ = ("make",)
@@ -27,7 +41,19 @@ class factory:
         self.make = make
 
 
-def record(cls: C | None = None, *, frozen: bool = False) -> Any:
+def field(*, factory: Callable[[], T]) -> T:
+    """A field whose default is ``factory()``, made anew for each record (a mutable default, a lock)."""
+    return _Factory(factory)  # type: ignore[return-value]  # read by @record, which replaces it with factory()
+
+
+@overload
+def record(cls: C, /) -> C: ...
+@overload
+def record(*, frozen: bool = False) -> Callable[[C], C]: ...
+
+
+@dataclass_transform(eq_default=True, field_specifiers=(field,))
+def record(cls: C | None = None, /, *, frozen: bool = False) -> C | Callable[[C], C]:
     """Decorate a class as a record (``@record`` or ``@record(frozen=True)``)."""
 
     def wrap(cls: C) -> C:
@@ -62,7 +88,7 @@ def _make_record(cls: C, frozen: bool) -> C:
         else:
             seen_default = True
             parameters.append(f"{name}=_d_{name}")
-            value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, factory) else name
+            value = f"_d_{name}.make() if {name} is _d_{name} else {name}" if isinstance(default, _Factory) else name
         body.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
     if hasattr(cls, "__post_init__"):  # as with dataclasses: what is made from the fields, after them
         body.append("self.__post_init__()")
@@ -72,7 +98,7 @@ def _make_record(cls: C, frozen: bool) -> C:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     for name, default in fields.items():  # a class attribute would shadow nothing, but a factory must not linger
-        if isinstance(default, factory) and name in cls.__dict__:
+        if isinstance(default, _Factory) and name in cls.__dict__:
             delattr(cls, name)
 
     def __repr__(self: Any) -> str:

@@ -6,10 +6,12 @@ the same names and count pick the same targets."""
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple
+
+from exporter.common.records import record
 
 
-class Shard(NamedTuple):
+@record(frozen=True)
+class Shard:
     index: int
     count: int
 

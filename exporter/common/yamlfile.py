@@ -74,10 +74,10 @@ def _check_shape(document: Any) -> str | None:
         if not isinstance(value, dict | list):
             continue
         ident = id(value)
+        children = value.values() if isinstance(value, dict) else value
         if done:
             open_ids.discard(ident)
-            children = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
-            total = 1 + sum(sizes.get(id(child), 1) for _, child in children)
+            total = 1 + sum(sizes.get(id(child), 1) for child in children)
             sizes[ident] = total
             if total > MAX_NODES:
                 return f"aliases expand the document past {MAX_NODES} nodes"
@@ -90,7 +90,6 @@ def _check_shape(document: Any) -> str | None:
             return f"nested deeper than {MAX_DEPTH} levels"
         open_ids.add(ident)
         stack.append((value, depth, True))
-        children = value.values() if isinstance(value, dict) else value
         stack.extend((child, depth + 1, False) for child in children)
     return None
 

@@ -18,7 +18,7 @@ from typing import Any
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 from exporter.common.sharding import Shard, parse_shard
 from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes
@@ -62,15 +62,15 @@ class Config:
     shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
     scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
-    keys: KeyProbes = factory(KeyProbes)  # watched keys of every target without keys of its own
+    keys: KeyProbes = field(factory=KeyProbes)  # watched keys of every target without keys of its own
     allow: tuple[AllowRule, ...] = ()
-    heartbeat: HeartbeatConfig = factory(HeartbeatConfig)
-    clients: ClientsConfig = factory(ClientsConfig)  # CLIENT LIST aggregates, read in the background
-    keyspace: KeyspaceConfig = factory(KeyspaceConfig)  # the keyspace by prefix, sampled in the background
-    aws: AwsConfig = factory(AwsConfig)
-    discovered_credentials: Credentials = factory(Credentials)  # the config file's aws.discovered
+    heartbeat: HeartbeatConfig = field(factory=HeartbeatConfig)
+    clients: ClientsConfig = field(factory=ClientsConfig)  # CLIENT LIST aggregates, read in the background
+    keyspace: KeyspaceConfig = field(factory=KeyspaceConfig)  # the keyspace by prefix, sampled in the background
+    aws: AwsConfig = field(factory=AwsConfig)
+    discovered_credentials: Credentials = field(factory=Credentials)  # the config file's aws.discovered
     discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache
-    baselines: BaselineConfig = factory(BaselineConfig)
+    baselines: BaselineConfig = field(factory=BaselineConfig)
     source_file: str | None = None
 
 

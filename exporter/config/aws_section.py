@@ -59,7 +59,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
     filters_raw = raw.get("tag_filters") or {}
     if not isinstance(filters_raw, dict):
         raise ConfigError("aws.tag_filters", "must map tag keys to lists of values")
-    filters = {}
+    filters: dict[str, tuple[str, ...]] = {}
     for tag, values in filters_raw.items():
         if values in (None, "", []):
             filters[str(tag)] = ()

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from exporter.common.records import factory, record, replace
+from exporter.common.records import field, record, replace
 
 from .node import RedisNode
 from .node_loop import NodeProfiler, Targets
@@ -107,10 +107,10 @@ def _number(raw: bytes | None) -> int:
 
 @record(frozen=True)
 class ClientProfile:
-    connected: dict[str, int] = factory(dict)  # client name (top N, (unnamed), (other)) -> connections
-    idle: dict[tuple[str, str], int] = factory(dict)  # (client name, bucket) -> connections idle longer than the bucket
-    by_source: dict[str, int] = factory(dict)  # source address (top N, (other)) -> connections
-    output_buffer_max: dict[str, int] = factory(dict)  # client name -> the largest omem
+    connected: dict[str, int] = field(factory=dict)  # client name (top N, (unnamed), (other)) -> connections
+    idle: dict[tuple[str, str], int] = field(factory=dict)  # (client name, bucket) -> connections idle longer than the bucket
+    by_source: dict[str, int] = field(factory=dict)  # source address (top N, (other)) -> connections
+    output_buffer_max: dict[str, int] = field(factory=dict)  # client name -> the largest omem
     total: int = 0
     read_at: float = 0.0
     connections: tuple[Connection, ...] = ()  # with per_connection: the lowest max_connections ids

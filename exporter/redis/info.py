@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 # Fields whose values look numeric but are identifiers or versions, not measurements.
 IDENTIFIER_FIELDS = frozenset(
@@ -50,9 +50,9 @@ class InfoReply:
     """A parsed INFO reply: ``sections[section][field] = raw value``. ``chunks`` keeps each section's text with what it
     parsed to, so that the next reply of the same node reuses the sections whose text stood still."""
 
-    sections: dict[str, dict[str, str]] = factory(dict)
+    sections: dict[str, dict[str, str]] = field(factory=dict)
     malformed_lines: int = 0
-    chunks: dict[str, tuple[str, dict[str, str], int]] = factory(dict)
+    chunks: dict[str, tuple[str, dict[str, str], int]] = field(factory=dict)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The raw value of a field, looked up across all sections."""

@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 from exporter.common.urltext import unquote_plus
 
 from .info import parse_number
@@ -110,10 +110,10 @@ class StreamReading:
 
 @record
 class KeyProbeResult:
-    keys: list[KeyReading] = factory(list)
-    counts: list[tuple[int, str, int]] = factory(list)  # complete counts only
-    scans: list[ScanReading] = factory(list)
-    streams: list[StreamReading] = factory(list)
+    keys: list[KeyReading] = field(factory=list)
+    counts: list[tuple[int, str, int]] = field(factory=list)  # complete counts only
+    scans: list[ScanReading] = field(factory=list)
+    streams: list[StreamReading] = field(factory=list)
     complete: bool = True  # False: the deadline (or a refusal) ended the probes early
     duration: float = 0.0
     queues: tuple[QueueSpec, ...] = ()

@@ -13,7 +13,7 @@ import re
 import time
 from typing import Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 from .node import RedisNode
 from .node_loop import NodeProfiler, Targets
@@ -51,13 +51,13 @@ def key_prefix(key: str, delimiters: str, depth: int) -> str:
 class DbProfile:
     keys: int  # the database's key count when sampled
     sampled: int
-    prefix_keys: dict[str, float] = factory(dict)  # estimates, scaled to ``keys``
-    prefix_memory: dict[str, float] = factory(dict)
-    prefix_without_ttl: dict[str, float] = factory(dict)
-    expiring: dict[str, float] = factory(dict)  # window -> keys whose TTL ends within it
-    big_keys: list[tuple[int, str, str]] = factory(list)  # (bytes, key, type) of the largest sampled keys
+    prefix_keys: dict[str, float] = field(factory=dict)  # estimates, scaled to ``keys``
+    prefix_memory: dict[str, float] = field(factory=dict)
+    prefix_without_ttl: dict[str, float] = field(factory=dict)
+    expiring: dict[str, float] = field(factory=dict)  # window -> keys whose TTL ends within it
+    big_keys: list[tuple[int, str, str]] = field(factory=list)  # (bytes, key, type) of the largest sampled keys
     read_at: float = 0.0
-    hot_keys: list[tuple[int, str, str]] = factory(list)  # (LFU counter, key, type) of the most used sampled keys (LFU policies)
+    hot_keys: list[tuple[int, str, str]] = field(factory=list)  # (LFU counter, key, type) of the most used sampled keys (LFU policies)
 
 
 def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], config: KeyspaceConfig, read_at: float = 0.0,

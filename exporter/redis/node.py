@@ -283,9 +283,10 @@ class RedisNode:
 
     def _scrape_locked(self, deadline: float, started: float) -> ScrapeResult:
         try:
-            result = self._exchange(self._connection(deadline), deadline)
+            connection = self._connection(deadline)
+            result = self._exchange(connection, deadline)
             if not result.info and not self.info_all:
-                result = self._exchange(self._conn, deadline)  # INFO ALL was refused: once more with INFO and its sections
+                result = self._exchange(connection, deadline)  # INFO ALL was refused: once more with INFO and its sections
         except BaseException:
             self._drop_connection()  # a connection that missed its deadline or broke is never reused
             raise

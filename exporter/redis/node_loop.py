@@ -15,6 +15,7 @@ from typing import Any
 
 from .failures import classify
 from .node import RedisNode
+from .resp import DEFAULT_MAX_REPLY_BYTES
 from .settings import TargetConfig
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,8 @@ class NodeLoop:
             self.forget(name)
         for name, target in current.items():
             if name not in self._nodes:
-                options = {} if self._max_reply_bytes is None else {"max_reply_bytes": self._max_reply_bytes}
-                self._nodes[name] = (target, RedisNode(target.endpoint, target.credentials, **options))
+                limit = DEFAULT_MAX_REPLY_BYTES if self._max_reply_bytes is None else self._max_reply_bytes
+                self._nodes[name] = (target, RedisNode(target.endpoint, target.credentials, max_reply_bytes=limit))
 
     def forget(self, name: str) -> None:
         """A node is gone (or changed): drop what was kept of it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 
 from . import cluster, commandlog, config_get, latency, slowlog
 from .command import Args, NodeView, ScrapeCommand, always, text
@@ -51,13 +51,13 @@ class ScrapeResult:
     """One scrape: the replies by purpose, and INFO parsed under the node's lock (where its last reply is kept)."""
 
     info: str = ""
-    extra_info: list[str] = factory(list)
-    parsed: InfoReply = factory(InfoReply)
-    command_lines: CommandLines = factory(dict)  # INFO commandstats' lines with their numbers, each parsed once
-    command_stats: CommandStats = factory(dict)
-    replies: dict[str, list[Any]] = factory(dict)
+    extra_info: list[str] = field(factory=list)
+    parsed: InfoReply = field(factory=InfoReply)
+    command_lines: CommandLines = field(factory=dict)  # INFO commandstats' lines with their numbers, each parsed once
+    command_stats: CommandStats = field(factory=dict)
+    replies: dict[str, list[Any]] = field(factory=dict)
     heartbeat_values: list[bytes | None] | None = None
-    heartbeat_types: dict[str, str] = factory(dict)
+    heartbeat_types: dict[str, str] = field(factory=dict)
     keys: KeyProbeResult | None = None
     read_time: float = 0.0
     duration: float = 0.0
@@ -95,7 +95,7 @@ class Gates:
 
 def requests(node: NodeView, gates: Gates) -> list[tuple[ScrapeCommand, Args]]:
     """This scrape's commands, in table order."""
-    sent = []
+    sent: list[tuple[ScrapeCommand, Args]] = []
     for command in SCRAPE_COMMANDS:
         if command.gate and not gates.allows(command.gate, command.known_only):
             continue
@@ -116,7 +116,7 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
         if not isinstance(reply, command.reply) or isinstance(reply, bool):
             raise RespFailure("protocol", f"{' '.join(args[:2])} answered {kind_of(reply)}")
         if command is INFO:
-            if not looks_like_info(reply):
+            if not isinstance(reply, bytes) or not looks_like_info(reply):
                 raise RespFailure("protocol", "INFO did not answer INFO text")
             result.info = text(reply)
             continue  # kept as text only: INFO's bytes are the scrape's largest reply

@@ -136,8 +136,10 @@ class RespConnection:
         ssl = sys.modules.get("ssl")  # loaded already where a socket is TLS
         self._tls = ssl is not None and isinstance(sock, ssl.SSLSocket)
         # what a non-blocking send or recv raises when it must wait to write, or to read; TLS can need either for both
-        self._tls_wants_read: tuple[type[BaseException], ...] = (ssl.SSLWantReadError,) if self._tls else ()
-        self._tls_wants_write: tuple[type[BaseException], ...] = (ssl.SSLWantWriteError,) if self._tls else ()
+        self._tls_wants_read: tuple[type[BaseException], ...] = ()
+        self._tls_wants_write: tuple[type[BaseException], ...] = ()
+        if ssl is not None and self._tls:
+            self._tls_wants_read, self._tls_wants_write = (ssl.SSLWantReadError,), (ssl.SSLWantWriteError,)
         self._blocked_write = (BlockingIOError, InterruptedError, *self._tls_wants_write)
         self._blocked_read = (BlockingIOError, InterruptedError, *self._tls_wants_read)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 from exporter.common.secrets import Secret
 
 from .addresses import Endpoint, HostPattern
@@ -24,7 +24,7 @@ class TlsOptions:
 class Credentials:
     username: str | None = None
     password: Secret | None = None
-    tls: TlsOptions = factory(TlsOptions)
+    tls: TlsOptions = field(factory=TlsOptions)
     timeout: float = DEFAULT_TIMEOUT
     max_connection_age: float | None = None  # renew a connection this old before using it (IAM: the server cuts at 12 h)
 

@@ -67,9 +67,10 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
         return frozenset()
     owner = myself
     if _is_replica(myself):
-        owner = next((fields for fields in lines if fields[0] == myself[3]), None)
-        if owner is None:
+        primary = next((fields for fields in lines if fields[0] == myself[3]), None)
+        if primary is None:
             return frozenset()
+        owner = primary
     slots: set[int] = set()
     for entry in owner[8:]:
         if entry.startswith("["):

@@ -14,6 +14,7 @@ from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
 from exporter.common.exposition import CONTENT_TYPE as TEXT_CONTENT_TYPE
 from exporter.common.exposition import TextFamilySet
+from exporter.common.families import FamilyCollector
 from exporter.common.urltext import query_values
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter
@@ -40,7 +41,7 @@ DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the
 class _Families:
     """Adapts a list of collectors to what prometheus_client's encoders expect."""
 
-    def __init__(self, collectors: Iterable[Any], drop_instance: bool = False) -> None:
+    def __init__(self, collectors: Iterable[FamilyCollector], drop_instance: bool = False) -> None:
         self._collectors = list(collectors)
         self._drop_instance = drop_instance
 
@@ -73,7 +74,7 @@ class ExporterApp:
         if config.baselines.file or any(target.node_type for target in config.targets) or config.aws.enabled:
             self._baselines = load_table(config.baselines.file, config.baselines.basis)  # a bad file stops start-up
         self.heartbeat_writer: HeartbeatWriter | None = None
-        self._extra_collectors: list[Any] = []
+        self._extra_collectors: list[FamilyCollector] = []
         if config.heartbeat.write:
             self.heartbeat_writer = HeartbeatWriter(config.heartbeat, list(config.targets))
             self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))
@@ -145,7 +146,10 @@ class ExporterApp:
                 return _plain(405, "only GET and HEAD\n")
             if path == self.config.telemetry_path:
                 targets = self.targets.on_metrics()
-                collectors = [self._redis_collector(targets, request), self._baseline_collector(targets, discovered=True)]
+                collectors: list[FamilyCollector | None] = [
+                    self._redis_collector(targets, request),
+                    self._baseline_collector(targets, discovered=True),
+                ]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
                 # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true)
@@ -253,7 +257,7 @@ class ExporterApp:
             address_names=self.targets.address_names,
         )
 
-    def _metrics(self, request: Request, collectors: list[Any], *, drop_instance: bool = False) -> Reply:
+    def _metrics(self, request: Request, collectors: list[FamilyCollector], *, drop_instance: bool = False) -> Reply:
         accept = request.headers.get("accept", "")
         if "application/openmetrics-text" in accept:
             from prometheus_client.exposition import choose_encoder

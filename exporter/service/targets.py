@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from exporter.common.exposition import TargetRendering
-from exporter.common.records import factory, record, replace
+from exporter.common.records import field, record, replace
 from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
@@ -37,16 +37,17 @@ class TargetRefused(Exception):
 class TargetState:
     """What the status page and the self-metrics know of a target."""
 
-    errors: dict[str, int] = factory(dict)
+    errors: dict[str, int] = field(factory=dict)
     last_error: str = "none"
     last_duration: float = 0.0
     last_success: float = 0.0
     malformed_lines: int = 0
-    heartbeat_errors: dict[tuple[str, str], int] = factory(dict)
+    heartbeat_errors: dict[tuple[str, str], int] = field(factory=dict)
     # (monotonic time, bytes out, bytes in, engine CPU seconds) of recent scrapes, for rates over a window
-    counters: deque[tuple[float, float, float, float]] = factory(lambda: deque(maxlen=256))
+    counters: deque[tuple[float, float, float, float]] = field(factory=lambda: deque(maxlen=256))
     baseline_missing: int = 0
-    heartbeat_lag: dict[str, float] = factory(dict)
+    heartbeat_lag: dict[str, float] = field(factory=dict)
+    logged_bugs: set[str] = field(factory=set)  # types of the exceptions its replies raised in our code, logged once each
     up: bool = False
     role: str = ""
     version: str = ""
@@ -63,8 +64,8 @@ class Target:
     node_type: str = ""
     replication_group: str = ""  # configured or discovered; empty: unknown
     shard: str = ""
-    state: TargetState = factory(TargetState)
-    lock: threading.Lock = factory(threading.Lock)
+    state: TargetState = field(factory=TargetState)
+    lock: threading.Lock = field(factory=threading.Lock)
     replay: bool = True  # whether its rendered lines are kept for its next scrape (the target set grants it)
 
     def __post_init__(self) -> None:

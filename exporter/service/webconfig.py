@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import ConfigError
-from exporter.common.records import factory, record
+from exporter.common.records import field, record
 from exporter.common.schema import unknown_key_problem
 from exporter.common.yamlfile import read_yaml
 
@@ -47,13 +47,13 @@ log = logging.getLogger(__name__)
 @record
 class WebConfig:
     ssl_context: ssl.SSLContext | None = None
-    users: dict[str, bytes] = factory(dict)
-    headers: list[tuple[str, str]] = factory(list)
+    users: dict[str, bytes] = field(factory=dict)
+    headers: list[tuple[str, str]] = field(factory=list)
     allowed_sans: tuple[str, ...] = ()
     _dummy_hash: bytes = b""
-    _verified: dict[bytes, bool] = factory(dict)
-    _lock: threading.Lock = factory(threading.Lock)
-    _logged: dict[str, float] = factory(dict)
+    _verified: dict[bytes, bool] = field(factory=dict)
+    _lock: threading.Lock = field(factory=threading.Lock)
+    _logged: dict[str, float] = field(factory=dict)
 
     def authorized(self, header: str | None, peer: str = "") -> bool:
         """Checks an Authorization header. An unknown user costs what a wrong password costs (a dummy hash of
@@ -105,7 +105,7 @@ class WebConfig:
         if not self.allowed_sans:
             return True
         certificate = sock.getpeercert() or {}
-        names = {value for _, value in certificate.get("subjectAltName", ())}
+        names = {str(entry[1]) for entry in certificate.get("subjectAltName", ())}
         return bool(names & set(self.allowed_sans))
 
 

@@ -53,10 +53,10 @@ def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:
         if start is not None:
             windows[group] = min(start, windows.get(group, start))
         pending.update((*group, field) for field in node.pending_modifications)
-    for (account_id, region, group), start in sorted(windows.items()):
+    for (account_id, region, group_name), start in sorted(windows.items()):
         out.add("elasticache_maintenance_window_next_start_timestamp_seconds", GAUGE,
                 "The next start of the replication group's preferred maintenance window (UTC).",
-                {"account_id": account_id, "region": region, "replication_group": group}, start)  # fmt: skip
-    for account_id, region, group, field in sorted(pending):
+                {"account_id": account_id, "region": region, "replication_group": group_name}, start)  # fmt: skip
+    for account_id, region, group_name, field in sorted(pending):
         out.add("elasticache_pending_modification_info", GAUGE, "A modification of the replication group or its nodes that waits to be applied.",
-                {"account_id": account_id, "region": region, "replication_group": group, "field": field}, 1.0)  # fmt: skip
+                {"account_id": account_id, "region": region, "replication_group": group_name, "field": field}, 1.0)  # fmt: skip

@@ -40,8 +40,8 @@ def window_rates(counters: Iterable[tuple[float, float, float, float]], window: 
 def target_utilization(target: Target, table: BaselineTable, window: float, now: float) -> dict[str, float] | None:
     """The status page's view: out/in/engine-CPU ratios to the baseline from the INFO counters, or None."""
     baseline = table.get(target.node_type)
-    levels = baseline.levels(table.basis) if baseline else None
-    if not levels:
+    levels = baseline.levels(table.basis) if baseline is not None else None
+    if baseline is None or not levels:
         return None
     with target.lock:
         rates = window_rates(list(target.state.counters), window, now)

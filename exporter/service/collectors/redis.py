@@ -31,7 +31,6 @@ from ..pool import ScrapePool
 from ..targets import Target
 
 log = logging.getLogger(__name__)
-_logged_bugs: set[tuple[str, str]] = set()  # (target, exception type) already logged with a traceback
 
 
 class RedisCollector(FamilyCollector):
@@ -91,11 +90,13 @@ class RedisCollector(FamilyCollector):
                     self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
                 )
             except Exception as err:  # our own bug with this reply: report the target down, keep the others
-                if (target.name, type(err).__name__) not in _logged_bugs:
-                    _logged_bugs.add((target.name, type(err).__name__))
+                with target.lock:
+                    first = type(err).__name__ not in target.state.logged_bugs
+                    target.state.logged_bugs.add(type(err).__name__)
+                if first:
                     log.exception("could not turn the reply of target %s into metrics", target.name)
                 outcome, info = RuntimeError("internal"), None
-        _record_state(target, outcome, info, elapsed, heartbeat_errors, out)
+        _record_state(target, outcome, elapsed, heartbeat_errors, out)
         if info is not None:
             with target.lock:
                 target.state.heartbeat_lag = lags
@@ -112,7 +113,6 @@ class RedisCollector(FamilyCollector):
 def _record_state(
     target: Target,
     outcome: ScrapeResult | BaseException,
-    info: InfoReply | None,
     elapsed: float,
     heartbeat_errors: list[tuple[str, str]],
     out: FamilySet,
@@ -120,7 +120,8 @@ def _record_state(
     state = target.state
     with target.lock:
         state.scraped = True
-        if isinstance(outcome, ScrapeResult) and info is not None:
+        if isinstance(outcome, ScrapeResult):
+            info = outcome.parsed
             state.up = True
             state.last_error = "none"
             state.last_duration = outcome.duration
