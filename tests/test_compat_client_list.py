@@ -57,7 +57,8 @@ def test_without_the_port_and_with_a_cap():
 
 @pytest.mark.unit
 def test_redis_exporters_flags_and_environment_turn_it_on():
-    from exporter.cli.main import build_parser, load_config
+    from exporter.cli.config_flags import load_config
+    from exporter.cli.main import build_parser
 
     by_flags = load_config(build_parser().parse_args(["serve", "--export-client-list", "--export-client-port"]), {})
     assert (by_flags.clients.enabled, by_flags.clients.per_connection, by_flags.clients.include_port) == (True, True, True)

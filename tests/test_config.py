@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from exporter.cli.main import build_parser, load_config
+from exporter.cli.config_flags import load_config
+from exporter.cli.main import build_parser
 from exporter.common.errors import ConfigError
 from exporter.config import DEFAULT_REDIS_ADDR, build_config
 from exporter.redis.addresses import AddressError, HostPattern, parse_address
@@ -225,3 +227,40 @@ def test_host_patterns():
     assert not net.matches("10.0.0.1.example.com")
     assert not HostPattern.parse("127.0.0.0/8").matches("::ffff:127.0.0.1")
     assert HostPattern.parse("::1").matches("::1")
+
+
+@pytest.mark.unit
+def test_the_readme_settings_table_is_the_declarations():
+    from exporter.config.declared import markdown_table
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("<!-- settings table: begin -->\n", 1)[1].split("<!-- settings table: end -->", 1)[0]
+    assert table == markdown_table(), "regenerate it: python3 -m exporter.config.declared"
+
+
+@pytest.mark.unit
+def test_every_declared_flag_is_a_serve_flag_and_reaches_its_key():
+    """Each flag of the declarations is in `serve --help` with its variable, and sets the key it is declared for."""
+    from exporter.config.declared import serve_flags
+    from exporter.config.sources import overlay
+
+    parsed = vars(build_parser().parse_args(["serve"]))
+    for flag in serve_flags():
+        assert (flag.name in parsed) is not flag.env_only, flag.name
+        assert flag.env == "ELASTICACHE_EXPORTER_" + flag.name.replace(".", "_").replace("-", "_").upper()
+        path = flag.key.split(".")
+        raw = overlay({}, {flag.key: "x"})
+        for part in path[:-1]:
+            raw = raw[part]
+        assert raw[path[-1]] == "x"
+
+
+@pytest.mark.unit
+def test_a_default_is_declared_once_and_read_from_its_record():
+    from exporter.config.declared import CLIENTS, SCRAPE, serve_flags
+    from exporter.redis.clients import ClientsConfig
+
+    assert SCRAPE.default(SCRAPE.setting("concurrency")) == 16 == build_config({}).scrape_concurrency
+    assert CLIENTS.default(CLIENTS.setting("top")) == ClientsConfig().top
+    concurrency = next(flag for flag in serve_flags() if flag.name == "scrape.concurrency")
+    assert "(default 16)" in concurrency.help

@@ -189,3 +189,38 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.action == "apply":
         print(f"applied {applied} alarm(s)")
     return 0
+
+
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    (_add_alarms_arguments if command == "alarms" else _add_capacity_arguments)(parser)
+
+
+def _add_alarms_arguments(alarms: argparse.ArgumentParser) -> None:
+    alarms.add_argument("action", choices=("plan", "apply"), help="plan: show the difference; apply: make it so")
+    _add_aws_source(alarms)
+    alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
+    alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
+    alarms.add_argument("--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone")
+
+
+def _add_capacity_arguments(capacity: argparse.ArgumentParser) -> None:
+    _add_aws_source(capacity)
+    capacity.add_argument("--node", action="append", default=[], help="only these nodes, by instance name or CacheClusterId (repeatable)")
+    capacity.add_argument(
+        "--days",
+        type=int,
+        default=14,
+        help="history window in days, up to CloudWatch's retention: 15 per-minute, 63 five-minute, 455 hourly (default 14)",
+    )
+    capacity.add_argument(
+        "--period", default="auto", help="datapoint period, a multiple of 60s; auto: the finest CloudWatch keeps for --days (60s up to 15 days)"
+    )
+    capacity.add_argument("--format", dest="output_format", choices=("table", "json", "html"), default="table")
+    capacity.add_argument("--out", metavar="FILE", help="write here instead of standard output")
+
+
+def _add_aws_source(parser: argparse.ArgumentParser) -> None:
+    """Where the AWS commands find their accounts and regions, and the baselines they compare with."""
+    parser.add_argument("--config.file", dest="config.file", metavar="FILE", help="YAML configuration file (its aws: section)")
+    parser.add_argument("--aws.region", dest="aws.region", help="regions, comma-separated (instead of the config file)")
+    parser.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")

@@ -93,3 +93,20 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     alarms = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
     print(f"render: {len(stacks)} stack(s) for {nodes} node(s), {alarms} alarm(s), in {directory}", file=sys.stderr)
     return 0
+
+
+def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
+    render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation"))
+    render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
+    render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
+    render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
+    render.add_argument("--out", metavar="DIR", help="write the file into this directory instead of standard output")
+    render.add_argument(
+        "--fleet",
+        metavar="FILE",
+        help="cloudformation: a YAML list of nodes (cluster_id, node_type); writes one stack per node type and 500 resources",
+    )
+    render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
+    render.add_argument("--tags", metavar="KEYS", default="",
+                        help="prometheus: tag keys (as in aws.export_tags, comma-separated) joined into every node's alert from "
+                             "elasticache_node_info, for Alertmanager routes")  # fmt: skip

@@ -6,7 +6,10 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 from exporter import __version__
 from exporter.common.errors import ExporterError
@@ -91,3 +94,10 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
         server.app.close()
     log.info("stopped")
     return 0
+
+
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    """``serve``, ``demo`` and ``cost``: the configuration's flags (``exporter.config.declared``) and the file."""
+    from .config_flags import add_config_flags
+
+    add_config_flags(parser)

@@ -9,9 +9,9 @@ from typing import Any
 from exporter.common.errors import ConfigError
 from exporter.common.secrets import Secret
 
-from .readers import as_bool, as_mapping, as_string, check_keys, parse_duration
+from .declared import IAM_AUTH
+from .readers import as_bool, as_mapping, as_string, check_keys
 
-AUTH_KEYS = {"password_secret", "password_secret_key", "iam_auth"}
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _CACHE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")  # a replication group id or a serverless cache name
 
@@ -40,8 +40,8 @@ def iam_password(item: dict[str, Any], key: str, username: str | None, tls: bool
     settings = as_mapping({"iam_auth": raw}, "iam_auth") if isinstance(raw, dict) else None
     if settings is None:
         raise ConfigError(where, "must be a mapping with cache and region (the replication group id or serverless cache name)")
-    check_keys(settings, where, {"cache", "region", "serverless", "max_connection_age"})
-    from exporter.aws.iam_auth import MAX_CONNECTION_AGE, IamAuth, IamToken
+    check_keys(settings, where, IAM_AUTH.keys())
+    from exporter.aws.iam_auth import IamAuth, IamToken
 
     cache = as_string(settings.get("cache"), f"{where}.cache")
     if not _CACHE.match(cache):
@@ -50,11 +50,8 @@ def iam_password(item: dict[str, Any], key: str, username: str | None, tls: bool
     if not _REGION.match(region):
         raise ConfigError(f"{where}.region", f"not an AWS region such as eu-west-1: {region!r}")
     check_iam_prerequisites(item, key, username, tls)
-    age = parse_duration(settings.get("max_connection_age", MAX_CONNECTION_AGE))
-    if age is None or age > 12 * 3600:
-        raise ConfigError(f"{where}.max_connection_age", "must be a duration above 0 and at most 12h (ElastiCache closes such "
-                                                         "connections at 12 hours)")  # fmt: skip
-    auth = IamAuth(cache=cache, user=username or "", region=region, serverless=as_bool(settings.get("serverless", False), f"{where}.serverless"))
+    age = IAM_AUTH.value(settings, "max_connection_age", where)
+    auth = IamAuth(cache=cache, user=username or "", region=region, serverless=IAM_AUTH.value(settings, "serverless", where))
     return IamToken(auth, source=where), age
 
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from exporter.aws.settings import AwsAccount, AwsConfig
 from exporter.common.errors import ConfigError
 
-from .readers import as_bool, as_duration, as_mapping, as_string, check_keys
+from .declared import ACCOUNT, AWS, CLOUDWATCH, METRIC
+from .readers import as_mapping, as_string, check_keys
 
 if TYPE_CHECKING:
     from exporter.aws.cloudwatch import MetricSpec
@@ -37,8 +38,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         return AwsConfig()  # AWS off: nothing of the AWS side is loaded
     from exporter.aws.cloudwatch import DEFAULT_METRICS
 
-    check_keys(raw, "aws", {"region", "regions", "role_arn", "external_id", "accounts", "tag_filters", "discovery_interval",
-                             "cloudwatch", "scrape_discovered", "discovered", "export_tags", "events"})  # fmt: skip
+    fields = AWS.fields(raw, "aws")
     regions = _regions(raw.get("regions"), "aws.regions") + _regions(raw.get("region"), "aws.region")
     accounts: list[AwsAccount] = []
     role = raw.get("role_arn")
@@ -50,7 +50,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         key = f"aws.accounts[{i}]"
         if not isinstance(item, dict):
             raise ConfigError(key, "must be a mapping with role_arn and regions")
-        check_keys(item, key, {"role_arn", "external_id", "regions"})
+        check_keys(item, key, ACCOUNT.keys())
         account_regions = _regions(item.get("regions"), f"{key}.regions") or regions
         if not account_regions:
             raise ConfigError(f"{key}.regions", "no regions given here or in aws.regions")
@@ -68,32 +68,21 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         else:
             filters[str(tag)] = (as_string(values, f"aws.tag_filters.{tag}"),)
     cloudwatch = as_mapping(raw, "cloudwatch")
-    check_keys(cloudwatch, "aws.cloudwatch", {"enabled", "interval", "period", "delay", "lookback", "metrics", "serverless_metrics",
-                                              "node_type_metrics"})  # fmt: skip
-    period = as_duration(cloudwatch.get("period", 60), "aws.cloudwatch.period")
-    if period < 60 or period % 60:
+    fields.update(CLOUDWATCH.fields(cloudwatch, "aws.cloudwatch"))
+    period = fields["period"] = int(fields["period"])
+    if period % 60:
         raise ConfigError("aws.cloudwatch.period", "must be a multiple of 60s (ElastiCache publishes one datapoint a minute)")
-    delay = as_duration(cloudwatch.get("delay", "2m"), "aws.cloudwatch.delay")
-    if delay < 120:
-        raise ConfigError("aws.cloudwatch.delay", "must be at least 2m: newer one-minute datapoints are still incomplete")
-    lookback = as_duration(cloudwatch.get("lookback", period * 5), "aws.cloudwatch.lookback")
+    lookback = CLOUDWATCH.value(cloudwatch, "lookback", "aws.cloudwatch") or period * 5
     metrics = _metric_specs(cloudwatch.get("metrics"), "aws.cloudwatch.metrics")
     serverless_metrics = cloudwatch.get("serverless_metrics")
     return AwsConfig(
+        **fields,
         accounts=tuple(accounts),
         tag_filters=filters,
-        discovery_interval=as_duration(raw.get("discovery_interval", "5m"), "aws.discovery_interval"),
-        cloudwatch=as_bool(cloudwatch.get("enabled", True), "aws.cloudwatch.enabled"),
-        poll_interval=as_duration(cloudwatch.get("interval", "60s"), "aws.cloudwatch.interval"),
-        period=int(period),
-        delay=delay,
         lookback_periods=max(1, int(lookback // period)),
         metrics=metrics or DEFAULT_METRICS,
         serverless_metrics=None if serverless_metrics is None else _metric_specs(serverless_metrics, "aws.cloudwatch.serverless_metrics"),
-        scrape_discovered=as_bool(raw.get("scrape_discovered", False), "aws.scrape_discovered"),
         export_tags=_export_tags(raw.get("export_tags")),
-        events=as_bool(raw.get("events", True), "aws.events"),
-        node_type_metrics=as_bool(cloudwatch.get("node_type_metrics", True), "aws.cloudwatch.node_type_metrics"),
     )
 
 
@@ -127,7 +116,7 @@ def _metric_specs(entries: Any, where: str) -> tuple[MetricSpec, ...]:
         item = {"name": entry} if isinstance(entry, str) else entry
         if not isinstance(item, dict) or "name" not in item:
             raise ConfigError(key, "must be a metric name or a mapping with name and statistics")
-        check_keys(item, key, {"name", "statistics"})
+        check_keys(item, key, METRIC.keys())
         statistics = item.get("statistics") or ["Average"]
         if isinstance(statistics, str):
             statistics = [statistics]

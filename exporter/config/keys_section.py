@@ -5,21 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from exporter.common.errors import ConfigError
-from exporter.redis.keys import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_COUNTED,
-    DEFAULT_MAX_KEYS,
-    KeyProbes,
-    KeySpec,
-    QueueSpec,
-    glob_regex,
-    parse_key_list,
-)
+from exporter.redis.keys import KeyProbes, KeySpec, QueueSpec, glob_regex, parse_key_list
 
-from .readers import as_bool, as_int, as_string, check_keys
-
-LIST_OPTIONS = ("check_keys", "check_single_keys", "count_keys", "check_streams", "check_single_streams")
-KEY_OPTIONS = {*LIST_OPTIONS, "check_keys_batch_size", "max_keys", "max_counted", "stream_consumers", "queues"}
+from .declared import KEYS
+from .readers import as_int, as_string
 
 
 def key_probes_config(raw: Any, key: str) -> KeyProbes:
@@ -27,32 +16,9 @@ def key_probes_config(raw: Any, key: str) -> KeyProbes:
         return KeyProbes()
     if not isinstance(raw, dict):
         raise ConfigError(key, "must be a mapping such as {check_single_keys: 'db0=queue:jobs'}")
-    check_keys(raw, key, KEY_OPTIONS)
-    lists = {option: _key_list(raw.get(option), f"{key}.{option}") for option in LIST_OPTIONS}
-    watched = (*lists["check_keys"], *lists["check_single_keys"])
-    return KeyProbes(
-        **lists,
-        queues=_queues(raw.get("queues"), f"{key}.queues", watched),
-        batch_size=as_int(raw.get("check_keys_batch_size", DEFAULT_BATCH_SIZE), f"{key}.check_keys_batch_size", 1, 1_000_000),
-        max_keys=as_int(raw.get("max_keys", DEFAULT_MAX_KEYS), f"{key}.max_keys", 1, 10_000_000),
-        max_counted=as_int(raw.get("max_counted", DEFAULT_MAX_COUNTED), f"{key}.max_counted", 1, 1_000_000_000),
-        stream_consumers=as_bool(raw.get("stream_consumers", True), f"{key}.stream_consumers"),
-    )
-
-
-def _key_list(value: Any, key: str) -> tuple[KeySpec, ...]:
-    """redis_exporter's comma-separated text, or a YAML list of its entries."""
-    if value in (None, ""):
-        return ()
-    entries = value if isinstance(value, list) else [value]
-    specs: list[KeySpec] = []
-    for index, entry in enumerate(entries):
-        where = f"{key}[{index}]" if isinstance(value, list) else key
-        try:
-            specs.extend(parse_key_list(as_string(entry, where)))
-        except ValueError as err:
-            raise ConfigError(where, str(err)) from None
-    return tuple(dict.fromkeys(specs))
+    fields = KEYS.fields(raw, key)
+    watched = (*fields["check_keys"], *fields["check_single_keys"])
+    return KeyProbes(**fields, queues=_queues(raw.get("queues"), f"{key}.queues", watched))
 
 
 def _queues(value: Any, key: str, watched: tuple[KeySpec, ...]) -> tuple[QueueSpec, ...]:

@@ -88,13 +88,6 @@ def parse_duration(value: Any) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def as_duration(value: Any, key: str) -> float:
-    seconds = parse_duration(value)
-    if seconds is None or seconds > 3600:
-        raise ConfigError(key, f"must be a positive duration such as 500ms, 5s or 1m, got {value!r}")
-    return seconds
-
-
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$", re.IGNORECASE)
 _UNIT_BYTES = {None: 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
 
