@@ -105,19 +105,7 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
 
 
 def _alert(item: Any, where: str) -> Alert:
-    if not isinstance(item, dict):
-        raise RenderError(f"{where}: must be a mapping")
-    check_known_keys(item, ALERT_KEYS, where, RenderError)
-    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr",)), ("cloudwatch", CLOUDWATCH_KEYS)):
-        if item.get(part) is not None:
-            if not isinstance(item[part], dict):
-                raise RenderError(f"{where}.{part}: must be a mapping")
-            check_known_keys(item[part], keys, f"{where}.{part}", RenderError)
-    for key in ("name", "severity", "for", "summary", "description", "runbook"):
-        if not isinstance(item.get(key), str) or not item[key]:
-            raise RenderError(f"{where}: '{key}' must be a non-empty string")
-    if item["severity"] not in SEVERITIES:
-        raise RenderError(f"{where}: severity must be critical, warning or info")
+    _check_alert_shape(item, where)
     baseline = item.get("baseline")
     expr = (item.get("prometheus") or {}).get("expr")
     if baseline is not None:
@@ -148,6 +136,23 @@ def _alert(item: Any, where: str) -> Alert:
         cloudwatch=cloudwatch,
         guard=guard,
     )
+
+
+def _check_alert_shape(item: Any, where: str) -> None:
+    """A mapping of known keys, with its parts mappings of theirs, its texts present and a known severity."""
+    if not isinstance(item, dict):
+        raise RenderError(f"{where}: must be a mapping")
+    check_known_keys(item, ALERT_KEYS, where, RenderError)
+    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr",)), ("cloudwatch", CLOUDWATCH_KEYS)):
+        if item.get(part) is not None:
+            if not isinstance(item[part], dict):
+                raise RenderError(f"{where}.{part}: must be a mapping")
+            check_known_keys(item[part], keys, f"{where}.{part}", RenderError)
+    for key in ("name", "severity", "for", "summary", "description", "runbook"):
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise RenderError(f"{where}: '{key}' must be a non-empty string")
+    if item["severity"] not in SEVERITIES:
+        raise RenderError(f"{where}: severity must be critical, warning or info")
 
 
 def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, where: str) -> CloudWatchAlarm:

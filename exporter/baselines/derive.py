@@ -43,20 +43,22 @@ ATHENA_COLUMNS = {
 }
 
 
+def _athena_columns(path: Path, header: list[str]) -> dict[int, tuple[str, type, bool]]:
+    """The known columns of the header by position, every required one present."""
+    columns = {index: ATHENA_COLUMNS[name.strip().lower()] for index, name in enumerate(header) if name.strip().lower() in ATHENA_COLUMNS}
+    present = {field for field, _, _ in columns.values()}
+    for key, (field, _, required) in ATHENA_COLUMNS.items():
+        if required and field not in present:
+            raise BaselineError(f"{path} line 1: missing column {key!r}")
+    return columns
+
+
 def read_athena_csv(path: Path, text: str) -> list[BenchmarkRow]:
     reader = csv.reader(io.StringIO(text))
     header = next(reader, None)
     if not header:
         raise BaselineError(f"{path}: empty file")
-    columns = {}
-    for index, name in enumerate(header):
-        key = name.strip().lower()
-        if key in ATHENA_COLUMNS:
-            columns[index] = ATHENA_COLUMNS[key]
-    present = {field for field, _, _ in columns.values()}
-    for key, (field, _, required) in ATHENA_COLUMNS.items():
-        if required and field not in present:
-            raise BaselineError(f"{path} line 1: missing column {key!r}")
+    columns = _athena_columns(path, header)
     rows = []
     for line_number, cells in enumerate(reader, start=2):
         if not cells or all(not cell.strip() for cell in cells):

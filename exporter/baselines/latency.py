@@ -92,20 +92,8 @@ def read_report(text: str, where: str) -> list[LatencyFigure]:
                 figures.append(_figure(test, where))
             test = {"command": match.group(1).upper(), "line": number, "distribution": [], "summary": {}}
             continue
-        if test is None:
-            continue
-        if match := _CLIENTS.match(line):
-            test["clients"] = int(match.group(1))
-        elif match := _PAYLOAD.match(line):
-            test["data_size"] = int(match.group(1))
-        elif line.startswith("Cumulative distribution"):
-            test["cumulative"] = True  # the same list again by latency step: the percentile list above is the one read
-        elif (match := _PERCENTILE.match(line)) and not test.get("cumulative"):
-            test["distribution"].append((float(match.group(1)), float(match.group(2))))
-        elif match := _THROUGHPUT.match(line):
-            test["rps"] = float(match.group(1))
-        elif "latency summary" in line:
-            test["summary"] = _summary(line, lines[number : number + 2])
+        if test is not None:
+            _read_test_line(test, line, lines[number : number + 2])
     if test is not None:
         figures.append(_figure(test, where))
     if not figures:
@@ -114,6 +102,22 @@ def read_report(text: str, where: str) -> list[LatencyFigure]:
         raise BaselineError(f"{where}: no test found (a report's tests start with a '====== GET ======' line, or with -q "
                             "are lines such as 'GET: 12482.84 requests per second')")  # fmt: skip
     return figures
+
+
+def _read_test_line(test: dict[str, Any], line: str, following: list[str]) -> None:
+    """What one line of a test's section says, into ``test``."""
+    if match := _CLIENTS.match(line):
+        test["clients"] = int(match.group(1))
+    elif match := _PAYLOAD.match(line):
+        test["data_size"] = int(match.group(1))
+    elif line.startswith("Cumulative distribution"):
+        test["cumulative"] = True  # the same list again by latency step: the percentile list above is the one read
+    elif (match := _PERCENTILE.match(line)) and not test.get("cumulative"):
+        test["distribution"].append((float(match.group(1)), float(match.group(2))))
+    elif match := _THROUGHPUT.match(line):
+        test["rps"] = float(match.group(1))
+    elif "latency summary" in line:
+        test["summary"] = _summary(line, following)
 
 
 def _quiet(match: re.Match[str]) -> LatencyFigure:

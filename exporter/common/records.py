@@ -73,10 +73,8 @@ def _fields(cls: type) -> dict[str, Any]:
     return fields
 
 
-def _make_record(cls: C, frozen: bool) -> C:
-    fields = _fields(cls)
-    names = tuple(fields)
-    defaults = {f"_d_{name}": default for name, default in fields.items() if default is not _NO_DEFAULT}
+def _init_source(cls: type, fields: dict[str, Any], frozen: bool) -> str:
+    """The source of the record's ``__init__``: each field a parameter, defaults as ``_d_<name>``."""
     seen_default = False
     parameters, body = [], []
     for name, default in fields.items():
@@ -92,7 +90,14 @@ def _make_record(cls: C, frozen: bool) -> C:
         body.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
     if hasattr(cls, "__post_init__"):  # as with dataclasses: what is made from the fields, after them
         body.append("self.__post_init__()")
-    source = f"def __init__(self, {', '.join(parameters)}):\n    " + "\n    ".join(body or ["pass"]) + "\n"
+    return f"def __init__(self, {', '.join(parameters)}):\n    " + "\n    ".join(body or ["pass"]) + "\n"
+
+
+def _make_record(cls: C, frozen: bool) -> C:
+    fields = _fields(cls)
+    names = tuple(fields)
+    defaults = {f"_d_{name}": default for name, default in fields.items() if default is not _NO_DEFAULT}
+    source = _init_source(cls, fields, frozen)
     namespace: dict[str, Any] = {**defaults, "_set": object.__setattr__}
     exec(source, namespace)  # noqa: S102 - the source is made above from the class's own field names
     init = namespace["__init__"]

@@ -127,6 +127,16 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
         commands_sent.setdefault(command.purpose, []).append(args)
         if command.on_reply is not None:
             command.on_reply(node, reply)
+    _merge_and_refresh(node, gates, sent, result)
+    if node.heartbeat_keys and gates.allows("heartbeat"):
+        result.heartbeat_values = heartbeat_values(node.heartbeat_keys, commands_sent.get("heartbeat", []), result.replies.get("heartbeat", []))
+        for args, reply in zip(commands_sent.get("heartbeat_type", []), result.replies.get("heartbeat_type", []), strict=True):
+            result.heartbeat_types[args[1]] = text(reply)
+    return result
+
+
+def _merge_and_refresh(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]], result: ScrapeResult) -> None:
+    """The replies of merged commands from what the node gathered, and of refreshed ones from this round or the last."""
     for command in SCRAPE_COMMANDS:
         if command.merged is not None:
             result.replies[command.purpose] = [command.merged(node)]
@@ -134,11 +144,6 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
             if any(c is command for c, _ in sent):
                 gates.store_refreshed(command.purpose, result.replies.get(command.purpose, []))
             result.replies[command.purpose] = gates.refreshed_replies.get(command.purpose, [])
-    if node.heartbeat_keys and gates.allows("heartbeat"):
-        result.heartbeat_values = heartbeat_values(node.heartbeat_keys, commands_sent.get("heartbeat", []), result.replies.get("heartbeat", []))
-        for args, reply in zip(commands_sent.get("heartbeat_type", []), result.replies.get("heartbeat_type", []), strict=True):
-            result.heartbeat_types[args[1]] = text(reply)
-    return result
 
 
 def _on_error(node: NodeView, gates: Gates, command: ScrapeCommand, args: Args, reply: ErrorReply) -> None:

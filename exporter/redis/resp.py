@@ -262,7 +262,7 @@ class RespConnection:
             scan = max(self._pos, len(self._buf) - 1)  # only new bytes (and a CR left at the end) are searched again
             self._fill(deadline)
 
-    def _read_reply(self, deadline: float) -> Any:
+    def _read_reply(self, deadline: float) -> Any:  # noqa: C901, PLR0912 - the per-item fast path, inlined: it reads every reply byte
         if self._pos:  # what earlier replies used is dropped: the buffer holds at most one reply and a chunk
             del self._buf[: self._pos]
             self._pos = 0
@@ -328,19 +328,7 @@ class RespConnection:
         if marker == b":":
             return _integer(rest)
         if marker == b"$":
-            length = _integer(rest)
-            if length < 0:
-                return None
-            used = self._pos - start
-            if used + length + 2 > self.max_reply_bytes:
-                raise RespFailure("reply_too_large", f"a reply of {length} bytes is larger than the limit of {self.max_reply_bytes}")
-            while len(self._buf) - self._pos < length + 2:
-                self._fill(deadline)
-            data = bytes(self._buf[self._pos : self._pos + length])
-            if self._buf[self._pos + length : self._pos + length + 2] != b"\r\n":
-                raise RespFailure("protocol", "a bulk reply not ended by CRLF")
-            self._pos += length + 2
-            return data
+            return self._read_bulk(deadline, start, _integer(rest))
         if marker == b"*":
             count = _integer(rest)
             if count < 0:
@@ -351,6 +339,20 @@ class RespConnection:
                 raise RespFailure("reply_too_large", f"an array of {count} elements is larger than the limit of {self.max_reply_bytes} bytes")
             return _ArrayStart(count)
         raise RespFailure("protocol", f"not a RESP2 reply (starts with {line[:1]!r})")
+
+    def _read_bulk(self, deadline: float, start: int, length: int) -> bytes | None:
+        """A bulk string's ``length`` bytes and CRLF, once its header is read (None for the null bulk, -1)."""
+        if length < 0:
+            return None
+        if self._pos - start + length + 2 > self.max_reply_bytes:
+            raise RespFailure("reply_too_large", f"a reply of {length} bytes is larger than the limit of {self.max_reply_bytes}")
+        while len(self._buf) - self._pos < length + 2:
+            self._fill(deadline)
+        data = bytes(self._buf[self._pos : self._pos + length])
+        if self._buf[self._pos + length : self._pos + length + 2] != b"\r\n":
+            raise RespFailure("protocol", "a bulk reply not ended by CRLF")
+        self._pos += length + 2
+        return data
 
 
 _COLON, _DOLLAR, _STAR = ord(":"), ord("$"), ord("*")

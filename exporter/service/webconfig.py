@@ -122,39 +122,50 @@ def load_web_config(path: str) -> WebConfig:
         raise error("(top level)", "must be a mapping")
     _check(raw, "", {"tls_server_config", "basic_auth_users", "http_server_config", "rate_limit"}, error)
     config = WebConfig()
-    tls = raw.get("tls_server_config")
-    if tls is not None:
-        if not isinstance(tls, dict):
-            raise error("tls_server_config", "must be a mapping")
-        _check(tls, "tls_server_config", TLS_KEYS, error)
-        config.ssl_context = _ssl_context(tls, Path(path).parent, error)
-        sans = tls.get("client_allowed_sans") or []
-        if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
-            raise error("tls_server_config.client_allowed_sans", "must be a list of names")
-        if sans and tls.get("client_auth_type") not in ("RequireAnyClientCert", "RequireAndVerifyClientCert"):
-            raise error("tls_server_config.client_allowed_sans", "needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert")
-        config.allowed_sans = tuple(sans)
-    server = raw.get("http_server_config")
-    if server is not None:
-        if not isinstance(server, dict):
-            raise error("http_server_config", "must be a mapping")
-        _check(server, "http_server_config", {"http2", "headers"}, error)
-        if not isinstance(server.get("http2", True), bool):
-            raise error("http_server_config.http2", "must be true or false")
-        headers = server.get("headers") or {}
-        if not isinstance(headers, dict):
-            raise error("http_server_config.headers", "must be a mapping")
-        _check(headers, "http_server_config.headers", set(HEADERS), error)
-        for name, value in headers.items():
-            if not isinstance(value, str) or "\r" in value or "\n" in value:
-                raise error(f"http_server_config.headers.{name}", "must be a one-line string")
-            if value:
-                config.headers.append((name, value))
-    users = raw.get("basic_auth_users")
-    if users is not None and not isinstance(users, dict):
+    if raw.get("tls_server_config") is not None:
+        _read_tls(raw["tls_server_config"], Path(path).parent, config, error)
+    if raw.get("http_server_config") is not None:
+        _read_server(raw["http_server_config"], config, error)
+    if raw.get("basic_auth_users") is not None:
+        _read_users(raw["basic_auth_users"], config, error)
+    return config
+
+
+def _read_tls(tls: Any, base: Path, config: WebConfig, error: Any) -> None:
+    if not isinstance(tls, dict):
+        raise error("tls_server_config", "must be a mapping")
+    _check(tls, "tls_server_config", TLS_KEYS, error)
+    config.ssl_context = _ssl_context(tls, base, error)
+    sans = tls.get("client_allowed_sans") or []
+    if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
+        raise error("tls_server_config.client_allowed_sans", "must be a list of names")
+    if sans and tls.get("client_auth_type") not in ("RequireAnyClientCert", "RequireAndVerifyClientCert"):
+        raise error("tls_server_config.client_allowed_sans", "needs client_auth_type RequireAnyClientCert or RequireAndVerifyClientCert")
+    config.allowed_sans = tuple(sans)
+
+
+def _read_server(server: Any, config: WebConfig, error: Any) -> None:
+    if not isinstance(server, dict):
+        raise error("http_server_config", "must be a mapping")
+    _check(server, "http_server_config", {"http2", "headers"}, error)
+    if not isinstance(server.get("http2", True), bool):
+        raise error("http_server_config.http2", "must be true or false")
+    headers = server.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise error("http_server_config.headers", "must be a mapping")
+    _check(headers, "http_server_config.headers", set(HEADERS), error)
+    for name, value in headers.items():
+        if not isinstance(value, str) or "\r" in value or "\n" in value:
+            raise error(f"http_server_config.headers.{name}", "must be a one-line string")
+        if value:
+            config.headers.append((name, value))
+
+
+def _read_users(users: Any, config: WebConfig, error: Any) -> None:
+    if not isinstance(users, dict):
         raise error("basic_auth_users", "must map user names to bcrypt hashes")
     costs = []
-    for user, hashed in (users or {}).items():
+    for user, hashed in users.items():
         match = _BCRYPT.match(hashed) if isinstance(hashed, str) else None
         if match is None:
             raise error(f"basic_auth_users.{user}", "must be a bcrypt hash such as $2y$10$… (htpasswd -nBC 10 \"\" | tr -d ':\\n'), not a password")
@@ -166,7 +177,6 @@ def load_web_config(path: str) -> WebConfig:
         import bcrypt
 
         config._dummy_hash = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(max(costs)))
-    return config
 
 
 def _check(mapping: dict[str, Any], key: str, allowed: set[str], error: Any) -> None:
@@ -207,17 +217,8 @@ def _pem_file(tls: dict[str, Any], key: str, inline: str, base: Path, private: P
     return str(path)
 
 
-def _load_context(tls: dict[str, Any], base: Path, private: Path, error: Any) -> ssl.SSLContext:
-    cert = _pem_file(tls, "cert_file", "cert", base, private, error)
-    key = _pem_file(tls, "key_file", "key", base, private, error)
-    if cert is None or key is None:
-        raise error("tls_server_config.cert_file", "cert_file and key_file (or cert and key) are required")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        context.load_cert_chain(cert, key)
-    except OSError as err:  # ssl.SSLError for PEM that does not parse or match; a plain OSError for a file it cannot open
-        reason = getattr(err, "reason", None) or err.strerror or type(err).__name__
-        raise error("tls_server_config.cert_file", f"cannot load the certificate and key: {reason}") from err
+def _client_verification(context: ssl.SSLContext, tls: dict[str, Any], base: Path, private: Path, error: Any) -> None:
+    """client_auth_type and the CA the client certificates are checked against."""
     auth = tls.get("client_auth_type", "NoClientCert")
     if auth not in CLIENT_AUTH:
         raise error("tls_server_config.client_auth_type", f"must be one of {', '.join(CLIENT_AUTH)}, got {auth!r}")
@@ -232,6 +233,20 @@ def _load_context(tls: dict[str, Any], base: Path, private: Path, error: Any) ->
             raise error("tls_server_config.client_ca_file", f"cannot load the CA: {err.reason}") from err
     if auth == "RequestClientCert" and not ca:
         context.verify_mode = ssl.CERT_NONE  # asked for, never checked: without a CA there is nothing to check against
+
+
+def _load_context(tls: dict[str, Any], base: Path, private: Path, error: Any) -> ssl.SSLContext:
+    cert = _pem_file(tls, "cert_file", "cert", base, private, error)
+    key = _pem_file(tls, "key_file", "key", base, private, error)
+    if cert is None or key is None:
+        raise error("tls_server_config.cert_file", "cert_file and key_file (or cert and key) are required")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as err:  # ssl.SSLError for PEM that does not parse or match; a plain OSError for a file it cannot open
+        reason = getattr(err, "reason", None) or err.strerror or type(err).__name__
+        raise error("tls_server_config.cert_file", f"cannot load the certificate and key: {reason}") from err
+    _client_verification(context, tls, base, private, error)
     for name, default, attribute in (("min_version", "TLS12", "minimum_version"), ("max_version", "TLS13", "maximum_version")):
         version = tls.get(name, default)
         if version not in VERSIONS:
