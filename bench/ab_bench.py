@@ -57,63 +57,83 @@ def main() -> None:
         servers += [process for process, _ in empty]
         main_traffic = Traffic(main_port)
         empty_traffic = [Traffic(port, seed=i + 2) for i, (_, port) in enumerate(empty)]
-
-        def traffic(clients: list[Traffic]) -> None:
-            if not args.still:
-                for client in clients:
-                    client.send()
-
+        main_clients, empty_clients = ([], []) if args.still else ([main_traffic], empty_traffic)
         config = workdir / "allow.yml"
         config.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
         for instance in range(args.instances):
             for side, python in (("a", args.a), ("b", args.b)):
-                port = free_port()
-                process = subprocess.Popen([python, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn",
-                                            "--redis.addr", f"redis://127.0.0.1:{main_port}", "--config.file", str(config)],
-                                           cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-                first_answer(port)
-                exporters[(side, instance)] = (process, port, http.client.HTTPConnection("127.0.0.1", port, timeout=10))
+                exporters[(side, instance)] = start_exporter(python, main_port, config, workdir)
         paths = [f"/scrape?target=redis://127.0.0.1:{port}" for _, port in empty]
-        for _, port, connection in exporters.values():  # warm-up: connections, CONFIG, histograms, memos
-            for _ in range(30):
-                connection.request("GET", "/metrics")
-                connection.getresponse().read()
-            for _ in range(3):
-                parallel_round(port, paths)
+        for exporter in exporters.values():
+            warm_up(exporter, paths)
         figures: dict[str, dict[str, list[float]]] = {"a": {}, "b": {}}
         for _ in range(args.passes):
-            for (side, _), (process, port, connection) in exporters.items():
-                cpu, walls = cpu_seconds(process.pid), []
-                for _ in range(150):
-                    traffic([main_traffic])
-                    started = time.perf_counter()
-                    connection.request("GET", "/metrics")
-                    connection.getresponse().read()
-                    walls.append(time.perf_counter() - started)
-                figures[side].setdefault("metrics_cpu_us", []).append((cpu_seconds(process.pid) - cpu) / 150 * 1e6)
-                figures[side].setdefault("metrics_wall_p50_us", []).append(statistics.median(walls) * 1e6)
-                cpu = cpu_seconds(process.pid)
-                rounds = []
-                for _ in range(6):
-                    traffic(empty_traffic)
-                    rounds.append(parallel_round(port, paths) * 1e3)
-                figures[side].setdefault("round_ms", []).append(statistics.median(rounds))
-                figures[side].setdefault("round_cpu_per_scrape_us", []).append((cpu_seconds(process.pid) - cpu) / (6 * len(paths)) * 1e6)
+            for (side, _), exporter in exporters.items():
+                for key, value in measure(exporter, paths, lambda: send(main_clients), lambda: send(empty_clients)).items():
+                    figures[side].setdefault(key, []).append(value)
         for (side, _), (process, _, _) in exporters.items():
             figures[side].setdefault("rss_mib", []).append(rss_mib(process.pid))
         print(f"{args.passes} passes, {args.instances} processes a build; medians")
-        print(f"{'figure':26s} {'a':>10s} {'b':>10s} {'b / a':>7s}")
-        for key in figures["a"]:
-            a, b = statistics.median(figures["a"][key]), statistics.median(figures["b"][key])
-            print(f"{key:26s} {a:10.1f} {b:10.1f} {b / a:7.3f}")
+        print_figures(figures)
     finally:
-        for process, _, _ in exporters.values():
+        processes = [*(p for p, _, _ in exporters.values()), *servers]
+        for process in processes:
             process.terminate()
-        for process in servers:
-            process.terminate()
-        for process in [*servers, *(p for p, _, _ in exporters.values())]:
+        for process in processes:
             process.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def start_exporter(python: str, redis_port: int, config: Path, workdir: Path) -> tuple[subprocess.Popen, int, http.client.HTTPConnection]:
+    port = free_port()
+    process = subprocess.Popen([python, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn",
+                                "--redis.addr", f"redis://127.0.0.1:{redis_port}", "--config.file", str(config)],
+                               cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    first_answer(port)
+    return process, port, http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+
+
+def send(clients: list[Traffic]) -> None:
+    for client in clients:
+        client.send()
+
+
+def warm_up(exporter: tuple[subprocess.Popen, int, http.client.HTTPConnection], paths: list[str]) -> None:
+    """Connections, CONFIG, histograms and memos, before anything is measured."""
+    _, port, connection = exporter
+    for _ in range(30):
+        connection.request("GET", "/metrics")
+        connection.getresponse().read()
+    for _ in range(3):
+        parallel_round(port, paths)
+
+
+def measure(exporter: tuple[subprocess.Popen, int, http.client.HTTPConnection], paths: list[str], before_scrape, before_round) -> dict[str, float]:
+    """One exporter's figures of a pass: 150 /metrics, then 6 rounds of parallel /scrape, traffic before each."""
+    process, port, connection = exporter
+    cpu, walls = cpu_seconds(process.pid), []
+    for _ in range(150):
+        before_scrape()
+        started = time.perf_counter()
+        connection.request("GET", "/metrics")
+        connection.getresponse().read()
+        walls.append(time.perf_counter() - started)
+    figures = {"metrics_cpu_us": (cpu_seconds(process.pid) - cpu) / 150 * 1e6, "metrics_wall_p50_us": statistics.median(walls) * 1e6}
+    cpu = cpu_seconds(process.pid)
+    rounds = []
+    for _ in range(6):
+        before_round()
+        rounds.append(parallel_round(port, paths) * 1e3)
+    figures["round_ms"] = statistics.median(rounds)
+    figures["round_cpu_per_scrape_us"] = (cpu_seconds(process.pid) - cpu) / (6 * len(paths)) * 1e6
+    return figures
+
+
+def print_figures(figures: dict[str, dict[str, list[float]]]) -> None:
+    print(f"{'figure':26s} {'a':>10s} {'b':>10s} {'b / a':>7s}")
+    for key in figures["a"]:
+        a, b = statistics.median(figures["a"][key]), statistics.median(figures["b"][key])
+        print(f"{key:26s} {a:10.1f} {b:10.1f} {b / a:7.3f}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,18 @@ def open_connections(port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
+def wait_for_server(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis(port=port).ping()
+            return
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                raise SystemExit("redis-server did not start") from None
+            time.sleep(0.05)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connections", type=int, default=15_000)
@@ -57,15 +69,7 @@ def main() -> None:
                                "--maxclients", str(args.connections + 100), "--dir", tempfile.mkdtemp(prefix="ecx-clients-")],
                               stdout=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.RedisError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("redis-server did not start") from None
-                time.sleep(0.05)
+        wait_for_server(port)
         sockets = open_connections(port, args.connections)
         reply = b""
         for per_connection in (False, True):

@@ -157,19 +157,26 @@ def main() -> None:
                 figures[kind].setdefault("round_ms", []).extend(times)
         print(f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
               "alternating, traffic before each; medians")  # fmt: skip
-        print(f"{'figure':28s} {OURS:>22s} {THEIRS:>16s} {'ratio':>7s}")
-        for key in figures[OURS]:
-            ours, theirs = statistics.median(figures[OURS][key]), statistics.median(figures[THEIRS][key])
-            print(f"{key:28s} {ours:22.2f} {theirs:16.2f} {ours / theirs if theirs else float('nan'):7.2f}")
+        print_figures(figures)
     finally:
         for client in traffic:
             client.close()
-        processes = [process for process, _, _ in exporters.values()] + ([round_exporter] if round_exporter else []) + servers
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=10)
+        stop_all([process for process, _, _ in exporters.values()] + ([round_exporter] if round_exporter else []) + servers)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def print_figures(figures: dict[str, dict[str, list[float]]]) -> None:
+    print(f"{'figure':28s} {OURS:>22s} {THEIRS:>16s} {'ratio':>7s}")
+    for key in figures[OURS]:
+        ours, theirs = statistics.median(figures[OURS][key]), statistics.median(figures[THEIRS][key])
+        print(f"{key:28s} {ours:22.2f} {theirs:16.2f} {ours / theirs if theirs else float('nan'):7.2f}")
+
+
+def stop_all(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=10)
 
 
 if __name__ == "__main__":

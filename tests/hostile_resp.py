@@ -48,30 +48,34 @@ class HostileServer(LoopbackServer):
                     data = b"..."  # keep sending whatever the client does
                 if not data:
                     return
-                if self.behaviour == "silent":
-                    continue
-                if self.behaviour == "ok":
-                    conn.sendall(b"+OK\r\n" * max(1, data.count(b"*")))
-                elif self.behaviour == "error":
-                    conn.sendall(b"-ERR no\r\n" * max(1, data.count(b"*")))
-                elif self.behaviour == "garbage":
-                    conn.sendall(b"\x00" + os.urandom(511))  # never a RESP type byte first
-                    sent += 512
-                elif self.behaviour == "trickle":
-                    reply = bulk(INFO_TEXT)
-                    for i in range(0, len(reply), 4):
-                        if not self._running():
-                            return
-                        conn.sendall(reply[i : i + 4])
-                        time.sleep(0.05)
-                elif self.behaviour in ("huge_bulk", "endless_line", "deep"):
-                    head = {"huge_bulk": b"$2000000000\r\n", "endless_line": b"+", "deep": b""}[self.behaviour]
-                    conn.sendall(head)
-                    chunk = b"*1\r\n" * 16384 if self.behaviour == "deep" else b"x" * 65536
-                    while self._running() and sent < self.max_bytes:
-                        conn.sendall(chunk)
-                        sent += len(chunk)
+                sent += self._answer(conn, data, sent)
         except OSError:
             return
         finally:
             conn.close()
+
+    def _answer(self, conn: socket.socket, data: bytes, sent: int) -> int:
+        """The behaviour's answer to what came in: the bytes it counts against max_bytes."""
+        if self.behaviour == "ok":
+            conn.sendall(b"+OK\r\n" * max(1, data.count(b"*")))
+        elif self.behaviour == "error":
+            conn.sendall(b"-ERR no\r\n" * max(1, data.count(b"*")))
+        elif self.behaviour == "garbage":
+            conn.sendall(b"\x00" + os.urandom(511))  # never a RESP type byte first
+            return 512
+        elif self.behaviour == "trickle":
+            reply = bulk(INFO_TEXT)
+            for i in range(0, len(reply), 4):
+                if not self._running():
+                    return 0
+                conn.sendall(reply[i : i + 4])
+                time.sleep(0.05)  # the behaviour itself: a reply four bytes at a time
+        elif self.behaviour in ("huge_bulk", "endless_line", "deep"):
+            conn.sendall({"huge_bulk": b"$2000000000\r\n", "endless_line": b"+", "deep": b""}[self.behaviour])
+            chunk = b"*1\r\n" * 16384 if self.behaviour == "deep" else b"x" * 65536
+            streamed = 0
+            while self._running() and sent + streamed < self.max_bytes:
+                conn.sendall(chunk)
+                streamed += len(chunk)
+            return streamed
+        return 0  # silent: reads and never answers

@@ -46,6 +46,20 @@ def verify_token(token: str, *, user: str, cache: str, region: str, access_key: 
     params = dict(pairs)
     if len(params) != len(pairs):
         raise TokenRejected("a repeated parameter")
+    _check_request(params, user, serverless)
+    date, stamp = _check_credential(params, access_key, region, now)
+    canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(pairs) if k != "X-Amz-Signature")
+    canonical_request = "\n".join(["GET", "/", canonical_query, f"host:{host}", "", "host", EMPTY_SHA256])
+    scope = f"{date}/{region}/elasticache/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
+    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + secret_key).encode(), date), region), "elasticache"), "aws4_request")
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, params.get("X-Amz-Signature", "")):
+        raise TokenRejected("bad signature")
+
+
+def _check_request(params: dict[str, str], user: str, serverless: bool) -> None:
+    """What is asked: a connect of this user to this kind of cache, presigned with SigV4 over the host header."""
     if params.get("Action") != "connect":
         raise TokenRejected("Action is not connect")
     if params.get("User") != user:
@@ -54,6 +68,10 @@ def verify_token(token: str, *, user: str, cache: str, region: str, access_key: 
         raise TokenRejected("ResourceType does not match the cache")
     if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or params.get("X-Amz-SignedHeaders") != "host":
         raise TokenRejected("not a SigV4 presign of the host header")
+
+
+def _check_credential(params: dict[str, str], access_key: str, region: str, now: datetime.datetime) -> tuple[str, str]:
+    """Whose key signed, for which region and service, and when: (the scope's date, the signature's time stamp)."""
     key_id, date, scope_region, service, terminator = (params.get("X-Amz-Credential", "") + "////").split("/")[:5]
     if key_id != access_key or terminator != "aws4_request":
         raise TokenRejected("unknown credential")
@@ -67,14 +85,7 @@ def verify_token(token: str, *, user: str, cache: str, region: str, access_key: 
         raise TokenRejected(f"expiry {params.get('X-Amz-Expires')} s, not 900")
     if not signed_at - datetime.timedelta(minutes=5) <= now <= signed_at + datetime.timedelta(seconds=900):
         raise TokenRejected("expired")
-    canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(pairs) if k != "X-Amz-Signature")
-    canonical_request = "\n".join(["GET", "/", canonical_query, f"host:{host}", "", "host", EMPTY_SHA256])
-    scope = f"{date}/{region}/elasticache/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical_request.encode()).hexdigest()])
-    key = _hmac(_hmac(_hmac(_hmac(("AWS4" + secret_key).encode(), date), region), "elasticache"), "aws4_request")
-    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, params.get("X-Amz-Signature", "")):
-        raise TokenRejected("bad signature")
+    return date, stamp
 
 
 def _read_line(reader) -> bytes:

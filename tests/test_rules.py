@@ -84,6 +84,43 @@ def _tag(loader, tag_suffix, node):
 _CfnLoader.add_multi_constructor("!", _tag)
 
 
+def _check_fixed_threshold_alarm(template: dict, logical: str, alarm: dict, node_types: list[str]) -> None:
+    """An alarm on a metric only some node types publish is for those types only; the others are for every node."""
+    limited = {
+        "BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
+        "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd."),
+    }
+    if logical not in limited:
+        assert "Condition" not in alarm, logical
+        return
+    condition, prefix = limited[logical]
+    assert alarm["Condition"] == condition
+    tested = {test["Equals"][1] for test in template["Conditions"][condition]["Or"]}
+    assert tested == {node_type for node_type in node_types if node_type.startswith(prefix)}
+    assert len(tested) >= 6
+
+
+def _check_threshold(row: dict, key: str, properties: dict, table, node_type: str) -> None:
+    """One node type's threshold of a baseline alarm is the table's level, in the alarm's statistic and period."""
+    value = row[key]
+    node = table.get(node_type)
+    if key.startswith("NetworkBytesPerMinute"):
+        level = int(key.removeprefix("NetworkBytesPerMinute"))
+        assert properties["Statistic"] == "Sum"
+        assert properties["Period"] == 60
+        assert value == node.levels(table.basis)[level] * properties["Period"], (key, node_type)
+    elif key.startswith("EngineCpuPercent"):
+        level = int(key.removeprefix("EngineCpuPercent"))
+        assert properties["Statistic"] == "Average"
+        engine = node.measured.engine_cpu_utilization_p90 if node.measured and node.measured.engine_cpu_utilization_p90 else 90.0
+        assert value == pytest.approx(max(engine * level / 100, ENGINE_CPU_FLOOR_PERCENT), abs=0.01)
+        assert value >= ENGINE_CPU_FLOOR_PERCENT  # never where healthy nodes run
+        assert row["EngineCpuBaseline"] == ("benchmarked" if engine != 90.0 else "aws-guidance")
+    else:
+        assert key == "HostCpuPercent"
+        assert value == pytest.approx(90 / node.vcpus, abs=0.01)
+
+
 @pytest.mark.unit
 def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_period():
     template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass for CloudFormation tags
@@ -101,18 +138,7 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
         properties = alarm["Properties"]
         threshold = properties["Threshold"]
         if not isinstance(threshold, dict):
-            limited = {
-                "BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
-                "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd."),
-            }
-            if logical in limited:  # an alarm on a metric only some node types publish: for those types only
-                condition, prefix = limited[logical]
-                assert alarm["Condition"] == condition
-                tested = {test["Equals"][1] for test in template["Conditions"][condition]["Or"]}
-                assert tested == {node_type for node_type in node_types if node_type.startswith(prefix)}
-                assert len(tested) >= 6
-            else:
-                assert "Condition" not in alarm, logical
+            _check_fixed_threshold_alarm(template, logical, alarm, node_types)
             continue
         assert alarm["Condition"] == "HasBaseline"
         map_name, node_type_ref, key, default = threshold["FindInMap"]
@@ -120,23 +146,7 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
         assert node_type_ref == {"Ref": "CacheNodeType"}
         assert default == {"DefaultValue": 0}
         for node_type in node_types:
-            value = mapping[node_type][key]
-            node = table.get(node_type)
-            if key.startswith("NetworkBytesPerMinute"):
-                level = int(key.removeprefix("NetworkBytesPerMinute"))
-                assert properties["Statistic"] == "Sum"
-                assert properties["Period"] == 60
-                assert value == node.levels(table.basis)[level] * properties["Period"], (logical, node_type)
-            elif key.startswith("EngineCpuPercent"):
-                level = int(key.removeprefix("EngineCpuPercent"))
-                assert properties["Statistic"] == "Average"
-                engine = node.measured.engine_cpu_utilization_p90 if node.measured and node.measured.engine_cpu_utilization_p90 else 90.0
-                assert value == pytest.approx(max(engine * level / 100, ENGINE_CPU_FLOOR_PERCENT), abs=0.01)
-                assert value >= ENGINE_CPU_FLOOR_PERCENT  # never where healthy nodes run
-                assert mapping[node_type]["EngineCpuBaseline"] == ("benchmarked" if engine != 90.0 else "aws-guidance")
-            else:
-                assert key == "HostCpuPercent"
-                assert value == pytest.approx(90 / node.vcpus, abs=0.01)
+            _check_threshold(mapping[node_type], key, properties, table, node_type)
             checked += 1
     assert checked >= 6 * len(node_types)
     r6g = mapping["cache.r6g.large"]
