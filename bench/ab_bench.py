@@ -86,9 +86,25 @@ def main() -> None:
 
 def start_exporter(python: str, redis_port: int, config: Path, workdir: Path) -> tuple[subprocess.Popen, int, http.client.HTTPConnection]:
     port = free_port()
-    process = subprocess.Popen([python, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn",
-                                "--redis.addr", f"redis://127.0.0.1:{redis_port}", "--config.file", str(config)],
-                               cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(
+        [
+            python,
+            "-m",
+            "exporter",
+            "serve",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--log.level",
+            "warn",
+            "--redis.addr",
+            f"redis://127.0.0.1:{redis_port}",
+            "--config.file",
+            str(config),
+        ],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     first_answer(port)
     return process, port, http.client.HTTPConnection("127.0.0.1", port, timeout=10)
 

@@ -65,17 +65,36 @@ def main() -> None:
         raise SystemExit(f"--connections {args.connections} needs more file descriptors than this machine allows ({hard})")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                               "--maxclients", str(args.connections + 100), "--dir", tempfile.mkdtemp(prefix="ecx-clients-")],
-                              stdout=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxclients",
+            str(args.connections + 100),
+            "--dir",
+            tempfile.mkdtemp(prefix="ecx-clients-"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_for_server(port)
         sockets = open_connections(port, args.connections)
         reply = b""
         for per_connection in (False, True):
-            config = build_config({"targets": [{"name": "node", "addr": f"redis://127.0.0.1:{port}"}],
-                                   "clients": {"enabled": True, "per_connection": per_connection, "max_connections": 1_000_000}},
-                                  environ={})  # fmt: skip
+            config = build_config(
+                {
+                    "targets": [{"name": "node", "addr": f"redis://127.0.0.1:{port}"}],
+                    "clients": {"enabled": True, "per_connection": per_connection, "max_connections": 1_000_000},
+                },
+                environ={},
+            )
             profiler = ClientProfiler(config.clients, list(config.targets))
             profiler.visit_all()  # the connection and COMMAND INFO, outside the figures
             server_cpu, walls, ours = [], [], []
@@ -89,23 +108,30 @@ def main() -> None:
             profiler.stop()
             reply = reply if reply else redis.Redis(port=port).execute_command("CLIENT", "LIST")
             kind = "per connection" if per_connection else "aggregates"
-            print(f"{result.total:,} connections, {kind}: reply {len(reply) / 1e6:.1f} MB; redis-server CPU "
-                  f"{statistics.median(server_cpu) * 1e3:.0f} ms, wall {statistics.median(walls) * 1e3:.0f} ms, "
-                  f"exporter CPU {statistics.median(ours) * 1e3:.0f} ms per read")  # fmt: skip
+            print(
+                f"{result.total:,} connections, {kind}: reply {len(reply) / 1e6:.1f} MB; redis-server CPU "
+                f"{statistics.median(server_cpu) * 1e3:.0f} ms, wall {statistics.median(walls) * 1e3:.0f} ms, "
+                f"exporter CPU {statistics.median(ours) * 1e3:.0f} ms per read"
+            )
         for sock in sockets:
             sock.close()
         lines = reply.decode().rstrip("\n").split("\n")
-        synthetic = "\n".join(
-            line.replace(line.split(" ", 1)[0], f"id={index}", 1) for index, line in ((i, lines[i % len(lines)]) for i in range(args.extrapolate))
-        ).encode() + b"\n"  # fmt: skip
+        synthetic = (
+            "\n".join(
+                line.replace(line.split(" ", 1)[0], f"id={index}", 1) for index, line in ((i, lines[i % len(lines)]) for i in range(args.extrapolate))
+            ).encode()
+            + b"\n"
+        )
         started = time.process_time()
         counted = profile(parse_client_list(synthetic), 20)
         aggregates = time.process_time() - started
         started = time.process_time()
         connections = sorted(parse_connections(synthetic), key=lambda connection: int(connection.id))
         per_connection_cost = time.process_time() - started
-        print(f"synthetic {counted.total:,} lines ({len(synthetic) / 1e6:.1f} MB): parse and count {aggregates * 1e3:.0f} ms, "
-              f"per-connection parse {per_connection_cost * 1e3:.0f} ms for {len(connections):,} connections")  # fmt: skip
+        print(
+            f"synthetic {counted.total:,} lines ({len(synthetic) / 1e6:.1f} MB): parse and count {aggregates * 1e3:.0f} ms, "
+            f"per-connection parse {per_connection_cost * 1e3:.0f} ms for {len(connections):,} connections"
+        )
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -53,8 +53,10 @@ def main() -> None:
                 served = text.count("redis_key_size{")
             finally:
                 app.close()
-            print(f"{count:>6} watched keys ({served} served): scrape wall {statistics.median(walls) * 1e3:8.2f} ms, "
-                  f"server CPU {statistics.median(cpus) * 1e3:7.2f} ms  (median of {args.scrapes})")  # fmt: skip
+            print(
+                f"{count:>6} watched keys ({served} served): scrape wall {statistics.median(walls) * 1e3:8.2f} ms, "
+                f"server CPU {statistics.median(cpus) * 1e3:7.2f} ms  (median of {args.scrapes})"
+            )
     finally:
         server.stop()
 

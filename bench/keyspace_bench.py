@@ -42,8 +42,9 @@ def main() -> None:
             if len(pipe) >= 10_000:
                 pipe.execute()
         pipe.execute()
-        config = build_config({"targets": [{"name": "node", "addr": f"redis://127.0.0.1:{port}"}],
-                               "keyspace": {"enabled": True, "sample": args.sample}}, environ={})  # fmt: skip
+        config = build_config(
+            {"targets": [{"name": "node", "addr": f"redis://127.0.0.1:{port}"}], "keyspace": {"enabled": True, "sample": args.sample}}, environ={}
+        )
         profiler = KeyspaceProfiler(config.keyspace, list(config.targets), config.scrape_max_reply_bytes)
         profiler.visit_all()  # the connection and COMMAND INFO, outside the figures
         costs, walls = [], []

@@ -31,10 +31,12 @@ def start_servers(count: int, workdir: Path, processes: list[subprocess.Popen]) 
             continue
         directory = workdir / f"r{port}"
         directory.mkdir()
-        processes.append(subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)],
-            stdout=subprocess.DEVNULL,
-        ))  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)],
+                stdout=subprocess.DEVNULL,
+            )
+        )
         ports.append(port)
 
     def all_listening() -> bool:

@@ -52,8 +52,12 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 def start_cluster(engine: str = "redis-7.0"):
     nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=engine) for _ in range(3)]
-    subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     for node in nodes:
         wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
     return nodes
@@ -84,8 +88,9 @@ def main() -> None:
         seed_reference_primary(server.client())
     wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")
     port = free_port()
-    upstream = subprocess.Popen([args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    upstream = subprocess.Popen(
+        [args.redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", ""], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     allow = Path(tempfile.mkdtemp()) / "allow.yml"
     allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
     ours = start_exporter("--redis.addr", "", "--config.file", str(allow))
@@ -122,8 +127,11 @@ def key_families(binary: str, primary) -> dict[str, tuple[str, set[str]]]:
     seed_watched_keys(primary.client())
     port = free_port()
     flags = [f"--{option.replace('_', '-')}={value}" for option, value in WATCHED_KEYS.items()]
-    upstream = subprocess.Popen([binary, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", primary.addr, *flags],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    upstream = subprocess.Popen(
+        [binary, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", primary.addr, *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until(lambda: _answers(port), timeout=20, what="redis_exporter answering")
         served = families(get(port, "/metrics"))

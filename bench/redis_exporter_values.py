@@ -115,8 +115,11 @@ def record(upstream: int, ours, servers: dict[str, int]) -> dict[str, dict[tuple
 def both_exporters(redis_exporter: str, out: Path, *flags: str) -> Iterator[tuple[int, Any]]:
     """redis_exporter (with ``flags``) on a free port and this exporter allowed to /scrape loopback: (its port, ours)."""
     port = free_port()
-    upstream = subprocess.Popen([redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", "", *flags],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    upstream = subprocess.Popen(
+        [redis_exporter, "--web.listen-address", f"127.0.0.1:{port}", "--redis.addr", "", *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     allow = out / ".allow.yml"
     allow.write_text("scrape:\n  allow:\n    - hosts: ['127.0.0.1']\n")
     ours = start_exporter("--redis.addr", "", "--config.file", str(allow))

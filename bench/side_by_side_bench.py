@@ -67,8 +67,9 @@ def series(port: int) -> int:
     return sum(1 for line in connection.getresponse().read().decode().splitlines() if line and not line.startswith("#"))
 
 
-def scrape_pass(exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]], traffic: Traffic, redis_pid: int,
-                scrapes: int) -> dict[str, dict[str, float]]:  # fmt: skip
+def scrape_pass(
+    exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]], traffic: Traffic, redis_pid: int, scrapes: int
+) -> dict[str, dict[str, float]]:
     """``scrapes`` pairs of /metrics scrapes, the two exporters alternating (A B, B A), traffic before each scrape."""
     kinds = list(exporters)
     walls: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -155,8 +156,10 @@ def main() -> None:
         for _ in range(args.passes):
             for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds).items():
                 figures[kind].setdefault("round_ms", []).extend(times)
-        print(f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
-              "alternating, traffic before each; medians")  # fmt: skip
+        print(
+            f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
+            "alternating, traffic before each; medians"
+        )
         print_figures(figures)
     finally:
         for client in traffic:

@@ -50,8 +50,10 @@ def restart_loop(workdir: Path, port: int, stop: threading.Event) -> None:
     directory = workdir / "restarting"
     directory.mkdir()
     while not stop.is_set():
-        process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                    "--dir", str(directory)], stdout=subprocess.DEVNULL)  # fmt: skip
+        process = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)],
+            stdout=subprocess.DEVNULL,
+        )
         stop.wait(RESTART_SECONDS)
         process.kill()
         process.wait(timeout=10)
@@ -78,15 +80,23 @@ def soak(
     restarter.start()
     stopped.send_signal(signal.SIGSTOP)
     config = workdir / "targets.yml"
-    config.write_text("scrape:\n  timeout: 200ms\ntargets:\n" + "".join(
-        f"  - name: {name}\n    addr: redis://127.0.0.1:{port}\n"
-        for name, port in (("stable", stable_port), ("restarting", restarting_port), ("stopped", stopped_port))))  # fmt: skip
+    config.write_text(
+        "scrape:\n  timeout: 200ms\ntargets:\n"
+        + "".join(
+            f"  - name: {name}\n    addr: redis://127.0.0.1:{port}\n"
+            for name, port in (("stable", stable_port), ("restarting", restarting_port), ("stopped", stopped_port))
+        )
+    )
     port = free_port()
     marks = [warmup, *range(report_every, scrapes + 1, report_every)]
     launcher = ["-m", "exporter"] if traces is None else ["-c", TRACED_START, ",".join(str(traces / f"{mark}.trace") for mark in marks)]
     environment = {**os.environ, **(IMAGE_ENV if image_env else {})}
-    exporter = subprocess.Popen([python, *launcher, "serve", "--config.file", str(config), "--web.listen-address", f"127.0.0.1:{port}",
-                                 "--log.level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)  # fmt: skip
+    exporter = subprocess.Popen(
+        [python, *launcher, "serve", "--config.file", str(config), "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+    )
     done = 0
     lock = threading.Lock()
     readings: list[tuple[int, float]] = []

@@ -32,8 +32,9 @@ def _hmac(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-def verify_token(token: str, *, user: str, cache: str, region: str, access_key: str, secret_key: str, serverless: bool,
-                 now: datetime.datetime) -> None:  # fmt: skip
+def verify_token(
+    token: str, *, user: str, cache: str, region: str, access_key: str, secret_key: str, serverless: bool, now: datetime.datetime
+) -> None:
     """Raises :class:`TokenRejected` naming what is wrong; returns when the token is ElastiCache's for these."""
     host, sep, query = token.partition("/?")
     if not sep:
@@ -119,11 +120,22 @@ def read_reply(reader) -> bytes:
 
 
 class IamFront(LoopbackServer):
-    def __init__(self, upstream_port: int, certificates: dict[str, str], *, user: str, cache: str, region: str, access_key: str,
-                 secret_key: str, serverless: bool = False, max_age: float | None = None, clock_skew: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        upstream_port: int,
+        certificates: dict[str, str],
+        *,
+        user: str,
+        cache: str,
+        region: str,
+        access_key: str,
+        secret_key: str,
+        serverless: bool = False,
+        max_age: float | None = None,
+        clock_skew: float = 0.0,
+    ) -> None:
         self.upstream_port = upstream_port
-        self.expect = {"user": user, "cache": cache, "region": region, "access_key": access_key, "secret_key": secret_key,
-                       "serverless": serverless}  # fmt: skip
+        self.expect = {"user": user, "cache": cache, "region": region, "access_key": access_key, "secret_key": secret_key, "serverless": serverless}
         self.max_age = max_age
         self.clock_skew = clock_skew  # seconds added to the front's clock: a token of now is old to it
         self.accepted = 0

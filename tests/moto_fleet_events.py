@@ -95,15 +95,26 @@ def _describe_update_actions(self: ElastiCacheResponse) -> ActionResult:
             continue
         if action_statuses and action["UpdateActionStatus"] not in action_statuses:
             continue
-        actions.append({**{k: service[k] for k in ("ServiceUpdateSeverity", "ServiceUpdateType", "ServiceUpdateStatus",
-                                                   "ServiceUpdateRecommendedApplyByDate") if k in service}, **action})  # fmt: skip
+        actions.append(
+            {
+                **{
+                    k: service[k]
+                    for k in ("ServiceUpdateSeverity", "ServiceUpdateType", "ServiceUpdateStatus", "ServiceUpdateRecommendedApplyByDate")
+                    if k in service
+                },
+                **action,
+            }
+        )
     return _page(actions, params, "UpdateActions")
 
 
 @contextmanager
 def fleet_events_in_moto() -> Iterator[None]:
-    added = {"describe_events": _describe_events, "describe_service_updates": _describe_service_updates,
-             "describe_update_actions": _describe_update_actions}  # fmt: skip
+    added = {
+        "describe_events": _describe_events,
+        "describe_service_updates": _describe_service_updates,
+        "describe_update_actions": _describe_update_actions,
+    }
     missing = [name for name in added if not hasattr(ElastiCacheResponse, name)]
     for name in missing:
         setattr(ElastiCacheResponse, name, added[name])

@@ -142,12 +142,17 @@ def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | 
     args += ["--enable-debug-command", "local"]
     if tls:
         args += [
-            "--tls-port", str(port),
-            "--tls-cert-file", tls["server_cert"],
-            "--tls-key-file", tls["server_key"],
-            "--tls-ca-cert-file", tls["ca"],
-            "--tls-auth-clients", "optional",
-        ]  # fmt: skip
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            tls["server_cert"],
+            "--tls-key-file",
+            tls["server_key"],
+            "--tls-ca-cert-file",
+            tls["ca"],
+            "--tls-auth-clients",
+            "optional",
+        ]
     if password:
         args += ["--requirepass", password]
     args += list(extra)
@@ -310,8 +315,9 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict]) -
     data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     process = subprocess.Popen(
         [require("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return PrometheusProcess(port, process, data)
 
 

@@ -55,8 +55,11 @@ class Admin:
 
 
 def scrape_as_exporter(server, extra: dict | None = None, rounds: int = 3) -> str:
-    config = {"targets": [{"name": "node", "addr": server.addr, "user": "exporter", "password_env": "EXPORTER_PW"}],
-              "heartbeat": {"read": True}, **(extra or {})}  # fmt: skip
+    config = {
+        "targets": [{"name": "node", "addr": server.addr, "user": "exporter", "password_env": "EXPORTER_PW"}],
+        "heartbeat": {"read": True},
+        **(extra or {}),
+    }
     app = make_app(config, environ={"EXPORTER_PW": PASSWORD})
     try:
         for _ in range(rounds):
@@ -95,8 +98,9 @@ def test_the_documented_line_scrapes_a_cluster_node_without_a_refusal():
     base, _ = documented_acl()
     node = start_redis("--cluster-enabled", "yes")
     try:
-        subprocess.run([require("redis-cli"), "-p", str(node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"],
-                       check=True, capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            [require("redis-cli"), "-p", str(node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True, capture_output=True, timeout=30
+        )
         wait_until(lambda: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), what="cluster state ok")
         admin = Admin(node)
         admin.with_user(base)

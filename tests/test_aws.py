@@ -77,14 +77,17 @@ def test_build_nodes_cluster_mode_enabled():
             "ClusterEnabled": True,
             "TransitEncryptionEnabled": True,
             "NodeGroups": [
-                {"NodeGroupId": "0001", "NodeGroupMembers": [
-                    {"CacheClusterId": "orders-0001-001", "CacheNodeId": "0001", "CurrentRole": "primary"},
-                    {"CacheClusterId": "orders-0001-002", "CacheNodeId": "0001", "CurrentRole": "replica"},
-                ]},
+                {
+                    "NodeGroupId": "0001",
+                    "NodeGroupMembers": [
+                        {"CacheClusterId": "orders-0001-001", "CacheNodeId": "0001", "CurrentRole": "primary"},
+                        {"CacheClusterId": "orders-0001-002", "CacheNodeId": "0001", "CurrentRole": "replica"},
+                    ],
+                },
                 {"NodeGroupId": "0002", "NodeGroupMembers": [{"CacheClusterId": "orders-0002-001", "CacheNodeId": "0001"}]},
             ],
         }
-    ]  # fmt: skip
+    ]
     clusters = [
         {
             "CacheClusterId": f"orders-000{shard}-00{n}",
@@ -103,8 +106,13 @@ def test_build_nodes_cluster_mode_enabled():
     assert [n.cluster_id for n in nodes] == ["orders-0001-001", "orders-0001-002", "orders-0002-001"]
     first = nodes[0]
     assert (first.shard, first.role, first.node_type, first.engine, first.tls, first.cluster_mode) == (
-        "0001", "primary", "cache.r7g.large", "valkey", True, True,
-    )  # fmt: skip
+        "0001",
+        "primary",
+        "cache.r7g.large",
+        "valkey",
+        True,
+        True,
+    )
     assert first.address == "orders-0001-001.abc.cache.amazonaws.com"
     assert nodes[2].shard == "0002"
 
@@ -172,15 +180,23 @@ def seed_moto(region: str = REGION, groups: int = 2, replicas: int = 2) -> list[
     for g in range(groups):
         group = f"rg{g}"
         elasticache.create_replication_group(
-            ReplicationGroupId=group, ReplicationGroupDescription="test", Engine="redis", CacheNodeType="cache.r6g.large",
+            ReplicationGroupId=group,
+            ReplicationGroupDescription="test",
+            Engine="redis",
+            CacheNodeType="cache.r6g.large",
             NumCacheClusters=1,
-        )  # fmt: skip
+        )
         for r in range(1, replicas + 1):
             cluster_id = f"{group}-00{r}"
             elasticache.create_cache_cluster(
-                CacheClusterId=cluster_id, ReplicationGroupId=group, CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1,
-                PreferredAvailabilityZone=f"{region}a", Tags=[{"Key": "team", "Value": "payments" if g == 0 else "search"}],
-            )  # fmt: skip
+                CacheClusterId=cluster_id,
+                ReplicationGroupId=group,
+                CacheNodeType="cache.r6g.large",
+                Engine="redis",
+                NumCacheNodes=1,
+                PreferredAvailabilityZone=f"{region}a",
+                Tags=[{"Key": "team", "Value": "payments" if g == 0 else "search"}],
+            )
             ids.append(cluster_id)
     return ids
 
@@ -197,10 +213,15 @@ def put_metrics(cluster_ids: list[str], region: str = REGION) -> dict[tuple[str,
             for minutes_ago in range(1, 11):
                 stamp = end - datetime.timedelta(minutes=minutes_ago)
                 value = 1000.0 * index + 10 * metric_index + minutes_ago
-                data.append({
-                    "MetricName": metric, "Timestamp": stamp, "Value": value, "Unit": "Percent" if metric_index == 0 else "Bytes",
-                    "Dimensions": [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}],
-                })  # fmt: skip
+                data.append(
+                    {
+                        "MetricName": metric,
+                        "Timestamp": stamp,
+                        "Value": value,
+                        "Unit": "Percent" if metric_index == 0 else "Bytes",
+                        "Dimensions": [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}],
+                    }
+                )
             cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
             expected[(cluster_id, metric)] = 1000.0 * index + 10 * metric_index + 1
     return expected
@@ -230,10 +251,22 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == math.ceil(queries / 500)
     assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == queries
     info = sample(
-        samples, "elasticache_node_info", instance="rg0-001", node="rg0-001", replication_group="rg0", shard="0001", role="primary",
-        node_type="cache.r6g.large", engine="redis", engine_version="", az=f"{REGION}a", region=REGION, account_id=ACCOUNT,
-        dimension_CacheClusterId="rg0-001", dimension_CacheNodeId="0001",
-    )  # fmt: skip
+        samples,
+        "elasticache_node_info",
+        instance="rg0-001",
+        node="rg0-001",
+        replication_group="rg0",
+        shard="0001",
+        role="primary",
+        node_type="cache.r6g.large",
+        engine="redis",
+        engine_version="",
+        az=f"{REGION}a",
+        region=REGION,
+        account_id=ACCOUNT,
+        dimension_CacheClusterId="rg0-001",
+        dimension_CacheNodeId="0001",
+    )
     assert info == 1
 
 
@@ -342,9 +375,18 @@ def test_no_credentials_idles_with_one_log_line(monkeypatch, tmp_path, caplog, p
 def _discovered_primary(port: int) -> Node:
     """orders-0001-001, a discovered primary at 127.0.0.1:``port``."""
     return Node(
-        region=REGION, cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
-        engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1", port=port,
-    )  # fmt: skip
+        region=REGION,
+        cluster_id="orders-0001-001",
+        node_id="0001",
+        node_type="cache.r6g.large",
+        engine="redis",
+        engine_version="7.1",
+        replication_group="orders",
+        shard="0001",
+        role="primary",
+        address="127.0.0.1",
+        port=port,
+    )
 
 
 def test_discovered_nodes_become_targets(plain_redis):
@@ -464,8 +506,12 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
         assert sample(samples, "elasticache_exporter_discovered_nodes", account_id=ACCOUNT, region=REGION) == len(cluster_ids)
         result = subprocess.run(
             [sys.executable, "-m", "exporter", "cost", "--config.file", str(config)],
-            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env},
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, **env},
+        )
         assert result.returncode == 0, result.stderr
         assert f"nodes discovered: {len(cluster_ids)}" in result.stdout
         queries = len(cluster_ids) * sum(len(spec.statistics) for spec in DEFAULT_METRICS)
@@ -499,14 +545,18 @@ def test_assume_role_per_account(aws_credentials):
         ({"aws": {"regions": [REGION], "role_arn": "admin"}}, "aws.role_arn"),
         ({"aws": {"regions": [REGION], "cloudwatch": {"period": "90s"}}}, "aws.cloudwatch.period"),
         ({"aws": {"regions": [REGION], "cloudwatch": {"delay": "30s"}}}, "aws.cloudwatch.delay"),
-        ({"aws": {"regions": [REGION], "cloudwatch": {"metrics": [{"name": "CPUUtilization", "statistics": ["Median"]}]}}},
-         "aws.cloudwatch.metrics[0].statistics"),
-        ({"aws": {"regions": [REGION], "cloudwatch": {"serverless_metrics": [{"name": "ThrottledCmds", "statistic": "Sum"}]}}},
-         "aws.cloudwatch.serverless_metrics[0].statistic"),
+        (
+            {"aws": {"regions": [REGION], "cloudwatch": {"metrics": [{"name": "CPUUtilization", "statistics": ["Median"]}]}}},
+            "aws.cloudwatch.metrics[0].statistics",
+        ),
+        (
+            {"aws": {"regions": [REGION], "cloudwatch": {"serverless_metrics": [{"name": "ThrottledCmds", "statistic": "Sum"}]}}},
+            "aws.cloudwatch.serverless_metrics[0].statistic",
+        ),
         ({"aws": {"regions": [REGION], "cloudwatch": {"serverless_metrics": "ThrottledCmds"}}}, "aws.cloudwatch.serverless_metrics"),
         ({"aws": {"accounts": [{"role_arn": "arn:aws:iam::123456789012:role/x"}]}}, "aws.accounts[0].regions"),
     ],
-)  # fmt: skip
+)
 def test_invalid_aws_config_names_the_key(raw, key):
     from exporter.common.errors import ConfigError
 
@@ -568,8 +618,15 @@ def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_cr
         apply(api, plan(api, desired, (REGION,)))
         cloudwatch = boto3.client("cloudwatch", region_name=REGION)
         # alarms of others: one by hand, one that copies our marker but lacks our tag
-        metric = {"Namespace": "AWS/ElastiCache", "MetricName": "Evictions", "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 1,
-                  "Threshold": 1.0, "ComparisonOperator": "GreaterThanThreshold"}  # fmt: skip
+        metric = {
+            "Namespace": "AWS/ElastiCache",
+            "MetricName": "Evictions",
+            "Statistic": "Sum",
+            "Period": 60,
+            "EvaluationPeriods": 1,
+            "Threshold": 1.0,
+            "ComparisonOperator": "GreaterThanThreshold",
+        }
         cloudwatch.put_metric_alarm(AlarmName=f"{cluster_ids[0]}-HandMade", AlarmDescription="by hand", **metric)
         cloudwatch.put_metric_alarm(AlarmName="copycat-RedisDown", AlarmDescription=f"copied {MARKER}", **metric)
 
@@ -577,7 +634,7 @@ def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_cr
         elasticache.delete_cache_cluster(CacheClusterId=cluster_ids[-1])
         elasticache.create_cache_cluster(
             CacheClusterId="newtype-001", CacheNodeType="cache.z9.huge", Engine="redis", NumCacheNodes=1, PreferredAvailabilityZone=f"{REGION}a"
-        )  # fmt: skip
+        )
         monitor.discover_once()
         desired, skipped = desired_alarms(monitor.nodes(), alerts, table, None)
         assert skipped == ["node type cache.z9.huge has no baseline: baseline alarms skipped for newtype-001 (fixed-threshold alarms kept)"]

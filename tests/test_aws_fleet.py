@@ -49,8 +49,11 @@ def role(account: str) -> str:
 
 def session(account: str) -> boto3.session.Session:
     credentials = boto3.client("sts", region_name=EU).assume_role(RoleArn=role(account), RoleSessionName="seed")["Credentials"]
-    return boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"], aws_secret_access_key=credentials["SecretAccessKey"],
-                                 aws_session_token=credentials["SessionToken"])  # fmt: skip
+    return boto3.session.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
 
 
 def cpu_value(account: str, region: str, cluster_id: str) -> float:
@@ -63,18 +66,21 @@ def seed_fleet() -> None:
     for account, region, group, members, node_type, engine in FLEET:
         aws = session(account)
         elasticache = aws.client("elasticache", region_name=region)
-        elasticache.create_replication_group(ReplicationGroupId=group, ReplicationGroupDescription="fleet", Engine=engine,
-                                             CacheNodeType=node_type, NumCacheClusters=1)  # fmt: skip
+        elasticache.create_replication_group(
+            ReplicationGroupId=group, ReplicationGroupDescription="fleet", Engine=engine, CacheNodeType=node_type, NumCacheClusters=1
+        )
         cloudwatch = aws.client("cloudwatch", region_name=region)
         for cluster_id in members:
-            elasticache.create_cache_cluster(CacheClusterId=cluster_id, ReplicationGroupId=group, CacheNodeType=node_type, Engine=engine,
-                                             NumCacheNodes=1)  # fmt: skip
+            elasticache.create_cache_cluster(
+                CacheClusterId=cluster_id, ReplicationGroupId=group, CacheNodeType=node_type, Engine=engine, NumCacheNodes=1
+            )
             dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
             data = []
             for minutes_ago in range(1, 6):
                 stamp = end - datetime.timedelta(minutes=minutes_ago)
-                data.append({"MetricName": "CPUUtilization", "Timestamp": stamp, "Value": cpu_value(account, region, cluster_id),
-                             "Dimensions": dimensions})  # fmt: skip
+                data.append(
+                    {"MetricName": "CPUUtilization", "Timestamp": stamp, "Value": cpu_value(account, region, cluster_id), "Dimensions": dimensions}
+                )
                 data.append({"MetricName": "NetworkBytesOut", "Timestamp": stamp, "Value": 60 * 1_000_000.0, "Dimensions": dimensions})
             cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
     for account, region, name, engine, ecpu_max, storage_max, ecpu_used, stored_gb in SERVERLESS:
@@ -87,8 +93,14 @@ def seed_fleet() -> None:
             stamp = end - datetime.timedelta(minutes=minutes_ago)
             data.append({"MetricName": "ElastiCacheProcessingUnits", "Timestamp": stamp, "Value": ecpu_used * 60.0, "Dimensions": dimensions})
             data.append({"MetricName": "BytesUsedForCache", "Timestamp": stamp, "Value": stored_gb * 1e9, "Dimensions": dimensions})
-            data.append({"MetricName": "ThrottledCmds", "Timestamp": stamp, "Value": 3.0 if ecpu_used > 0.9 * (ecpu_max or 1e9) else 0.0,
-                         "Dimensions": dimensions})  # fmt: skip
+            data.append(
+                {
+                    "MetricName": "ThrottledCmds",
+                    "Timestamp": stamp,
+                    "Value": 3.0 if ecpu_used > 0.9 * (ecpu_max or 1e9) else 0.0,
+                    "Dimensions": dimensions,
+                }
+            )
         aws.client("cloudwatch", region_name=region).put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
     # a cache being deleted is no longer served
     session(DEV).client("elasticache", region_name=EU).create_serverless_cache(ServerlessCacheName="old", Engine="redis")
@@ -119,8 +131,11 @@ def polled_fleet() -> tuple[AwsMonitor, dict]:
 def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_credentials):
     _, samples = polled_fleet()
     expected_nodes = {(account, region, cluster_id) for account, region, _, members, _, _ in FLEET for cluster_id in members}
-    info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["dimension_CacheClusterId"]): dict(labels)
-            for name, labels in samples if name == "elasticache_node_info"}  # fmt: skip
+    info = {
+        (dict(labels)["account_id"], dict(labels)["region"], dict(labels)["dimension_CacheClusterId"]): dict(labels)
+        for name, labels in samples
+        if name == "elasticache_node_info"
+    }
     assert set(info) == expected_nodes
     assert len([n for n, _ in samples if n == "elasticache_node_info"]) == len(expected_nodes)
     # instance: the CacheClusterId where unique in the fleet, qualified where another account or region has it too
@@ -147,8 +162,11 @@ def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_c
 def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_limits(aws_credentials):
     monitor, samples = polled_fleet()
     # every live cache, read across moto's pages; "carts" once per account; the cache being deleted left out
-    info = {(dict(labels)["account_id"], dict(labels)["region"], dict(labels)["cache"]): dict(labels)
-            for name, labels in samples if name == "elasticache_serverless_cache_info"}  # fmt: skip
+    info = {
+        (dict(labels)["account_id"], dict(labels)["region"], dict(labels)["cache"]): dict(labels)
+        for name, labels in samples
+        if name == "elasticache_serverless_cache_info"
+    }
     assert set(info) == {(account, region, name) for account, region, name, *_ in SERVERLESS}
     assert info[(PROD, EU, "carts")]["engine"] == "valkey"
     for account, region, name, _, ecpu_max, storage_max, ecpu_used, stored_gb in SERVERLESS:
@@ -158,8 +176,11 @@ def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_li
         assert sample(samples, "aws_elasticache_elasti_cache_processing_units_sum", **dimensions) == ecpu_used * 60
         assert sample(samples, "aws_elasticache_bytes_used_for_cache_maximum", **dimensions) == stored_gb * 1e9
         if ecpu_max is None:
-            assert not [labels for name_, labels in samples if name_.startswith("elasticache_serverless_") and dict(labels).get("cache") == name
-                        and name_ != "elasticache_serverless_cache_info"]  # fmt: skip
+            assert not [
+                labels
+                for name_, labels in samples
+                if name_.startswith("elasticache_serverless_") and dict(labels).get("cache") == name and name_ != "elasticache_serverless_cache_info"
+            ]
             continue
         assert sample(samples, "elasticache_serverless_ecpu_per_second_limit", **where) == ecpu_max
         assert sample(samples, "elasticache_serverless_data_storage_limit_bytes", **where) == storage_max * 1e9
@@ -227,11 +248,17 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
         assert len(group["targets"]) == 1
         assert group["targets"][0].startswith(("redis://", "rediss://"))
     # the baseline series of every discovered node, from CloudWatch alone: 1 MB/s out against its node type's baseline
-    ratios = {dict(labels)["instance"]: value for (name, labels), value in samples.items()
-              if name == "elasticache_network_utilization_ratio" and dict(labels)["source"] == "cloudwatch"}  # fmt: skip
+    ratios = {
+        dict(labels)["instance"]: value
+        for (name, labels), value in samples.items()
+        if name == "elasticache_network_utilization_ratio" and dict(labels)["source"] == "cloudwatch"
+    }
     assert set(ratios) == {name for name, _ in named}
-    baselines = {dict(labels)["node_type"]: value for (name, labels), value in samples.items()
-                 if name == "elasticache_baseline_network_bytes_per_second" and dict(labels)["level"] == "100"}  # fmt: skip
+    baselines = {
+        dict(labels)["node_type"]: value
+        for (name, labels), value in samples.items()
+        if name == "elasticache_baseline_network_bytes_per_second" and dict(labels)["level"] == "100"
+    }
     node_type = dev_eu["__meta_elasticache_node_type"]
     assert ratios[f"{DEV}/{EU}/sessions-001"] == pytest.approx(1_000_000 / baselines[node_type])
     prod_type = by_node[f"{PROD}/{EU}/sessions-001"]["labels"]["__meta_elasticache_node_type"]
@@ -244,25 +271,35 @@ def test_instance_names_are_unique_and_stable_for_unique_ids():
     from exporter.aws.discovery import Node
 
     def node(account, region, cluster_id):
-        return Node(region=region, cluster_id=cluster_id, node_id="0001", node_type="cache.t3.micro", engine="redis",
-                    engine_version="7.1", account_id=account)  # fmt: skip
+        return Node(
+            region=region, cluster_id=cluster_id, node_id="0001", node_type="cache.t3.micro", engine="redis", engine_version="7.1", account_id=account
+        )
 
     nodes = [node(DEV, EU, "a"), node(PROD, EU, "a"), node(DEV, EU, "b"), node(DEV, US, "c")]
     names = instance_names(nodes)
-    assert names == {(DEV, EU, "a", "0001"): f"{DEV}/{EU}/a", (PROD, EU, "a", "0001"): f"{PROD}/{EU}/a",
-                     (DEV, EU, "b", "0001"): "b", (DEV, US, "c", "0001"): "c"}  # fmt: skip
+    assert names == {
+        (DEV, EU, "a", "0001"): f"{DEV}/{EU}/a",
+        (PROD, EU, "a", "0001"): f"{PROD}/{EU}/a",
+        (DEV, EU, "b", "0001"): "b",
+        (DEV, US, "c", "0001"): "c",
+    }
 
 
 @pytest.mark.unit
 def test_serverless_caches_are_read_with_their_limits():
     reply = [
-        {"ServerlessCacheName": "carts", "Engine": "valkey", "FullEngineVersion": "8.0", "Status": "available",
-         "ARN": f"arn:aws:elasticache:{EU}:{PROD}:serverlesscache:carts",
-         "Endpoint": {"Address": "carts-abc.serverless.euw1.cache.amazonaws.com", "Port": 6379},
-         "CacheUsageLimits": {"DataStorage": {"Maximum": 10, "Unit": "GB"}, "ECPUPerSecond": {"Maximum": 5000}}},
+        {
+            "ServerlessCacheName": "carts",
+            "Engine": "valkey",
+            "FullEngineVersion": "8.0",
+            "Status": "available",
+            "ARN": f"arn:aws:elasticache:{EU}:{PROD}:serverlesscache:carts",
+            "Endpoint": {"Address": "carts-abc.serverless.euw1.cache.amazonaws.com", "Port": 6379},
+            "CacheUsageLimits": {"DataStorage": {"Maximum": 10, "Unit": "GB"}, "ECPUPerSecond": {"Maximum": 5000}},
+        },
         {"ServerlessCacheName": "memo", "Engine": "memcached", "Status": "available"},
         {"ServerlessCacheName": "old", "Engine": "redis", "Status": "deleting"},
-    ]  # fmt: skip
+    ]
     (cache,) = build_serverless(EU, reply)
     assert (cache.name, cache.engine, cache.account_id) == ("carts", "valkey", PROD)
     assert cache.ecpu_per_second_max == 5000
@@ -309,8 +346,7 @@ def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts
 
     def calls(self, operation, params):
         if operation == "AssumeRole" and sts_down[0]:
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
-                              operation)  # fmt: skip
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, operation)
         if operation == "DescribeCacheClusters":
             keys.append(self._request_signer._credentials.access_key)
         return real(self, operation, params)
@@ -370,8 +406,11 @@ def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_cre
         # three times the traffic on the US node: two more 60 MB per minute on top of the seeded one (Sum adds them)
         _, end = window(time.time(), 60, 120, 5)
         dimensions = [{"Name": "CacheClusterId", "Value": "sessions-001"}, {"Name": "CacheNodeId", "Value": "0001"}]
-        data = [{"MetricName": "NetworkBytesOut", "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": 60e6, "Dimensions": dimensions}
-                for minutes in range(1, 6) for _ in range(2)]  # fmt: skip
+        data = [
+            {"MetricName": "NetworkBytesOut", "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": 60e6, "Dimensions": dimensions}
+            for minutes in range(1, 6)
+            for _ in range(2)
+        ]
         session(DEV).client("cloudwatch", region_name=US).put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
         assert main(["capacity", "--config.file", str(config), "--days", "1", "--period", "60s", "--format", "json"]) == 0
     reports = {report["node"]: report for report in json.loads(capsys.readouterr().out)}
@@ -391,8 +430,9 @@ def test_an_account_whose_role_cannot_be_assumed_costs_only_its_own_data(aws_cre
 
     def refusing(self, operation, params):
         if operation == "AssumeRole" and params["RoleArn"] == role(PROD):
-            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "not authorized"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
-                              operation)  # fmt: skip
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": "not authorized"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, operation
+            )
         return real(self, operation, params)
 
     with moto_fleet():

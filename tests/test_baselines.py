@@ -15,8 +15,10 @@ from exporter.baselines.derive import derive, mapping_levels, read_rows, render_
 from exporter.baselines.table import BaselineError, load_table
 
 DATA = Path(__file__).parent / "data"
-HEADER = '"instancetype","dataSize","mbps_p90","mbps_p70","test_passes","cpuutilization_90","enginecpuutilization_90",' \
-    '"cpuutilization_50","enginecpuutilization_50","BytePerMinP90"'  # fmt: skip
+HEADER = (
+    '"instancetype","dataSize","mbps_p90","mbps_p70","test_passes","cpuutilization_90","enginecpuutilization_90",'
+    '"cpuutilization_50","enginecpuutilization_50","BytePerMinP90"'
+)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -87,10 +89,17 @@ def _record(benchmark_id: str, instance_type: str, size: int, p90: float, cpu: f
             "NetworkBytesOut": {"p50": p90 * 0.9, "p70": p90 * 0.95, "p90": p90, "p95": p90 * 1.01, "p99": p90 * 1.02},
             "CPUUtilization": {"p50": cpu / 2, "p70": cpu * 0.8, "p90": cpu, "p95": cpu, "p99": cpu},
             "EngineCPUUtilization": {"p50": cpu, "p70": cpu, "p90": cpu * 2, "p95": cpu * 2, "p99": cpu * 2},
-            "benchmarkId": benchmark_id, "dataSize": size, "instanceCount": 1, "instanceType": instance_type,
-            "instanceTypeClient": "c5.18xlarge", "region": "eu-west-1", "stamp": 1550000000, "testDuration": 300, "testElapsed": 300,
+            "benchmarkId": benchmark_id,
+            "dataSize": size,
+            "instanceCount": 1,
+            "instanceType": instance_type,
+            "instanceTypeClient": "c5.18xlarge",
+            "region": "eu-west-1",
+            "stamp": 1550000000,
+            "testDuration": 300,
+            "testElapsed": 300,
         }
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.unit
@@ -189,8 +198,13 @@ def test_a_derived_table_reaches_the_alarm_template_measured_and_in_its_units(tm
     table = tmp_path / "derived.yml"
     derive_cli = [sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(DATA / "athena_seed_rows.csv"), "--out", str(table)]
     assert subprocess.run(derive_cli, capture_output=True, text=True, timeout=60, check=False).returncode == 0
-    rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "cloudformation", "--baselines", str(table), "--basis", "measured"],
-                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    rendered = subprocess.run(
+        [sys.executable, "-m", "exporter", "render", "cloudformation", "--baselines", str(table), "--basis", "measured"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     mapping = yaml.load(rendered, Loader=_IgnoreTags)["Mappings"]["BaselineThresholds"]["cache.m4.10xlarge"]  # noqa: S506 (a SafeLoader)
     assert mapping["NetworkBaseline"] == "benchmarked"
     assert mapping["NetworkBytesPerMinute80"] == pytest.approx(1_117_082_615 * 0.8 * 60, rel=1e-6)

@@ -66,11 +66,18 @@ def test_the_hdr_report_given_as_csv_says_what_to_do(tmp_path):
 
 def memtier(get_ops: float, hits: float, p99: float) -> dict:
     def stats(ops: float, p50: float, p99_value: float, hits_per_second: float) -> dict:
-        return {"Ops/sec": ops, "Hits/sec": hits_per_second, "Misses/sec": ops - hits_per_second if hits_per_second else 0.0,
-                "Latency": p50, "KB/sec": 0.0, "Percentile Latencies": {"p50.00": p50, "p99.00": p99_value, "p99.90": p99_value * 2}}  # fmt: skip
+        return {
+            "Ops/sec": ops,
+            "Hits/sec": hits_per_second,
+            "Misses/sec": ops - hits_per_second if hits_per_second else 0.0,
+            "Latency": p50,
+            "KB/sec": 0.0,
+            "Percentile Latencies": {"p50.00": p50, "p99.00": p99_value, "p99.90": p99_value * 2},
+        }
 
-    return {"ALL STATS": {"Sets": stats(get_ops / 4, 0.4, p99 * 1.2, 0.0), "Gets": stats(get_ops, 0.3, p99, hits),
-                          "Totals": {"Ops/sec": get_ops * 1.25}}}  # fmt: skip
+    return {
+        "ALL STATS": {"Sets": stats(get_ops / 4, 0.4, p99 * 1.2, 0.0), "Gets": stats(get_ops, 0.3, p99, hits), "Totals": {"Ops/sec": get_ops * 1.25}}
+    }
 
 
 @pytest.mark.unit
@@ -109,8 +116,27 @@ def test_a_rate_that_is_the_same_on_two_node_types_is_the_clients_limit(tmp_path
     r5.write_text(csv + '"GET","99512.44","0.4","0.1","0.4","0.6","0.9","3.1"\n"SET","98000.00","0.4","0.1","0.4","0.6","0.9","3.1"\n')
     r6g.write_text(csv + '"GET","101214.58","0.3","0.1","0.3","0.5","0.7","2.9"\n"SET","137000.00","0.3","0.1","0.3","0.5","0.7","2.9"\n')
     out = tmp_path / "table.yml"
-    result = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(r5), "--node-type", "cache.r5.2xlarge",
-                             "--data-size", "4096", "--out", str(out)], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "baseline",
+            "derive",
+            "--from",
+            str(r5),
+            "--node-type",
+            "cache.r5.2xlarge",
+            "--data-size",
+            "4096",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     rows = read_rows(r5, None, "cache.r5.2xlarge", 4096) + read_rows(r6g, None, "cache.r6g.2xlarge", 4096)
     table = derive(rows)
@@ -126,9 +152,29 @@ def test_a_mixed_cluster_run_is_credited_to_each_shard(tmp_path):
     source = tmp_path / "cluster.json"
     source.write_text(json.dumps(memtier(get_ops=240_000, hits=240_000, p99=1.5)))
     out = tmp_path / "table.yml"
-    result = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(source), "--node-type", "cache.r6g.2xlarge",
-                             "--data-size", "1024-4096", "--shards", "3", "--out", str(out)],
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "baseline",
+            "derive",
+            "--from",
+            str(source),
+            "--node-type",
+            "cache.r6g.2xlarge",
+            "--data-size",
+            "1024-4096",
+            "--shards",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     node = load_table(out).get("cache.r6g.2xlarge")
     assert node.measured.data_size == 2560
@@ -136,8 +182,25 @@ def test_a_mixed_cluster_run_is_credited_to_each_shard(tmp_path):
     assert "3 shards" in node.measured.method
     get = figures(load_table(out), "cache.r6g.2xlarge")["GET"]
     assert (get.rps, get.shards) == (240_000, 3)  # the tool's own figure, with the cluster it was measured on
-    bad = subprocess.run([sys.executable, "-m", "exporter", "baseline", "derive", "--from", str(source), "--node-type", "cache.r6g.2xlarge",
-                          "--data-size", "4096-1024"], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "baseline",
+            "derive",
+            "--from",
+            str(source),
+            "--node-type",
+            "cache.r6g.2xlarge",
+            "--data-size",
+            "4096-1024",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert bad.returncode == 2
     assert "--data-size" in bad.stderr
 

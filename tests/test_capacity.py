@@ -101,8 +101,13 @@ def seed_history(now: float) -> None:
     """Three r6g.large nodes with rising traffic (hourly datapoints), one without data, one of an unknown type."""
     elasticache = boto3.client("elasticache", region_name=REGION)
     cloudwatch = boto3.client("cloudwatch", region_name=REGION)
-    for cluster_id, node_type in (("rising-001", "cache.r6g.large"), ("hot-001", "cache.r6g.large"), ("calm-001", "cache.r6g.large"),
-                                  ("silent-001", "cache.r6g.large"), ("odd-001", "cache.z9.huge")):  # fmt: skip
+    for cluster_id, node_type in (
+        ("rising-001", "cache.r6g.large"),
+        ("hot-001", "cache.r6g.large"),
+        ("calm-001", "cache.r6g.large"),
+        ("silent-001", "cache.r6g.large"),
+        ("odd-001", "cache.z9.huge"),
+    ):
         elasticache.create_cache_cluster(CacheClusterId=cluster_id, CacheNodeType=node_type, Engine="redis", NumCacheNodes=1)
     end = (now - 180) // 60 * 60
     # daily p90 of NetworkBytesOut rises linearly; one datapoint an hour holding the bytes of that hour
@@ -118,12 +123,30 @@ def seed_history(now: float) -> None:
             stamp = end - (14 * 24 - hour) * 3600 + 1800
             day = hour // 24
             dims = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
-            data.append({"MetricName": "NetworkBytesOut", "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc),
-                         "Value": profile(day) * 3600, "Dimensions": dims})  # fmt: skip
-            data.append({"MetricName": "NetworkBytesIn", "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc),
-                         "Value": profile(day) * 360, "Dimensions": dims})  # fmt: skip
-            data.append({"MetricName": "DatabaseMemoryUsagePercentage",
-                         "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc), "Value": 30.0, "Dimensions": dims})  # fmt: skip
+            data.append(
+                {
+                    "MetricName": "NetworkBytesOut",
+                    "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc),
+                    "Value": profile(day) * 3600,
+                    "Dimensions": dims,
+                }
+            )
+            data.append(
+                {
+                    "MetricName": "NetworkBytesIn",
+                    "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc),
+                    "Value": profile(day) * 360,
+                    "Dimensions": dims,
+                }
+            )
+            data.append(
+                {
+                    "MetricName": "DatabaseMemoryUsagePercentage",
+                    "Timestamp": datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc),
+                    "Value": 30.0,
+                    "Dimensions": dims,
+                }
+            )
         for start in range(0, len(data), 500):
             cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[start : start + 500])
 
@@ -204,8 +227,7 @@ def test_persistent_throttling_ends_in_one_line_and_exit_1(aws_credentials, caps
     def throttling(self, operation, params):
         if operation == "GetMetricData":
             throttled.append(operation)
-            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
-                              operation)  # fmt: skip
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation)
         return real(self, operation, params)
 
     import logging

@@ -95,8 +95,9 @@ def test_a_client_that_does_not_read_its_replies_shows_in_the_output_buffer():
         server.client().set("big", "x" * 1_000_000)
         slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         slow.sendall(command(b"CLIENT", b"SETNAME", b"slow-reader") + command(b"GET", b"big") * 20)  # never read
-        wait_until(lambda: any(c["name"] == "slow-reader" and int(c["omem"]) > 1_000_000 for c in server.client().client_list()),
-                   what="replies piling up")  # fmt: skip
+        wait_until(
+            lambda: any(c["name"] == "slow-reader" and int(c["omem"]) > 1_000_000 for c in server.client().client_list()), what="replies piling up"
+        )
         app = make_app({"targets": [{"name": "node", "addr": server.addr}], "clients": {"enabled": True}})
         try:
             wait_until(lambda: app.client_profiler.snapshot()[0].get("node") is not None, timeout=20, what="a CLIENT LIST read")
@@ -142,10 +143,12 @@ def test_no_error_reply_where_client_is_renamed_away():
 
 @pytest.mark.unit
 def test_idle_buckets_and_unnamed_from_a_client_list_text():
-    text = (b"id=3 addr=10.0.0.5:50380 laddr=10.0.0.1:6379 fd=8 name=api age=900 idle=700 flags=N db=0 omem=0\n"
-            b"id=4 addr=10.0.0.5:50381 laddr=10.0.0.1:6379 fd=9 name=api age=90 idle=61 flags=N db=0 omem=2048\n"
-            b"id=5 addr=[::1]:50382 laddr=[::1]:6379 fd=10 name= age=5000 idle=4000 flags=N db=0 omem=0\n"
-            b"id=6 addr=10.0.0.6:50383 laddr=10.0.0.1:6379 fd=11 name=api age=1 idle=0 flags=N db=0 omem=0\n")  # fmt: skip
+    text = (
+        b"id=3 addr=10.0.0.5:50380 laddr=10.0.0.1:6379 fd=8 name=api age=900 idle=700 flags=N db=0 omem=0\n"
+        b"id=4 addr=10.0.0.5:50381 laddr=10.0.0.1:6379 fd=9 name=api age=90 idle=61 flags=N db=0 omem=2048\n"
+        b"id=5 addr=[::1]:50382 laddr=[::1]:6379 fd=10 name= age=5000 idle=4000 flags=N db=0 omem=0\n"
+        b"id=6 addr=10.0.0.6:50383 laddr=10.0.0.1:6379 fd=11 name=api age=1 idle=0 flags=N db=0 omem=0\n"
+    )
     result = profile(parse_client_list(text), top=20)
     assert result.connected == {"api": 3, UNNAMED: 1}
     assert result.idle == {("api", "1m"): 2, ("api", "10m"): 1, (UNNAMED, "1m"): 1, (UNNAMED, "10m"): 1, (UNNAMED, "1h"): 1}
@@ -183,13 +186,28 @@ def test_discovered_nodes_are_profiled_while_they_are_there(aws_credentials):
     server = start_redis()
     try:
         with mock_aws():
-            app = make_app({"redis": {"addr": ""}, "aws": {"regions": ["eu-west-1"], "scrape_discovered": True, "discovery_interval": "1h"},
-                            "clients": {"enabled": True, "interval": "5s"}})  # fmt: skip
+            app = make_app(
+                {
+                    "redis": {"addr": ""},
+                    "aws": {"regions": ["eu-west-1"], "scrape_discovered": True, "discovery_interval": "1h"},
+                    "clients": {"enabled": True, "interval": "5s"},
+                }
+            )
             try:
                 wait_until(lambda: app.aws_monitor.last_discovery, what="the first discovery (of nothing)")
-                node = Node(region="eu-west-1", cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="redis",
-                            engine_version="7.1", replication_group="orders", shard="0001", role="primary", address="127.0.0.1",
-                            port=server.port)  # fmt: skip
+                node = Node(
+                    region="eu-west-1",
+                    cluster_id="orders-0001-001",
+                    node_id="0001",
+                    node_type="cache.r6g.large",
+                    engine="redis",
+                    engine_version="7.1",
+                    replication_group="orders",
+                    shard="0001",
+                    role="primary",
+                    address="127.0.0.1",
+                    port=server.port,
+                )
                 app.targets.set_discovered([("orders-0001-001", node)])
                 app.client_profiler.visit_all()
                 assert app.client_profiler.snapshot()[0]["orders-0001-001"].total >= 1

@@ -28,13 +28,15 @@ def cluster(request):
     nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=request.param) for _ in range(6)]
     try:
         subprocess.run(
-            [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes),
-             "--cluster-replicas", "1", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+            [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         for node in nodes:
-            wait_until(lambda node=node: node.client().info("cluster") and b"cluster_state:ok" in _cluster_info(node), timeout=30,
-                       what="cluster state ok")  # fmt: skip
+            wait_until(
+                lambda node=node: node.client().info("cluster") and b"cluster_state:ok" in _cluster_info(node), timeout=30, what="cluster state ok"
+            )
         for node in nodes:
             if node.info().get("role") == "slave":
                 wait_until(lambda node=node: node.info().get("master_link_status") == "up", timeout=30, what="replica link")
@@ -68,9 +70,10 @@ def test_scrapes_and_heartbeats_add_no_error_replies(cluster):
     before = {port: _error_counts(client) for port, client in clients.items()}
     exporter_slot = key_slot(EXPORTER_KEY.encode())
     master = next(
-        i for i, node in enumerate(cluster)
+        i
+        for i, node in enumerate(cluster)
         if node.info()["role"] == "master" and exporter_slot in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())
-    )  # fmt: skip
+    )
     before = {port: _error_counts(client) for port, client in clients.items()}
     targets = [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(cluster)]
     app = make_app({"targets": targets, "heartbeat": {"write": True, "interval": "200ms", "ttl": "60s"}})
@@ -116,8 +119,7 @@ def test_watched_keys_are_reported_once_by_the_primary_that_owns_them(cluster):
     wait_until(caught_up, what="replicas caught up")
     clients = {node.port: node.client(single_connection_client=True) for node in cluster}
     before = {port: _error_counts(client) for port, client in clients.items()}
-    keys = {"check_single_keys": "queue:a,queue:b,queue:c,queue:d", "count_keys": "job:*", "check_keys": "queue:*",
-            "check_single_streams": "events"}  # fmt: skip
+    keys = {"check_single_keys": "queue:a,queue:b,queue:c,queue:d", "count_keys": "job:*", "check_keys": "queue:*", "check_single_streams": "events"}
     app = make_app({"targets": [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(cluster)], "keys": keys})
     try:
         for _ in range(3):
@@ -130,8 +132,11 @@ def test_watched_keys_are_reported_once_by_the_primary_that_owns_them(cluster):
     assert sorted(key for _, key, _ in sizes) == ["queue:a", "queue:b", "queue:c", "queue:d"]  # once each, from single and pattern alike
     for instance, key, value in sizes:
         assert value == 3
-        owner = next(f"n{i}" for i, node in enumerate(cluster) if node.info()["role"] == "master"
-                     and key_slot(key.encode()) in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode()))  # fmt: skip
+        owner = next(
+            f"n{i}"
+            for i, node in enumerate(cluster)
+            if node.info()["role"] == "master" and key_slot(key.encode()) in owned_slots(node.client().execute_command("CLUSTER", "NODES").decode())
+        )
         assert instance == owner
     counts = {dict(labels)["instance"]: value for (name, labels), value in samples.items() if name == "redis_keys_count"}
     assert set(counts) == masters
@@ -159,8 +164,11 @@ def test_the_keyspace_profile_counts_each_key_once(cluster):
         samples = call(app, "/metrics").samples()
     finally:
         app.close()
-    profiled = {dict(labels)["instance"]: value for (name, labels), value in samples.items()
-                if name == "elasticache_keyspace_prefix_keys" and dict(labels)["prefix"] == "profile:item"}  # fmt: skip
+    profiled = {
+        dict(labels)["instance"]: value
+        for (name, labels), value in samples.items()
+        if name == "elasticache_keyspace_prefix_keys" and dict(labels)["prefix"] == "profile:item"
+    }
     primaries = {f"n{i}" for i, client in enumerate(clients) if client.info("replication")["role"] == "master"}
     assert set(profiled) == primaries
     assert sum(profiled.values()) == pytest.approx(30_000, rel=0.05)  # each primary's sample is most of its ~10,000 keys

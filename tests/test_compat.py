@@ -57,8 +57,9 @@ def served():
     elasticache_like = start_redis(*renames)
     servers = [primary, replica, cluster_node, elasticache_like]
     try:
-        subprocess.run(["redis-cli", "-p", str(cluster_node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
-                       capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            ["redis-cli", "-p", str(cluster_node.port), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True, capture_output=True, timeout=30
+        )
         seed_reference_primary(primary.client())
         seed_watched_keys(primary.client())
         wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link up")

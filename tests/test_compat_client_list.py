@@ -29,8 +29,11 @@ def test_every_connection_is_served_as_redis_exporter_serves_it(engine):
     finally:
         app.close()
         node.close()
-    ours = {(name, tuple(item for item in labels if item[0] != "instance")): value
-            for (name, labels), value in exact_samples(text).items() if name.startswith("redis_connected_client_")}  # fmt: skip
+    ours = {
+        (name, tuple(item for item in labels if item[0] != "instance")): value
+        for (name, labels), value in exact_samples(text).items()
+        if name.startswith("redis_connected_client_")
+    }
     assert sorted(ours) == sorted(theirs)
     for key, value in theirs.items():
         if key[0] in TIMESTAMPS:  # the same age subtracted from each exporter's clock, to whole seconds

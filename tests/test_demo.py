@@ -27,21 +27,45 @@ def test_the_demo_shows_utilization_against_a_baseline_and_stops_its_server(tmp_
     config.write_text("baselines:\n  window: 3s\n")  # rates over 3 s instead of 5 minutes, for the test
     log = Path(tempfile.mkstemp(prefix="ecx-demo-", suffix=".log")[1])
     with log.open("wb") as out:
-        demo = subprocess.Popen([sys.executable, "-m", "exporter", "demo", "--redis.addr", f"redis://localhost:{redis_port}",
-                                 "--web.listen-address", f"127.0.0.1:{http_port}", "--config.file", str(config)],
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "demo",
+                "--redis.addr",
+                f"redis://localhost:{redis_port}",
+                "--web.listen-address",
+                f"127.0.0.1:{http_port}",
+                "--config.file",
+                str(config),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until(lambda: "elasticache_network_utilization_ratio" in _metrics(http_port, demo), timeout=30, what="the demo's utilization")
 
         def utilization() -> float:
             samples = exact_samples(_metrics(http_port, demo))
-            return next((value for (name, labels), value in samples.items() if name == "elasticache_network_utilization_ratio"
-                         and dict(labels).get("direction") == "out" and dict(labels).get("node_type") == DEMO_NODE_TYPE), 0.0)  # fmt: skip
+            return next(
+                (
+                    value
+                    for (name, labels), value in samples.items()
+                    if name == "elasticache_network_utilization_ratio"
+                    and dict(labels).get("direction") == "out"
+                    and dict(labels).get("node_type") == DEMO_NODE_TYPE
+                ),
+                0.0,
+            )
 
         wait_until(lambda: utilization() > 0.1, timeout=30, what="traffic a visible share of the baseline")
         assert utilization() < 0.5  # a little traffic, not a saturated node
-        headroom = [value for (name, labels), value in exact_samples(_metrics(http_port, demo)).items()
-                    if name == "elasticache_network_headroom_bytes_per_second" and dict(labels).get("direction") == "out"]  # fmt: skip
+        headroom = [
+            value
+            for (name, labels), value in exact_samples(_metrics(http_port, demo)).items()
+            if name == "elasticache_network_headroom_bytes_per_second" and dict(labels).get("direction") == "out"
+        ]
         assert headroom
         assert headroom[0] > 0
         page = get(http_port, "/")

@@ -43,8 +43,7 @@ def test_dockerfile_structure():
 def test_sharded_scrape_config_is_valid_prometheus(tmp_path):
     config = tmp_path / "prometheus.yml"
     config.write_text((ROOT / "deploy" / "prometheus" / "sharded-scrape.yml").read_text())
-    result = subprocess.run([promtool(), "check", "config", "--syntax-only", str(config)], capture_output=True, text=True,
-                            timeout=60, check=False)  # fmt: skip
+    result = subprocess.run([promtool(), "check", "config", "--syntax-only", str(config)], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -134,8 +134,9 @@ def image_environment(home: Path) -> dict[str, str]:
 
 
 def run_as_image_user(image: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(image_command(image, *args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=image_environment(cwd),
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        image_command(image, *args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=image_environment(cwd), check=False
+    )
 
 
 def test_the_built_image_renders_derives_and_serves_as_its_user(image):

@@ -32,18 +32,20 @@ def cluster_stack(tmp_path):
     try:
         subprocess.run(
             ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         for node in nodes:
-            wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30,
-                       what="cluster state ok")  # fmt: skip
+            wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster state ok")
             if node.info().get("role") == "slave":
                 wait_until(lambda node=node: node.info().get("master_link_status") == "up", timeout=30, what="replica link")
         config = tmp_path / "exporter.yml"
         config.write_text("targets:\n" + "".join(f"  - name: n{i}\n    addr: {n.addr}\n" for i, n in enumerate(nodes)))
         exporter = start_exporter("--config.file", str(config))
-        rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True, check=True,
-                                  timeout=60).stdout  # fmt: skip
+        rendered = subprocess.run(
+            [sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
         rules = tmp_path / "rules.yml"
         rules.write_text(shorten(rendered))
         prometheus = start_prometheus(

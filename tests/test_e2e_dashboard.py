@@ -90,8 +90,9 @@ def test_every_panel_has_data_without_aws(tmp_path):
             "clients:\n  enabled: true\n  interval: 5s\nkeyspace:\n  enabled: true\n  interval: 10s\n"
         )
         exporter = start_exporter("--config.file", str(config))
-        rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True,
-                                  check=True, timeout=60).stdout  # fmt: skip
+        rendered = subprocess.run(
+            [sys.executable, "-m", "exporter", "render", "prometheus"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout
         rules = tmp_path / "rules.yml"
         rules.write_text(rendered)
         job = {"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}
@@ -107,8 +108,11 @@ def test_every_panel_has_data_without_aws(tmp_path):
         wait_until(lambda: len(series("redis_up == 1")) == 2, timeout=60, interval=0.5, what="Prometheus scraping both nodes")
         # rate() windows of 15 s need a few samples, the exporter's rates a 5 s window: wait until every panel has them
         wait_until(lambda: not _redis_panels_without_data(series), timeout=60, interval=1.0, what="data in every Redis panel")
-        variables = {variable["name"]: variable for variable in json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())[
-            "templating"]["list"] if variable["type"] == "query"}  # fmt: skip
+        variables = {
+            variable["name"]: variable
+            for variable in json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())["templating"]["list"]
+            if variable["type"] == "query"
+        }
         assert list(variables) == ["account", "region", "replication_group", "instance"]
         found = {name: variable_values(as_prometheus_query(v["query"]), v.get("regex"), series) for name, v in variables.items()}
         # without AWS: no account, region or replication group (All), every Redis target an instance to choose

@@ -123,26 +123,40 @@ def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
     benchmark = require("redis-benchmark")
     load = subprocess.Popen(
         [benchmark, "-p", str(stack["primary"].port), "-t", "get", "-d", "1000", "-n", "100000000", "-c", "10", "-q"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        wait_until(lambda: firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"), timeout=60, interval=0.5,
-                   what="the bandwidth alert firing")  # fmt: skip
+        wait_until(
+            lambda: firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"), timeout=60, interval=0.5, what="the bandwidth alert firing"
+        )
         assert firing(port, "ElastiCacheNetworkOutNearBaseline", instance="primary", severity="warning")
     finally:
         load.terminate()
         load.wait(timeout=10)
-    wait_until(lambda: not firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"), timeout=60, interval=0.5,
-               what="the bandwidth alert resolving")  # fmt: skip
+    wait_until(
+        lambda: not firing(port, "ElastiCacheNetworkOutAtBaseline", instance="primary"),
+        timeout=60,
+        interval=0.5,
+        what="the bandwidth alert resolving",
+    )
 
     with ElastiCacheHeartbeat(stack["primary"].client()):
         time.sleep(2)
         assert not firing(port, "RedisReplicationHeartbeatLag")
         stack["proxy"].stall()
         try:
-            wait_until(lambda: firing(port, "RedisReplicationHeartbeatLag", instance="replica"), timeout=60, interval=0.5,
-                       what="the heartbeat lag alert firing")  # fmt: skip
+            wait_until(
+                lambda: firing(port, "RedisReplicationHeartbeatLag", instance="replica"),
+                timeout=60,
+                interval=0.5,
+                what="the heartbeat lag alert firing",
+            )
         finally:
             stack["proxy"].resume()
-        wait_until(lambda: not firing(port, "RedisReplicationHeartbeatLag", instance="replica"), timeout=60, interval=0.5,
-                   what="the heartbeat lag alert resolving")  # fmt: skip
+        wait_until(
+            lambda: not firing(port, "RedisReplicationHeartbeatLag", instance="replica"),
+            timeout=60,
+            interval=0.5,
+            what="the heartbeat lag alert resolving",
+        )

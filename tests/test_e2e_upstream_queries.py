@@ -104,16 +104,23 @@ def test_upstream_style_queries_give_per_node_answers(stack, mode):
     assert math.isinf(ratio[node["unrelated"]])
 
     # a guard with and on(instance): only the node that has a limit, never +Inf borrowed from another node
-    guarded = by_instance(query(port, f"(redis_memory_used_bytes{{{job}}} / on(instance) redis_memory_max_bytes{{{job}}}) "
-                                      f"and on(instance) (redis_memory_max_bytes{{{job}}} > 0)"))  # fmt: skip
+    guarded = by_instance(
+        query(
+            port,
+            f"(redis_memory_used_bytes{{{job}}} / on(instance) redis_memory_max_bytes{{{job}}}) "
+            f"and on(instance) (redis_memory_max_bytes{{{job}}} > 0)",
+        )
+    )
     assert set(guarded) == {node["primary"]}
     assert 0 < guarded[node["primary"]] < 1
 
     # group_left of the role onto a per-node number
     replicas = query(port, f"redis_connected_slaves{{{job}}} * on(instance) group_left(role) redis_instance_info{{{job}}}")
     assert {(s["metric"]["instance"], s["metric"]["role"], s["value"][1]) for s in replicas} == {
-        (node["primary"], "master", "1"), (node["replica"], "slave", "0"), (node["unrelated"], "master", "0")
-    }  # fmt: skip
+        (node["primary"], "master", "1"),
+        (node["replica"], "slave", "0"),
+        (node["unrelated"], "master", "0"),
+    }
 
     # the replica, named by redis_slave_info with its primary's port
     slaves = query(port, f"redis_slave_info{{{job}}}")

@@ -181,13 +181,14 @@ def test_key_probes_and_the_heartbeat_writer(engine):
         writer.xreadgroup("billing", "worker-1", {"events": ">"}, count=2)
         wait_until(lambda: clients[1].xlen("events") == 5, what="replicated stream")
         before = [errors(client) for client in clients]
-        keys = {"check_single_keys": "queue:default,schedule,stat:processed", "count_keys": "session:*",
-                "check_single_streams": "events"}  # fmt: skip
-        app = make_app({
-            "targets": [{"name": "primary", "addr": primary.addr}, {"name": "replica", "addr": replica.addr}],
-            "keys": keys,
-            "heartbeat": {"write": True, "interval": "100ms", "ttl": "10s"},
-        })  # fmt: skip
+        keys = {"check_single_keys": "queue:default,schedule,stat:processed", "count_keys": "session:*", "check_single_streams": "events"}
+        app = make_app(
+            {
+                "targets": [{"name": "primary", "addr": primary.addr}, {"name": "replica", "addr": replica.addr}],
+                "keys": keys,
+                "heartbeat": {"write": True, "interval": "100ms", "ttl": "10s"},
+            }
+        )
         try:
 
             def exporter_lag() -> float | None:

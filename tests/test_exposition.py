@@ -79,12 +79,19 @@ def test_histogram_and_summary_samples_in_order():
     out.add_histogram("lat_usec", "Latency.", {"cmd": "get"}, [("8", 1.0), ("16", 3.0)], 4.0, 40.0)
     out.add_summary("pct_usec", "Percentiles.", {"cmd": "get"}, [("50", 9.0)], 4.0, 40.0)
     assert encode(out).splitlines() == [
-        "# HELP lat_usec Latency.", "# TYPE lat_usec histogram",
-        'lat_usec_bucket{cmd="get",le="8"} 1.0', 'lat_usec_bucket{cmd="get",le="16"} 3.0', 'lat_usec_bucket{cmd="get",le="+Inf"} 4.0',
-        'lat_usec_sum{cmd="get"} 40.0', 'lat_usec_count{cmd="get"} 4.0',
-        "# HELP pct_usec Percentiles.", "# TYPE pct_usec summary",
-        'pct_usec{cmd="get",quantile="50"} 9.0', 'pct_usec_sum{cmd="get"} 40.0', 'pct_usec_count{cmd="get"} 4.0',
-    ]  # fmt: skip
+        "# HELP lat_usec Latency.",
+        "# TYPE lat_usec histogram",
+        'lat_usec_bucket{cmd="get",le="8"} 1.0',
+        'lat_usec_bucket{cmd="get",le="16"} 3.0',
+        'lat_usec_bucket{cmd="get",le="+Inf"} 4.0',
+        'lat_usec_sum{cmd="get"} 40.0',
+        'lat_usec_count{cmd="get"} 4.0',
+        "# HELP pct_usec Percentiles.",
+        "# TYPE pct_usec summary",
+        'pct_usec{cmd="get",quantile="50"} 9.0',
+        'pct_usec_sum{cmd="get"} 40.0',
+        'pct_usec_count{cmd="get"} 4.0',
+    ]
 
 
 def test_process_metrics_agree_with_prometheus_client():

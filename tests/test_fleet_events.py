@@ -81,12 +81,26 @@ def test_tag_keys_become_labels_as_yace_names_them():
 
 @pytest.mark.unit
 def test_pending_modifications_of_a_cluster_and_its_group():
-    groups = [{"ReplicationGroupId": "orders", "PendingModifiedValues": {"AutomaticFailoverStatus": "enabled", "Resharding": {}},
-               "NodeGroups": [{"NodeGroupId": "0001", "NodeGroupMembers": [{"CacheClusterId": "orders-001", "CacheNodeId": "0001",
-                                                                           "CurrentRole": "primary"}]}]}]  # fmt: skip
-    clusters = [{"CacheClusterId": "orders-001", "ReplicationGroupId": "orders", "Engine": "valkey", "CacheNodeType": "cache.r6g.large",
-                 "PreferredMaintenanceWindow": "sun:23:00-mon:01:30", "PendingModifiedValues": {"CacheNodeType": "cache.r6g.xlarge"},
-                 "CacheNodes": [{"CacheNodeId": "0001", "Endpoint": {"Address": "orders-001.x", "Port": 6379}}]}]  # fmt: skip
+    groups = [
+        {
+            "ReplicationGroupId": "orders",
+            "PendingModifiedValues": {"AutomaticFailoverStatus": "enabled", "Resharding": {}},
+            "NodeGroups": [
+                {"NodeGroupId": "0001", "NodeGroupMembers": [{"CacheClusterId": "orders-001", "CacheNodeId": "0001", "CurrentRole": "primary"}]}
+            ],
+        }
+    ]
+    clusters = [
+        {
+            "CacheClusterId": "orders-001",
+            "ReplicationGroupId": "orders",
+            "Engine": "valkey",
+            "CacheNodeType": "cache.r6g.large",
+            "PreferredMaintenanceWindow": "sun:23:00-mon:01:30",
+            "PendingModifiedValues": {"CacheNodeType": "cache.r6g.xlarge"},
+            "CacheNodes": [{"CacheNodeId": "0001", "Endpoint": {"Address": "orders-001.x", "Port": 6379}}],
+        }
+    ]
     (node,) = build_nodes(EU, groups, clusters)
     assert node.maintenance_window == "sun:23:00-mon:01:30"
     assert node.pending_modifications == ("AutomaticFailoverStatus", "CacheNodeType")
@@ -109,8 +123,14 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
     now = datetime.datetime.now(UTC)
     with moto_fleet(), fleet_events_in_moto():
         add_event(DEV, EU, "replication-group", "sessions", "Test Failover API called for node group 0001", now - datetime.timedelta(minutes=30))
-        add_event(DEV, EU, "cache-cluster", "sessions-001", "Failover from primary node sessions-001 to replica node sessions-002 completed",
-                  now - datetime.timedelta(minutes=29))  # fmt: skip
+        add_event(
+            DEV,
+            EU,
+            "cache-cluster",
+            "sessions-001",
+            "Failover from primary node sessions-001 to replica node sessions-002 completed",
+            now - datetime.timedelta(minutes=29),
+        )
         add_event(DEV, EU, "cache-cluster", "sessions-001", "Recovering cache nodes 0001", now - datetime.timedelta(minutes=28))
         add_event(DEV, EU, "cache-cluster", "sessions-001", "Finished recovery for cache nodes 0001", now - datetime.timedelta(minutes=20))
         add_event(DEV, EU, "cache-cluster", "sessions-002", "Cache node 0001 restarted", now - datetime.timedelta(hours=3))  # before the window
@@ -122,25 +142,38 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
         dev = {"account_id": DEV, "region": EU}
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="failover") == 1
         assert value(samples, "elasticache_events_total", **dev, source_type="replication-group", source_id="sessions", category="failover") == 1
-        assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001",
-                     category="node_replaced") == 2  # fmt: skip
-        assert value(samples, "elasticache_events_total", account_id=PROD, region=EU, source_type="cache-cluster", source_id="sessions-001",
-                     category="node_replaced") == 1  # the same id in another account: its own series  # fmt: skip
+        assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="node_replaced") == 2
+        assert (
+            value(
+                samples,
+                "elasticache_events_total",
+                account_id=PROD,
+                region=EU,
+                source_type="cache-cluster",
+                source_id="sessions-001",
+                category="node_replaced",
+            )
+            == 1
+        )  # the same id in another account: its own series
         old = {"source_type": "cache-cluster", "source_id": "sessions-002", "category": "maintenance"}  # 3 hours ago: before the window
         assert value(samples, "elasticache_events_total", **dev, **old) is None
-        last = value(samples, "elasticache_event_last_timestamp_seconds", **dev, source_type="cache-cluster", source_id="sessions-001",
-                     category="node_replaced")  # fmt: skip
+        last = value(
+            samples,
+            "elasticache_event_last_timestamp_seconds",
+            **dev,
+            source_type="cache-cluster",
+            source_id="sessions-001",
+            category="node_replaced",
+        )
         assert last == pytest.approx((now - datetime.timedelta(minutes=20)).timestamp(), abs=1)
         # the next poll asks again for the last minutes before its window: what it saw is not counted twice, what is new is
         add_event(DEV, EU, "cache-cluster", "sessions-001", "Failover to replica node sessions-001 completed", datetime.datetime.now(UTC))
         assert monitor.poll_events() == []
         samples = served(monitor)
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="failover") == 2
-        assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001",
-                     category="node_replaced") == 2  # fmt: skip
+        assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="node_replaced") == 2
         calls = sum(api.stats.snapshot()[0].get("describe_events", 0) for api in monitor.apis.values())
-        page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table, None,
-                                  monitor.fleet.newest_events())  # fmt: skip
+        page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table, None, monitor.fleet.newest_events())
         assert page.index("Failover to replica node sessions-001 completed") < page.index("Recovering cache nodes 0001")  # newest first
         assert "Finished recovery" not in page  # only the newest of each source
         # the first poll: two pages of four events in one account-region, one page in each other; the second, a page each
@@ -150,26 +183,44 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
 def test_service_updates_are_served_until_they_complete(aws_credentials):
     apply_by = datetime.datetime(2026, 12, 1, tzinfo=UTC)
     with moto_fleet(), fleet_events_in_moto():
-        add_service_update(DEV, EU, ServiceUpdateName="elasticache-20261101-001", ServiceUpdateSeverity="critical", ServiceUpdateStatus="available",
-                           ServiceUpdateType="security-update", ServiceUpdateRecommendedApplyByDate=apply_by,
-                           AutoUpdateAfterRecommendedApplyByDate=True)  # fmt: skip
-        add_service_update(DEV, EU, ServiceUpdateName="elasticache-20251101-001", ServiceUpdateSeverity="low", ServiceUpdateStatus="expired",
-                           ServiceUpdateType="security-update")  # fmt: skip
-        action = add_update_action(DEV, EU, ReplicationGroupId="sessions", ServiceUpdateName="elasticache-20261101-001",
-                                   UpdateActionStatus="not-applied")  # fmt: skip
+        add_service_update(
+            DEV,
+            EU,
+            ServiceUpdateName="elasticache-20261101-001",
+            ServiceUpdateSeverity="critical",
+            ServiceUpdateStatus="available",
+            ServiceUpdateType="security-update",
+            ServiceUpdateRecommendedApplyByDate=apply_by,
+            AutoUpdateAfterRecommendedApplyByDate=True,
+        )
+        add_service_update(
+            DEV,
+            EU,
+            ServiceUpdateName="elasticache-20251101-001",
+            ServiceUpdateSeverity="low",
+            ServiceUpdateStatus="expired",
+            ServiceUpdateType="security-update",
+        )
+        action = add_update_action(
+            DEV, EU, ReplicationGroupId="sessions", ServiceUpdateName="elasticache-20261101-001", UpdateActionStatus="not-applied"
+        )
         add_update_action(DEV, EU, ReplicationGroupId="flags", ServiceUpdateName="elasticache-20261101-001", UpdateActionStatus="complete")
         add_update_action(DEV, EU, ReplicationGroupId="sessions", ServiceUpdateName="elasticache-20251101-001", UpdateActionStatus="not-applied")
         monitor = fleet_monitor()
         assert monitor.discover_once() == []
         samples = served(monitor)
         update = {"account_id": DEV, "region": EU, "replication_group": "sessions", "service_update": "elasticache-20261101-001"}
-        assert value(samples, "elasticache_service_update_info", **update, severity="critical", update_type="security-update",
-                     status="not-applied") == 1  # fmt: skip
+        assert (
+            value(samples, "elasticache_service_update_info", **update, severity="critical", update_type="security-update", status="not-applied") == 1
+        )
         assert value(samples, "elasticache_service_update_apply_by_timestamp_seconds", **update) == apply_by.timestamp()
         assert value(samples, "elasticache_service_update_auto_update_start_timestamp_seconds", **update) == apply_by.timestamp()
         assert [key for key in samples if key[0] == "elasticache_service_update_info"] == [
-            ("elasticache_service_update_info", tuple(sorted({**update, "severity": "critical", "update_type": "security-update",
-                                                              "status": "not-applied"}.items())))]  # fmt: skip
+            (
+                "elasticache_service_update_info",
+                tuple(sorted({**update, "severity": "critical", "update_type": "security-update", "status": "not-applied"}.items())),
+            )
+        ]
         action["UpdateActionStatus"] = "complete"
         assert monitor.discover_once() == []
         assert not [key for key in served(monitor) if key[0].startswith("elasticache_service_update")]
@@ -178,19 +229,29 @@ def test_service_updates_are_served_until_they_complete(aws_credentials):
 def test_maintenance_windows_and_tags_of_discovered_groups(aws_credentials):
     with moto_fleet(), fleet_events_in_moto():
         dev = boto3.client("sts", region_name=EU).assume_role(RoleArn=role(DEV), RoleSessionName="seed")["Credentials"]
-        elasticache = boto3.client("elasticache", region_name=EU, aws_access_key_id=dev["AccessKeyId"],
-                                   aws_secret_access_key=dev["SecretAccessKey"], aws_session_token=dev["SessionToken"])  # fmt: skip
-        elasticache.create_cache_cluster(CacheClusterId="carts-001", CacheNodeType="cache.t4g.small", Engine="valkey",
-                                         NumCacheNodes=1, PreferredMaintenanceWindow="sun:23:00-mon:01:30",
-                                         Tags=[{"Key": "team", "Value": "payments"}, {"Key": "env", "Value": "prod"},
-                                               {"Key": "unrelated", "Value": "x"}])  # fmt: skip
+        elasticache = boto3.client(
+            "elasticache",
+            region_name=EU,
+            aws_access_key_id=dev["AccessKeyId"],
+            aws_secret_access_key=dev["SecretAccessKey"],
+            aws_session_token=dev["SessionToken"],
+        )
+        elasticache.create_cache_cluster(
+            CacheClusterId="carts-001",
+            CacheNodeType="cache.t4g.small",
+            Engine="valkey",
+            NumCacheNodes=1,
+            PreferredMaintenanceWindow="sun:23:00-mon:01:30",
+            Tags=[{"Key": "team", "Value": "payments"}, {"Key": "env", "Value": "prod"}, {"Key": "unrelated", "Value": "x"}],
+        )
         elasticache.create_serverless_cache(ServerlessCacheName="basket", Engine="valkey", Tags=[{"Key": "team", "Value": "checkout"}])
         monitor = fleet_monitor(export_tags=["team", "env", "missing"])
         assert monitor.discover_once() == []
         samples = served(monitor)
         # a cluster outside any replication group stands for one of its own
-        start = value(samples, "elasticache_maintenance_window_next_start_timestamp_seconds", account_id=DEV, region=EU,
-                      replication_group="carts-001")  # fmt: skip
+        start = value(
+            samples, "elasticache_maintenance_window_next_start_timestamp_seconds", account_id=DEV, region=EU, replication_group="carts-001"
+        )
         assert start == next_window_start("sun:23:00-mon:01:30", start - 1)
         info = [dict(labels) for name, labels in samples if name == "elasticache_node_info" and dict(labels)["node"] == "carts-001"]
         assert len(info) == 1
@@ -209,12 +270,16 @@ def test_data_tiering_and_burstable_nodes_get_their_own_metrics(aws_credentials)
         elasticache = boto3.client("elasticache", region_name=EU, **keys)
         cloudwatch = boto3.client("cloudwatch", region_name=EU, **keys)
         _, end = window(datetime.datetime.now(UTC).timestamp(), 60, 120, 5)
-        for cluster_id, node_type, metric, number in (("archive-001", "cache.r6gd.xlarge", "DatabaseCapacityUsageCountedForEvictPercentage", 93.0),
-                                                       ("carts-001", "cache.t4g.small", "CPUCreditBalance", 4.0)):  # fmt: skip
+        for cluster_id, node_type, metric, number in (
+            ("archive-001", "cache.r6gd.xlarge", "DatabaseCapacityUsageCountedForEvictPercentage", 93.0),
+            ("carts-001", "cache.t4g.small", "CPUCreditBalance", 4.0),
+        ):
             elasticache.create_cache_cluster(CacheClusterId=cluster_id, CacheNodeType=node_type, Engine="valkey", NumCacheNodes=1)
             dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
-            data = [{"MetricName": metric, "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": number, "Dimensions": dimensions}
-                    for minutes in range(1, 4)]  # fmt: skip
+            data = [
+                {"MetricName": metric, "Timestamp": end - datetime.timedelta(minutes=minutes), "Value": number, "Dimensions": dimensions}
+                for minutes in range(1, 4)
+            ]
             cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
         plain, extra = fleet_monitor(cloudwatch={"node_type_metrics": False}), fleet_monitor()
         for monitor in (plain, extra):
@@ -224,7 +289,14 @@ def test_data_tiering_and_burstable_nodes_get_their_own_metrics(aws_credentials)
         assert extra.last_queries == plain.last_queries + 5
         samples = served(extra)
         node = {"account_id": DEV, "region": EU, "dimension_CacheNodeId": "0001"}
-        assert value(samples, "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum", **node,
-                     dimension_CacheClusterId="archive-001") == 93.0  # fmt: skip
+        assert (
+            value(
+                samples,
+                "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum",
+                **node,
+                dimension_CacheClusterId="archive-001",
+            )
+            == 93.0
+        )
         assert value(samples, "aws_elasticache_cpucredit_balance_minimum", **node, dimension_CacheClusterId="carts-001") == 4.0
         assert not [key for key in samples if key[0] == "aws_elasticache_cpucredit_balance_minimum" and "sessions-001" in str(key)]

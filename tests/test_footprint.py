@@ -42,11 +42,33 @@ _PROBE = textwrap.dedent(
     """
 )
 
-NOT_LOADED = ("boto3", "botocore", "jinja2", "prometheus_client", "ssl", "bcrypt", "yaml", "hashlib", "json", "ctypes", "urllib", "ipaddress",
-              "exporter.aws.api", "exporter.aws.cloudwatch", "exporter.aws.discovery", "exporter.aws.monitor",
-              "exporter.alerts", "exporter.capacity", "exporter.baselines.derive", "exporter.cli.aws",
-              "exporter.cli.baseline", "exporter.cli.render", "exporter.service.webconfig", "exporter.service.status",
-              "exporter.service.collectors.aws")  # fmt: skip
+NOT_LOADED = (
+    "boto3",
+    "botocore",
+    "jinja2",
+    "prometheus_client",
+    "ssl",
+    "bcrypt",
+    "yaml",
+    "hashlib",
+    "json",
+    "ctypes",
+    "urllib",
+    "ipaddress",
+    "exporter.aws.api",
+    "exporter.aws.cloudwatch",
+    "exporter.aws.discovery",
+    "exporter.aws.monitor",
+    "exporter.alerts",
+    "exporter.capacity",
+    "exporter.baselines.derive",
+    "exporter.cli.aws",
+    "exporter.cli.baseline",
+    "exporter.cli.render",
+    "exporter.service.webconfig",
+    "exporter.service.status",
+    "exporter.service.collectors.aws",
+)
 
 
 def test_redis_only_serve_loads_neither_aws_nor_templates(plain_redis) -> None:

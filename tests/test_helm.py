@@ -23,8 +23,13 @@ PLAIN = {"elasticache-exporter.yaml": [], "elasticache-exporter-sharded.yaml": [
 
 
 def template(*args: str) -> str:
-    result = subprocess.run([helm(), "template", "elasticache-exporter", str(CHART), "--namespace", "monitoring", *args],
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    result = subprocess.run(
+        [helm(), "template", "elasticache-exporter", str(CHART), "--namespace", "monitoring", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -191,8 +196,14 @@ def test_the_plain_manifests_are_the_charts_output(plain, args):
 
 
 def run_checkov(path: Path, framework: str) -> str:
-    result = subprocess.run([checkov(), "--file", str(path), "--framework", framework, "--compact", "--quiet", "--skip-download", "--output", "json"],
-                            capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "BC_SKIP_MAPPING": "TRUE"})  # fmt: skip
+    result = subprocess.run(
+        [checkov(), "--file", str(path), "--framework", framework, "--compact", "--quiet", "--skip-download", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "BC_SKIP_MAPPING": "TRUE"},
+    )
     report = json.loads(result.stdout)
     reports = report if isinstance(report, list) else [report]
     failed = [(check["check_id"], check["resource"]) for item in reports for check in item.get("results", {}).get("failed_checks", [])]

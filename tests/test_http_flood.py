@@ -150,9 +150,10 @@ def test_a_flood_with_churn_leaves_the_exporter_as_it_was(plain_redis, caplog):
         flood = Flood(port, time.monotonic() + FLOOD_SECONDS)
         clients = [
             threading.Thread(target=work, name=f"flood-{i}", daemon=True)
-            for i, work in enumerate([flood.hoard, flood.hoard, flood.slow_heads, flood.cut_replies, flood.cut_replies,
-                                      flood.keep_alive_scrapes, flood.probe_health])
-        ]  # fmt: skip
+            for i, work in enumerate(
+                [flood.hoard, flood.hoard, flood.slow_heads, flood.cut_replies, flood.cut_replies, flood.keep_alive_scrapes, flood.probe_health]
+            )
+        ]
         for client in clients:
             client.start()
         for client in clients:

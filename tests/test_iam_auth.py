@@ -189,15 +189,34 @@ def test_the_front_rejects_what_elasticache_would(aws_credentials):
 def test_discovered_nodes_sign_for_their_own_group_or_serverless_cache(aws_credentials):
     config = build_config({"redis": {"addr": ""}, "aws": {"discovered": {"user": "exporter-iam", "iam_auth": True}}}, environ={})
     targets = TargetSet(config)
-    group = Node(region="eu-west-1", cluster_id="orders-0001-001", node_id="0001", node_type="cache.r6g.large", engine="valkey",
-                 engine_version="8.1", replication_group="orders", address="orders-0001-001.abc.euw1.cache.amazonaws.com", tls=True)  # fmt: skip
-    cache = Node(region="us-east-1", cluster_id="carts", node_id="", node_type=SERVERLESS, engine="valkey", engine_version="8",
-                 address="carts-abc.serverless.use1.cache.amazonaws.com", tls=True)  # fmt: skip
+    group = Node(
+        region="eu-west-1",
+        cluster_id="orders-0001-001",
+        node_id="0001",
+        node_type="cache.r6g.large",
+        engine="valkey",
+        engine_version="8.1",
+        replication_group="orders",
+        address="orders-0001-001.abc.euw1.cache.amazonaws.com",
+        tls=True,
+    )
+    cache = Node(
+        region="us-east-1",
+        cluster_id="carts",
+        node_id="",
+        node_type=SERVERLESS,
+        engine="valkey",
+        engine_version="8",
+        address="carts-abc.serverless.use1.cache.amazonaws.com",
+        tls=True,
+    )
     targets.set_discovered([("orders-0001-001", group), ("carts", cache)])
     now = datetime.datetime.now(datetime.timezone.utc)
     try:
-        for name, expect in (("orders-0001-001", {"cache": "orders", "serverless": False}),
-                             ("carts", {"cache": "carts", "region": "us-east-1", "serverless": True})):  # fmt: skip
+        for name, expect in (
+            ("orders-0001-001", {"cache": "orders", "serverless": False}),
+            ("carts", {"cache": "carts", "region": "us-east-1", "serverless": True}),
+        ):
             credentials = targets.resolve(name).node.credentials
             assert isinstance(credentials.password, IamToken)
             assert credentials.max_connection_age == 11 * 3600
@@ -211,8 +230,14 @@ def _serve(config: str, tmp_path, env: dict[str, str]) -> subprocess.CompletedPr
     path.write_text(config)
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ELASTICACHE_EXPORTER_"))}
     environment.update(env)
-    return subprocess.run([sys.executable, "-m", "exporter", "serve", "--config.file", str(path), "--web.listen-address", "127.0.0.1:0"],
-                          capture_output=True, text=True, timeout=60, env=environment, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", "serve", "--config.file", str(path), "--web.listen-address", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+        check=False,
+    )
 
 
 IAM_TARGET = "targets:\n  - name: orders\n    addr: {addr}\n    user: exporter-iam\n    iam_auth: {{cache: orders, region: eu-west-1}}\n"

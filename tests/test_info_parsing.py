@@ -99,8 +99,18 @@ def test_instance_info_has_redis_exporter_labels():
     assert labels["redis_version"] == "7.0.15"
     assert labels["role"] == "master"  # upstream rules count masters with redis_instance_info{role="master"}
     assert labels["process_id"] == "3365"
-    assert set(labels) >= {"role", "redis_version", "redis_build_id", "redis_mode", "os", "maxmemory_policy", "tcp_port", "run_id",
-                           "process_id", "master_replid"}  # fmt: skip
+    assert set(labels) >= {
+        "role",
+        "redis_version",
+        "redis_build_id",
+        "redis_mode",
+        "os",
+        "maxmemory_policy",
+        "tcp_port",
+        "run_id",
+        "process_id",
+        "master_replid",
+    }
     assert value(samples, "redis_instance_role", role="master") == 1
 
 

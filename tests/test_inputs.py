@@ -74,8 +74,12 @@ EXPECTED = {
 def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "exporter", *args],
-        capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.unit
@@ -105,11 +109,46 @@ def test_a_utf8_byte_order_mark_is_accepted():
     assert decode_utf8(b"\xef\xbb\xbfa: 1\n", "x") == "a: 1\n"
 
 
-KEYS = st.sampled_from(["web", "log", "scrape", "redis", "targets", "heartbeat", "aws", "baselines", "addr", "timeout", "name",
-                        "password_file", "regions", "accounts", "cloudwatch", "metrics", "allow", "hosts", "level", "key",
-                        "interval", "ttl", "concurrency", "max_reply_size", "node_type", "tls_ca_file", "adr", "x"])  # fmt: skip
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10, 100000), st.floats(allow_nan=True), st.text(max_size=20),
-                    st.sampled_from(["1s", "redis://127.0.0.1:6379", "eu-west-1", "4MiB", "cache.r6g.large", "-1"]))  # fmt: skip
+KEYS = st.sampled_from(
+    [
+        "web",
+        "log",
+        "scrape",
+        "redis",
+        "targets",
+        "heartbeat",
+        "aws",
+        "baselines",
+        "addr",
+        "timeout",
+        "name",
+        "password_file",
+        "regions",
+        "accounts",
+        "cloudwatch",
+        "metrics",
+        "allow",
+        "hosts",
+        "level",
+        "key",
+        "interval",
+        "ttl",
+        "concurrency",
+        "max_reply_size",
+        "node_type",
+        "tls_ca_file",
+        "adr",
+        "x",
+    ]
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 100000),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(["1s", "redis://127.0.0.1:6379", "eu-west-1", "4MiB", "cache.r6g.large", "-1"]),
+)
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=4)), max_leaves=12)
 
 
@@ -210,8 +249,12 @@ def _without_credentials() -> dict[str, str]:
 def test_no_credentials_is_exit_1_in_the_commands_words(command):
     result = subprocess.run(
         [sys.executable, "-m", "exporter", *command, "--aws.region", "eu-west-1"],
-        capture_output=True, text=True, timeout=60, check=False, env={**_without_credentials(), **_aws_env()},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**_without_credentials(), **_aws_env()},
+    )
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -236,8 +279,9 @@ def test_unknown_node_names_the_nearest(moto_server):
     import boto3
 
     env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=moto_server)
-    client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_server,
-                          aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    client = boto3.client(
+        "elasticache", region_name="eu-west-1", endpoint_url=moto_server, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     client.create_cache_cluster(CacheClusterId="sessions-001", Engine="redis", CacheNodeType="cache.r6g.large", NumCacheNodes=1)
     result = _run("capacity", "--aws.region", "eu-west-1", "--node", "sesions-001", env=env)
     assert result.returncode == 2, result.stderr
@@ -283,11 +327,11 @@ def test_persistent_throttling_is_exit_1_in_one_line(moto_server, tmp_path):
     try:
         import boto3
 
-        client = boto3.client("elasticache", region_name="eu-west-1", endpoint_url=moto_server,
-                              aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+        client = boto3.client(
+            "elasticache", region_name="eu-west-1", endpoint_url=moto_server, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
         client.create_cache_cluster(CacheClusterId="orders-001", Engine="redis", CacheNodeType="cache.r6g.large", NumCacheNodes=1)
-        env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-                       AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy.server_address[1]}")  # fmt: skip
+        env = _aws_env(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy.server_address[1]}")
         result = _run("capacity", "--aws.region", "eu-west-1", "--days", "1", env=env, timeout=120)
         assert result.returncode == 1, result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith("elasticache-exporter: capacity: AWS kept throttling get_metric_data")

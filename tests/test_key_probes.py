@@ -76,8 +76,11 @@ def scrape(server, keys: dict, client) -> dict:
 def test_key_sizes_values_and_memory_are_exact(queues):
     client = queues.client()
     before = errors(client)
-    samples = scrape(queues, {"check_single_keys": "queue:default,schedule,bull:emails:meta,stat:processed,stat:label,big,"
-                                                   "visitors,workers,missing,db2=queue:low"}, client)  # fmt: skip
+    samples = scrape(
+        queues,
+        {"check_single_keys": "queue:default,schedule,bull:emails:meta,stat:processed,stat:label,big,visitors,workers,missing,db2=queue:low"},
+        client,
+    )
     node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
     assert sample(samples, "redis_key_size", **node, key="queue:default") == 37
     assert sample(samples, "redis_key_size", **node, key="schedule") == 12
@@ -174,8 +177,12 @@ def test_keys_deleted_and_retyped_under_the_probes_add_no_error_replies():
         thread = threading.Thread(target=churn, daemon=True)
         thread.start()
         before = errors(client)
-        app = make_app({"redis": {"addr": server.addr}, "keys": {"check_keys": "flip:*", "check_streams": "flip:*",
-                                                                 "count_keys": "flip:*", "check_keys_batch_size": 5}})  # fmt: skip
+        app = make_app(
+            {
+                "redis": {"addr": server.addr},
+                "keys": {"check_keys": "flip:*", "check_streams": "flip:*", "count_keys": "flip:*", "check_keys_batch_size": 5},
+            }
+        )
         try:
             deadline = time.monotonic() + 5
             scrapes = 0
@@ -196,8 +203,11 @@ def test_keys_deleted_and_retyped_under_the_probes_add_no_error_replies():
 @pytest.mark.unit
 def test_the_list_syntax_is_redis_exporters():
     assert parse_key_list("a, db3=jobs:*,1=x%2Cy,,db0=q+1") == (
-        KeySpec(0, "a"), KeySpec(3, "jobs:*"), KeySpec(1, "x,y"), KeySpec(0, "q 1"),
-    )  # fmt: skip
+        KeySpec(0, "a"),
+        KeySpec(3, "jobs:*"),
+        KeySpec(1, "x,y"),
+        KeySpec(0, "q 1"),
+    )
     assert KeySpec(3, "jobs:*").is_pattern
     assert not KeySpec(0, "jobs").is_pattern
 
@@ -226,9 +236,15 @@ def test_bad_key_settings_are_one_line_errors(keys, message):
 
 @pytest.mark.unit
 def test_a_targets_own_keys_replace_the_defaults():
-    config = build_config({"keys": {"check_single_keys": "everywhere"},
-                           "targets": [{"name": "a", "addr": "redis://127.0.0.1:1", "keys": {"check_single_keys": "db1=only-here"}},
-                                       {"name": "b", "addr": "redis://127.0.0.1:2"}]})  # fmt: skip
+    config = build_config(
+        {
+            "keys": {"check_single_keys": "everywhere"},
+            "targets": [
+                {"name": "a", "addr": "redis://127.0.0.1:1", "keys": {"check_single_keys": "db1=only-here"}},
+                {"name": "b", "addr": "redis://127.0.0.1:2"},
+            ],
+        }
+    )
     assert config.targets[0].keys.check_single_keys == (KeySpec(1, "only-here"),)
     assert config.targets[1].keys is None
     assert config.keys.check_single_keys == (KeySpec(0, "everywhere"),)
@@ -243,8 +259,15 @@ def test_a_deadline_that_passes_in_another_database_closes_the_connection_instea
 
     conn = RespConnection.open("127.0.0.1", queues.port, time.monotonic() + 5)
     try:
-        prober = KeyProber(conn, KeyProbes(check_single_keys=(KeySpec(2, "queue:low"),)), time.monotonic() - 1,
-                           cluster=False, owns=lambda key: True, current_db=0, memory_usage=True)  # fmt: skip
+        prober = KeyProber(
+            conn,
+            KeyProbes(check_single_keys=(KeySpec(2, "queue:low"),)),
+            time.monotonic() - 1,
+            cluster=False,
+            owns=lambda key: True,
+            current_db=0,
+            memory_usage=True,
+        )
         prober.db = 2  # a SELECT 2 went out before the deadline passed
         result = prober.run()
     finally:
@@ -255,8 +278,11 @@ def test_a_deadline_that_passes_in_another_database_closes_the_connection_instea
 
 def test_queue_limits_are_served_for_the_watched_keys_that_are_queues(queues):
     client = queues.client()
-    samples = scrape(queues, {"check_keys": "queue:*", "check_single_keys": "schedule,workers,db2=queue:low",
-                              "queues": {"db0=queue:*": 20, "schedule": None}}, client)  # fmt: skip
+    samples = scrape(
+        queues,
+        {"check_keys": "queue:*", "check_single_keys": "schedule,workers,db2=queue:low", "queues": {"db0=queue:*": 20, "schedule": None}},
+        client,
+    )
     node = {"instance": f"127.0.0.1:{queues.port}", "db": "db0"}
     limit_family = "elasticache_exporter_queue_length_limit"
     limits = {dict(labels)["key"]: (dict(labels)["db"], v) for (name, labels), v in samples.items() if name == limit_family}
@@ -266,14 +292,21 @@ def test_queue_limits_are_served_for_the_watched_keys_that_are_queues(queues):
 
 @pytest.mark.unit
 def test_queues_may_be_a_list_and_match_by_redis_glob():
-    config = build_config({"redis": {"addr": "redis://127.0.0.1:1"},
-                           "keys": {"check_keys": "bull:*", "queues": ["bull:*:wait", "db0=bull:[^x]*:active"]}})  # fmt: skip
+    config = build_config(
+        {"redis": {"addr": "redis://127.0.0.1:1"}, "keys": {"check_keys": "bull:*", "queues": ["bull:*:wait", "db0=bull:[^x]*:active"]}}
+    )
     assert config.keys.queues == (QueueSpec(0, "bull:*:wait"), QueueSpec(0, "bull:[^x]*:active"))
     assert config.keys.queues[0].matches(0, "bull:emails:wait")
     assert not config.keys.queues[0].matches(1, "bull:emails:wait")
     assert not config.keys.queues[1].matches(0, "bull:xyz:active")
-    for pattern, key, expected in (("a\\*", "a*", True), ("a\\*", "ab", False), ("q?", "qa", True), ("x.y", "xzy", False),
-                                   ("[a-c]1", "b1", True), ("[a-c]1", "d1", False)):  # fmt: skip
+    for pattern, key, expected in (
+        ("a\\*", "a*", True),
+        ("a\\*", "ab", False),
+        ("q?", "qa", True),
+        ("x.y", "xzy", False),
+        ("[a-c]1", "b1", True),
+        ("[a-c]1", "d1", False),
+    ):
         assert (glob_regex(pattern).fullmatch(key) is not None) is expected, (pattern, key)
 
 
@@ -281,8 +314,7 @@ def test_a_node_that_hangs_on_the_probes_keeps_its_info_metrics_within_the_deadl
     """The node answers INFO and then hangs on the probes' first script: the scrape ends at its deadline with the INFO
     metrics and ``elasticache_exporter_key_probes_complete 0``, and the next scrape reconnects."""
     proxy = StallableProxy(queues.port, stall_on=b"EVAL")
-    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}", "timeout": "1s"},
-                    "keys": {"check_single_keys": "queue:default"}})  # fmt: skip
+    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}", "timeout": "1s"}, "keys": {"check_single_keys": "queue:default"}})
     try:
         for _ in range(2):
             started = time.monotonic()

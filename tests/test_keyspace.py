@@ -80,8 +80,11 @@ def test_prefixes_keys_memory_and_ttls_are_estimated_within_ten_percent(loaded):
 
 def test_the_biggest_keys_of_the_sample(loaded):
     samples = profiled(loaded, sample=2_000)  # draws every key of the small database
-    big = {dict(labels)["key"]: value for (name, labels), value in samples.items() if name == "elasticache_keyspace_big_key_memory_bytes"
-           and dict(labels)["db"] == "db1"}  # fmt: skip
+    big = {
+        dict(labels)["key"]: value
+        for (name, labels), value in samples.items()
+        if name == "elasticache_keyspace_big_key_memory_bytes" and dict(labels)["db"] == "db1"
+    }
     assert len(big) == 10
     client = loaded.client(db=1)
     assert big["blob:one"] == client.memory_usage("blob:one", samples=5)
@@ -91,8 +94,9 @@ def test_the_biggest_keys_of_the_sample(loaded):
 
 def test_top_prefixes_by_memory_and_the_rest(loaded):
     samples = profiled(loaded, sample=5_000, top=2)
-    prefixes = {dict(labels)["prefix"] for (name, labels) in samples if name == "elasticache_keyspace_prefix_memory_bytes"
-                and dict(labels)["db"] == "db0"}  # fmt: skip
+    prefixes = {
+        dict(labels)["prefix"] for (name, labels) in samples if name == "elasticache_keyspace_prefix_memory_bytes" and dict(labels)["db"] == "db0"
+    }
     assert prefixes == {"queue:job", "cache:page", "(other)"}  # the two largest by memory: 30,000 of 500 bytes, 40,000 of 300 (then 80,000 of 60)
 
 
@@ -115,9 +119,14 @@ def test_no_error_reply_and_no_memory_where_memory_is_renamed_away():
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("key", "delimiters", "depth", "prefix"),
-    [("session:user:42", ":", 2, "session:user"), ("cache:42", ":", 2, "cache"), ("plain", ":", 2, NO_PREFIX),
-     ("a/b:c/d", ":/", 3, "a/b:c"), ("a:b:c:d", ":", 1, "a")],
-)  # fmt: skip
+    [
+        ("session:user:42", ":", 2, "session:user"),
+        ("cache:42", ":", 2, "cache"),
+        ("plain", ":", 2, NO_PREFIX),
+        ("a/b:c/d", ":/", 3, "a/b:c"),
+        ("a:b:c:d", ":", 1, "a"),
+    ],
+)
 def test_key_prefixes(key, delimiters, depth, prefix):
     assert key_prefix(key, delimiters, depth) == prefix
 
@@ -159,10 +168,16 @@ def test_a_replication_group_is_sampled_once_on_its_replica():
         alone.client().set("solo:1", "v")
         wait_until(lambda: replica.client().dbsize() == 500, what="the replica in sync")
         calls = primary.client(single_connection_client=True)
-        app = make_app({"targets": [{"name": "orders-001", "addr": primary.addr, "replication_group": "orders", "shard": "0001"},
-                                    {"name": "orders-002", "addr": replica.addr, "replication_group": "orders", "shard": "0001"},
-                                    {"name": "solo", "addr": alone.addr}],
-                        "keyspace": {"enabled": True, "interval": "1h", "sample": 100}})  # fmt: skip
+        app = make_app(
+            {
+                "targets": [
+                    {"name": "orders-001", "addr": primary.addr, "replication_group": "orders", "shard": "0001"},
+                    {"name": "orders-002", "addr": replica.addr, "replication_group": "orders", "shard": "0001"},
+                    {"name": "solo", "addr": alone.addr},
+                ],
+                "keyspace": {"enabled": True, "interval": "1h", "sample": 100},
+            }
+        )
         try:
             app.keyspace_profiler.visit_all()
             profiles = app.keyspace_profiler.snapshot()[0]

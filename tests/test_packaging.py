@@ -28,8 +28,9 @@ def clean_checkout(destination: Path) -> Path:
 
 
 def build(source: Path, outdir: Path, *kinds: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "build", *kinds, "--outdir", str(outdir), str(source)],
-                            capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "build", *kinds, "--outdir", str(outdir), str(source)], capture_output=True, text=True, timeout=600, check=False
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
@@ -76,8 +77,13 @@ def test_the_wheel_carries_every_module_and_data_file(artifacts):
 def test_the_installed_wheel_runs_from_outside_the_source_tree(artifacts, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(artifacts[0])],
-                             capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(artifacts[0])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -87,8 +93,14 @@ def test_the_installed_wheel_runs_from_outside_the_source_tree(artifacts, tmp_pa
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([cli, *args], cwd=outside, env=environment, capture_output=True, text=True, timeout=120, check=False)
 
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import exporter; print(exporter.__file__)"],
-                           cwd=outside, env=environment, capture_output=True, text=True, check=True)  # fmt: skip
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import exporter; print(exporter.__file__)"],
+        cwd=outside,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert where.stdout.startswith(str(venv))
     rules = run("render", "prometheus")
     assert rules.returncode == 0, rules.stderr

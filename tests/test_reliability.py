@@ -109,8 +109,11 @@ def test_1000_scrapes_while_a_target_is_killed_restarted_hung_and_recovered(plai
         assert victim_states[0.0] > 0
         assert victim_states[1.0] > 0
         assert max(durations) < 1.5, max(durations)  # one hung target never holds a scrape past its timeout
-        errors = {k: v for k, v in parse_samples(client.get("/metrics")[1]).items()
-                  if k[0] == "elasticache_exporter_target_scrape_errors_total" and ("target", "victim") in k[1]}  # fmt: skip
+        errors = {
+            k: v
+            for k, v in parse_samples(client.get("/metrics")[1]).items()
+            if k[0] == "elasticache_exporter_target_scrape_errors_total" and ("target", "victim") in k[1]
+        }
         print(
             f"\nchaos: 1000 scrapes, {len(transitions)} transitions of the victim, victim up in {victim_states[1.0]}, "
             f"down in {victim_states[0.0]}; wall p50 {statistics.median(durations) * 1000:.1f} ms, "
@@ -150,8 +153,10 @@ def test_50_concurrent_metrics_clients(plain_redis):
         wall = time.monotonic() - started
         assert failures == []
         assert len(durations) == 500
-        print(f"\nconcurrency: 50 clients x 10 scrapes in {wall:.1f} s, p50 {statistics.median(durations) * 1000:.1f} ms, "
-              f"max {max(durations) * 1000:.0f} ms")  # fmt: skip
+        print(
+            f"\nconcurrency: 50 clients x 10 scrapes in {wall:.1f} s, p50 {statistics.median(durations) * 1000:.1f} ms, "
+            f"max {max(durations) * 1000:.0f} ms"
+        )
     finally:
         exporter.stop()
 
@@ -169,8 +174,9 @@ def test_soak_10000_scrapes_memory_stays_flat(plain_redis):
             assert count < 100 or time.monotonic() - started < 300, "the soak took too long"
         final = rss_kib(exporter.process.pid)
         growth = (final - baseline) / baseline
-        print(f"\nsoak: 10000 scrapes in {time.monotonic() - started:.1f} s; RSS {baseline / 1024:.1f} → {final / 1024:.1f} MiB "
-              f"({growth * 100:+.2f} %)")  # fmt: skip
+        print(
+            f"\nsoak: 10000 scrapes in {time.monotonic() - started:.1f} s; RSS {baseline / 1024:.1f} → {final / 1024:.1f} MiB ({growth * 100:+.2f} %)"
+        )
         assert growth < 0.05
     finally:
         exporter.stop()

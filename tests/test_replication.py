@@ -112,8 +112,17 @@ def test_heartbeat_and_byte_lag_rise_during_a_stall_and_fall_after(proxied_pair)
             samples = call(app, "/metrics").samples()
             age = sample(samples, "elasticache_replication_heartbeat_age_seconds", instance="primary", source="elasticache")
             assert 0 <= age < 1.0
-            assert sample(samples, "elasticache_replication_primary_info", instance="replica", primary=f"127.0.0.1:{proxy.port}",
-                          master_host="127.0.0.1", master_port=str(proxy.port)) == 1  # fmt: skip
+            assert (
+                sample(
+                    samples,
+                    "elasticache_replication_primary_info",
+                    instance="replica",
+                    primary=f"127.0.0.1:{proxy.port}",
+                    master_host="127.0.0.1",
+                    master_port=str(proxy.port),
+                )
+                == 1
+            )
 
             proxy.stall()
             started = time.monotonic()
@@ -213,8 +222,21 @@ def test_writer_stops_when_the_node_is_demoted(fresh_redis):
 
 def test_writer_with_an_acl_user_allowed_only_its_key(fresh_redis, caplog):
     admin = fresh_redis.client()
-    admin.execute_command("ACL", "SETUSER", "hb", "on", ">hb-pw", "resetkeys", "~elasticache-exporter:heartbeat", "+set", "+role",
-                          "+info", "+mget", "+type", "+command|info")  # fmt: skip
+    admin.execute_command(
+        "ACL",
+        "SETUSER",
+        "hb",
+        "on",
+        ">hb-pw",
+        "resetkeys",
+        "~elasticache-exporter:heartbeat",
+        "+set",
+        "+role",
+        "+info",
+        "+mget",
+        "+type",
+        "+command|info",
+    )
     admin.execute_command("ACL", "SETUSER", "nowrite", "on", ">nowrite-pw", "~*", "+role", "+info", "+mget", "+type", "+command|info")
     app = make_app(
         {

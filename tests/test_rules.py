@@ -50,8 +50,9 @@ def test_the_prometheus_rule_holds_exactly_the_rule_files_groups(tmp_path):
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
     # what the operator hands Prometheus is spec as a rule file: promtool accepts it
     (tmp_path / "from-operator.yml").write_text(yaml.safe_dump(rule["spec"]))
-    result = subprocess.run([promtool(), "check", "rules", str(tmp_path / "from-operator.yml")], capture_output=True, text=True, timeout=120,
-                            check=False)  # fmt: skip
+    result = subprocess.run(
+        [promtool(), "check", "rules", str(tmp_path / "from-operator.yml")], capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -219,11 +220,23 @@ inputs, labels, silent = _baseline_case(
 )
 M4 = {"instance": "m4", "source": "cloudwatch", "node_type": "cache.m4.xlarge"}
 silent.append((series("elasticache_engine_cpu_utilization_percent", **M4), "40+0x20"))  # 1.4x its benchmark, under the 65 % floor
-case("ElastiCacheEngineCPUNearBaseline", inputs, "16m", "14m",
-     {**labels, "suggested_node_type": R6G["suggested_node_type"], "baseline": "aws-guidance"}, silent)  # fmt: skip
+case(
+    "ElastiCacheEngineCPUNearBaseline",
+    inputs,
+    "16m",
+    "14m",
+    {**labels, "suggested_node_type": R6G["suggested_node_type"], "baseline": "aws-guidance"},
+    silent,
+)
 CPU = {"instance": "a", "source": "info", "node_type": "cache.r6g.large"}
-case("ElastiCacheEngineCPUSaturated", [(series("elasticache_engine_cpu_utilization_percent", **CPU), "95+0x10")], "6m", "4m", CPU,
-     [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "instance": "q"}), "80+0x10")])  # fmt: skip
+case(
+    "ElastiCacheEngineCPUSaturated",
+    [(series("elasticache_engine_cpu_utilization_percent", **CPU), "95+0x10")],
+    "6m",
+    "4m",
+    CPU,
+    [(series("elasticache_engine_cpu_utilization_percent", **{**CPU, "instance": "q"}), "80+0x10")],
+)
 
 CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 for alert, metric in (
@@ -239,14 +252,25 @@ for alert, metric in (
         CW,
         [(series(metric, **{**CW, "dimension_CacheClusterId": "q"}), "7+0x10")],
     )
-case("ElastiCacheConntrackAllowanceExceeded",
-     [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **CW), "0 0 3 3 3")], "3m", "1m", CW,
-     [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "2+0x5")])  # fmt: skip
+case(
+    "ElastiCacheConntrackAllowanceExceeded",
+    [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **CW), "0 0 3 3 3")],
+    "3m",
+    "1m",
+    CW,
+    [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "2+0x5")],
+)
 
 T = {"instance": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
-case("ElastiCacheExporterTargetDown", [(series("up", job="elasticache", instance="e:9769"), "0+0x10")], "6m", "4m",
-     {"job": "elasticache", "instance": "e:9769"}, [(series("up", job="elasticache", instance="q:9769"), "1+0x10")])  # fmt: skip
+case(
+    "ElastiCacheExporterTargetDown",
+    [(series("up", job="elasticache", instance="e:9769"), "0+0x10")],
+    "6m",
+    "4m",
+    {"job": "elasticache", "instance": "e:9769"},
+    [(series("up", job="elasticache", instance="q:9769"), "1+0x10")],
+)
 
 
 def member(target, role, shard, group="orders"):
@@ -263,119 +287,329 @@ def healthy_shards(shards: int, replicas: int, group: str = "orders") -> list[tu
 
 # a cluster of 3 shards x 2 replicas, and a second group with the same shard names: healthy, nothing fires
 HEALTHY = healthy_shards(3, 2) + healthy_shards(2, 1, "sessions")
-case("RedisMissingMaster",
-     [(member("a", "slave", "0001"), "1+0x5"), (member("b", "master", "0002"), "1+0x5"), (member("c", "slave", "0002"), "1+0x5")],
-     "2m", "0m", {"replication_group": "orders", "shard": "0001"}, HEALTHY)  # fmt: skip
-case("RedisTooManyMasters",
-     [(member("a", "master", "0001"), "1+0x5"), (member("b", "master", "0001"), "1+0x5"), (member("c", "master", "0002"), "1+0x5")],
-     "2m", "0m", {"replication_group": "orders", "shard": "0001"}, HEALTHY)  # fmt: skip
-case("RedisFailover", [(series("redis_instance_role", instance="a", role="slave"), " ".join(["1"] * 12 + ["_"] * 8)),
-                        (series("redis_instance_role", instance="a", role="master"), " ".join(["_"] * 12 + ["1"] * 8))],
-     "13m", "11m", {"instance": "a", "role": "master"}, [(series("redis_instance_role", instance="q", role="master"), "1+0x20")])  # fmt: skip
-case("ElastiCachePrimaryChanged", [(series("aws_elasticache_is_primary_maximum", **CW), "1 1 1 0 0 0")], "4m", "2m", CW,
-     [(series("aws_elasticache_is_primary_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1+0x6")])  # fmt: skip
+case(
+    "RedisMissingMaster",
+    [(member("a", "slave", "0001"), "1+0x5"), (member("b", "master", "0002"), "1+0x5"), (member("c", "slave", "0002"), "1+0x5")],
+    "2m",
+    "0m",
+    {"replication_group": "orders", "shard": "0001"},
+    HEALTHY,
+)
+case(
+    "RedisTooManyMasters",
+    [(member("a", "master", "0001"), "1+0x5"), (member("b", "master", "0001"), "1+0x5"), (member("c", "master", "0002"), "1+0x5")],
+    "2m",
+    "0m",
+    {"replication_group": "orders", "shard": "0001"},
+    HEALTHY,
+)
+case(
+    "RedisFailover",
+    [
+        (series("redis_instance_role", instance="a", role="slave"), " ".join(["1"] * 12 + ["_"] * 8)),
+        (series("redis_instance_role", instance="a", role="master"), " ".join(["_"] * 12 + ["1"] * 8)),
+    ],
+    "13m",
+    "11m",
+    {"instance": "a", "role": "master"},
+    [(series("redis_instance_role", instance="q", role="master"), "1+0x20")],
+)
+case(
+    "ElastiCachePrimaryChanged",
+    [(series("aws_elasticache_is_primary_maximum", **CW), "1 1 1 0 0 0")],
+    "4m",
+    "2m",
+    CW,
+    [(series("aws_elasticache_is_primary_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1+0x6")],
+)
 LINK = {"instance": "a", "master_host": "10.0.0.1", "master_port": "6379"}
-case("RedisMasterLinkDown", [(series("redis_master_link_up", **LINK), "0+0x5")], "3m", "1m", LINK,
-     [(series("redis_master_link_up", **{**LINK, "instance": "q"}), "1+0x5")])  # fmt: skip
-case("RedisDisconnectedReplicas", [(series("redis_connected_slaves", **T), "2 2 1 1")], "2m", None, T,
-     [(series("redis_connected_slaves", instance="q"), "2+0x4")])  # fmt: skip
-case("RedisReplicationFlapping", [(series("redis_connected_slaves", **T), "1 2 1 2 1 2 1 2 1 2")], "6m", "2m", T,
-     [(series("redis_connected_slaves", instance="q"), "2+0x10")])  # fmt: skip
-case("RedisClusterStateNotOk", [(series("redis_cluster_state", **T), "0+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_state", instance="q"), "1+0x10")])  # fmt: skip
-case("RedisClusterSlotFail", [(series("redis_cluster_slots_fail", **T), "3+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_slots_fail", instance="q"), "0+0x10")])  # fmt: skip
-case("RedisClusterSlotPfail", [(series("redis_cluster_slots_pfail", **T), "3+0x10")], "6m", "4m", T,
-     [(series("redis_cluster_slots_pfail", instance="q"), "0+0x10")])  # fmt: skip
+case(
+    "RedisMasterLinkDown",
+    [(series("redis_master_link_up", **LINK), "0+0x5")],
+    "3m",
+    "1m",
+    LINK,
+    [(series("redis_master_link_up", **{**LINK, "instance": "q"}), "1+0x5")],
+)
+case(
+    "RedisDisconnectedReplicas",
+    [(series("redis_connected_slaves", **T), "2 2 1 1")],
+    "2m",
+    None,
+    T,
+    [(series("redis_connected_slaves", instance="q"), "2+0x4")],
+)
+case(
+    "RedisReplicationFlapping",
+    [(series("redis_connected_slaves", **T), "1 2 1 2 1 2 1 2 1 2")],
+    "6m",
+    "2m",
+    T,
+    [(series("redis_connected_slaves", instance="q"), "2+0x10")],
+)
+case(
+    "RedisClusterStateNotOk",
+    [(series("redis_cluster_state", **T), "0+0x10")],
+    "6m",
+    "4m",
+    T,
+    [(series("redis_cluster_state", instance="q"), "1+0x10")],
+)
+case(
+    "RedisClusterSlotFail",
+    [(series("redis_cluster_slots_fail", **T), "3+0x10")],
+    "6m",
+    "4m",
+    T,
+    [(series("redis_cluster_slots_fail", instance="q"), "0+0x10")],
+)
+case(
+    "RedisClusterSlotPfail",
+    [(series("redis_cluster_slots_pfail", **T), "3+0x10")],
+    "6m",
+    "4m",
+    T,
+    [(series("redis_cluster_slots_pfail", instance="q"), "0+0x10")],
+)
 HB = {"instance": "a", "source": "elasticache"}
-case("RedisReplicationHeartbeatLag", [(series("elasticache_replication_heartbeat_lag_seconds", **HB), "15+0x5")], "3m", "1m", HB,
-     [(series("elasticache_replication_heartbeat_lag_seconds", **{**HB, "instance": "q"}), "5+0x5")])  # fmt: skip
-case("RedisReplicationHeartbeatStale", [(series("elasticache_replication_heartbeat_age_seconds", **HB), "120+0x10")], "6m", "4m", HB,
-     [(series("elasticache_replication_heartbeat_age_seconds", **{**HB, "instance": "q"}), "1+0x10")])  # fmt: skip
+case(
+    "RedisReplicationHeartbeatLag",
+    [(series("elasticache_replication_heartbeat_lag_seconds", **HB), "15+0x5")],
+    "3m",
+    "1m",
+    HB,
+    [(series("elasticache_replication_heartbeat_lag_seconds", **{**HB, "instance": "q"}), "5+0x5")],
+)
+case(
+    "RedisReplicationHeartbeatStale",
+    [(series("elasticache_replication_heartbeat_age_seconds", **HB), "120+0x10")],
+    "6m",
+    "4m",
+    HB,
+    [(series("elasticache_replication_heartbeat_age_seconds", **{**HB, "instance": "q"}), "1+0x10")],
+)
 BL = {"instance": "a", "slave_ip": "10.0.0.2", "slave_port": "6379"}
-case("RedisReplicationByteLag", [(series("elasticache_replication_lag_bytes", **BL), "20000000+0x10")], "6m", "4m", BL,
-     [(series("elasticache_replication_lag_bytes", **{**BL, "instance": "q"}), "1000+0x10")])  # fmt: skip
-case("ElastiCacheReplicationLag", [(series("aws_elasticache_replication_lag_maximum", **CW), "45+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_replication_lag_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "3+0x10")])  # fmt: skip
-case("RedisOutOfConfiguredMaxmemory",
-     [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_memory_max_bytes", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_memory_max_bytes", instance="q"), "100+0x5"),
-      (series("redis_memory_used_bytes", instance="z"), "50+0x5"), (series("redis_memory_max_bytes", instance="z"), "0+0x5")])  # fmt: skip
-case("RedisOutOfSystemMemory",
-     [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_total_system_memory_bytes", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_total_system_memory_bytes", instance="q"), "100+0x5")])  # fmt: skip
-case("ElastiCacheDatabaseMemoryHigh", [(series("aws_elasticache_database_memory_usage_percentage_maximum", **CW), "95+0x10")],
-     "6m", "4m", CW,
-     [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")])  # fmt: skip
-case("ElastiCacheFreeableMemoryLow", [(series("aws_elasticache_freeable_memory_minimum", **CW), "50000000+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_freeable_memory_minimum", **{**CW, "dimension_CacheClusterId": "q"}), "500000000+0x10")])  # fmt: skip
-case("ElastiCacheSwapUsageHigh", [(series("aws_elasticache_swap_usage_maximum", **CW), "60000000+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_swap_usage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1000+0x10")])  # fmt: skip
-case("RedisEvictions", [(series("redis_evicted_keys_total", **T), "0+60x15")], "7m", "4m", T,
-     [(series("redis_evicted_keys_total", instance="q"), "5+0x15")])  # fmt: skip
-case("ElastiCacheEvictions", [(series("aws_elasticache_evictions_sum", **CW), "2000+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_evictions_sum", **{**CW, "dimension_CacheClusterId": "q"}), "10+0x10")])  # fmt: skip
-case("RedisForkSlow", [(series("redis_latest_fork_seconds", **T), "2+0x3")], "1m", None, T,
-     [(series("redis_latest_fork_seconds", instance="q"), "0.1+0x3")])  # fmt: skip
-case("RedisMissingBackup",
-     [(series("redis_rdb_last_save_timestamp_seconds", **T), "-200000+0x5"), (series("redis_rdb_last_bgsave_status", **T), "0+0x5")],
-     "2m", None, T,
-     [(series("redis_rdb_last_save_timestamp_seconds", instance="q"), "0+0x5"),
-      (series("redis_rdb_last_bgsave_status", instance="q"), "1+0x5")])  # fmt: skip
-NODE = {**CW, "instance": "rg-001", "node": "rg-001", "node_type": "cache.r6g.large", "replication_group": "rg", "shard": "0001",
-        "role": "primary", "engine": "redis", "engine_version": "7.1", "az": "eu-west-1a"}  # fmt: skip
+case(
+    "RedisReplicationByteLag",
+    [(series("elasticache_replication_lag_bytes", **BL), "20000000+0x10")],
+    "6m",
+    "4m",
+    BL,
+    [(series("elasticache_replication_lag_bytes", **{**BL, "instance": "q"}), "1000+0x10")],
+)
+case(
+    "ElastiCacheReplicationLag",
+    [(series("aws_elasticache_replication_lag_maximum", **CW), "45+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_replication_lag_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "3+0x10")],
+)
+case(
+    "RedisOutOfConfiguredMaxmemory",
+    [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_memory_max_bytes", **T), "100+0x5")],
+    "3m",
+    "1m",
+    T,
+    [
+        (series("redis_memory_used_bytes", instance="q"), "50+0x5"),
+        (series("redis_memory_max_bytes", instance="q"), "100+0x5"),
+        (series("redis_memory_used_bytes", instance="z"), "50+0x5"),
+        (series("redis_memory_max_bytes", instance="z"), "0+0x5"),
+    ],
+)
+case(
+    "RedisOutOfSystemMemory",
+    [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_total_system_memory_bytes", **T), "100+0x5")],
+    "3m",
+    "1m",
+    T,
+    [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_total_system_memory_bytes", instance="q"), "100+0x5")],
+)
+case(
+    "ElastiCacheDatabaseMemoryHigh",
+    [(series("aws_elasticache_database_memory_usage_percentage_maximum", **CW), "95+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")],
+)
+case(
+    "ElastiCacheFreeableMemoryLow",
+    [(series("aws_elasticache_freeable_memory_minimum", **CW), "50000000+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_freeable_memory_minimum", **{**CW, "dimension_CacheClusterId": "q"}), "500000000+0x10")],
+)
+case(
+    "ElastiCacheSwapUsageHigh",
+    [(series("aws_elasticache_swap_usage_maximum", **CW), "60000000+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_swap_usage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1000+0x10")],
+)
+case(
+    "RedisEvictions",
+    [(series("redis_evicted_keys_total", **T), "0+60x15")],
+    "7m",
+    "4m",
+    T,
+    [(series("redis_evicted_keys_total", instance="q"), "5+0x15")],
+)
+case(
+    "ElastiCacheEvictions",
+    [(series("aws_elasticache_evictions_sum", **CW), "2000+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_evictions_sum", **{**CW, "dimension_CacheClusterId": "q"}), "10+0x10")],
+)
+case(
+    "RedisForkSlow",
+    [(series("redis_latest_fork_seconds", **T), "2+0x3")],
+    "1m",
+    None,
+    T,
+    [(series("redis_latest_fork_seconds", instance="q"), "0.1+0x3")],
+)
+case(
+    "RedisMissingBackup",
+    [(series("redis_rdb_last_save_timestamp_seconds", **T), "-200000+0x5"), (series("redis_rdb_last_bgsave_status", **T), "0+0x5")],
+    "2m",
+    None,
+    T,
+    [(series("redis_rdb_last_save_timestamp_seconds", instance="q"), "0+0x5"), (series("redis_rdb_last_bgsave_status", instance="q"), "1+0x5")],
+)
+NODE = {
+    **CW,
+    "instance": "rg-001",
+    "node": "rg-001",
+    "node_type": "cache.r6g.large",
+    "replication_group": "rg",
+    "shard": "0001",
+    "role": "primary",
+    "engine": "redis",
+    "engine_version": "7.1",
+    "az": "eu-west-1a",
+}
 OTHER_ACCOUNT = {"account_id": "222222222222", "instance": "222222222222/eu-west-1/rg-001", "node_type": "cache.r6g.4xlarge"}
-case("ElastiCacheHostCPUHigh",
-     [(series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"), (series("elasticache_node_info", **NODE), "1+0x15"),
-      # the same CacheClusterId in another account, a larger node type, idle: joined to its own node_info only
-      (series("aws_elasticache_cpuutilization_average", **{**CW, "account_id": "222222222222"}), "5+0x15"),
-      (series("elasticache_node_info", **{**NODE, **OTHER_ACCOUNT}), "1+0x15")],
-     "11m", "9m", {**CW, "node_type": "cache.r6g.large"},
-     [(series("aws_elasticache_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "40+0x15"),
-      (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "instance": "q", "node": "q"}), "1+0x15")])  # fmt: skip
-case("RedisTooManyConnections",
-     [(series("redis_connected_clients", **T), "95+0x5"), (series("redis_config_maxclients", **T), "100+0x5")], "3m", "1m", T,
-     [(series("redis_connected_clients", instance="q"), "10+0x5"), (series("redis_config_maxclients", instance="q"), "100+0x5")])  # fmt: skip
-case("RedisNotEnoughConnections",
-     [(series("redis_connected_clients", **T), "20 20 20 2 2 2 2 2 2 2 2 2"), (series("redis_instance_role", instance="a", role="master"), "1+0x12")],
-     "9m", "7m", T,
-     [(series("redis_connected_clients", instance="replica"), "20 20 20 2 2 2 2 2 2 2 2 2"),
-      (series("redis_instance_role", instance="replica", role="slave"), "1+0x12"),
-      (series("redis_connected_clients", instance="unused"), "1+0x12"),
-      (series("redis_instance_role", instance="unused", role="master"), "1+0x12")])  # fmt: skip
-case("ElastiCacheTooManyConnections", [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")], "6m", "4m", CW,
-     [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")])  # fmt: skip
-case("RedisRejectedConnections", [(series("redis_rejected_connections_total", **T), "0 0 5 5")], "2m", None, T,
-     [(series("redis_rejected_connections_total", instance="q"), "3+0x4")])  # fmt: skip
+case(
+    "ElastiCacheHostCPUHigh",
+    [
+        (series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"),
+        (series("elasticache_node_info", **NODE), "1+0x15"),
+        # the same CacheClusterId in another account, a larger node type, idle: joined to its own node_info only
+        (series("aws_elasticache_cpuutilization_average", **{**CW, "account_id": "222222222222"}), "5+0x15"),
+        (series("elasticache_node_info", **{**NODE, **OTHER_ACCOUNT}), "1+0x15"),
+    ],
+    "11m",
+    "9m",
+    {**CW, "node_type": "cache.r6g.large"},
+    [
+        (series("aws_elasticache_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "40+0x15"),
+        (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "instance": "q", "node": "q"}), "1+0x15"),
+    ],
+)
+case(
+    "RedisTooManyConnections",
+    [(series("redis_connected_clients", **T), "95+0x5"), (series("redis_config_maxclients", **T), "100+0x5")],
+    "3m",
+    "1m",
+    T,
+    [(series("redis_connected_clients", instance="q"), "10+0x5"), (series("redis_config_maxclients", instance="q"), "100+0x5")],
+)
+case(
+    "RedisNotEnoughConnections",
+    [(series("redis_connected_clients", **T), "20 20 20 2 2 2 2 2 2 2 2 2"), (series("redis_instance_role", instance="a", role="master"), "1+0x12")],
+    "9m",
+    "7m",
+    T,
+    [
+        (series("redis_connected_clients", instance="replica"), "20 20 20 2 2 2 2 2 2 2 2 2"),
+        (series("redis_instance_role", instance="replica", role="slave"), "1+0x12"),
+        (series("redis_connected_clients", instance="unused"), "1+0x12"),
+        (series("redis_instance_role", instance="unused", role="master"), "1+0x12"),
+    ],
+)
+case(
+    "ElastiCacheTooManyConnections",
+    [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")],
+    "6m",
+    "4m",
+    CW,
+    [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")],
+)
+case(
+    "RedisRejectedConnections",
+    [(series("redis_rejected_connections_total", **T), "0 0 5 5")],
+    "2m",
+    None,
+    T,
+    [(series("redis_rejected_connections_total", instance="q"), "3+0x4")],
+)
 T4G = {**CW, "dimension_CacheClusterId": "carts-001"}
 CREDITS, CPU_AVG = "aws_elasticache_cpucredit_balance_minimum", "aws_elasticache_cpuutilization_average"
-case("ElastiCacheBurstCreditsLow", [(series(CREDITS, **T4G), "3+0x20"), (series(CPU_AVG, **T4G), "35+0x20")], "16m", "14m", T4G,
-     [(series(CREDITS, **{**T4G, "dimension_CacheClusterId": "idle"}), "3+0x20"),
-      (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "idle"}), "8+0x20"),
-      (series(CREDITS, **{**T4G, "dimension_CacheClusterId": "rich"}), "120+0x20"),
-      (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "rich"}), "60+0x20")])  # fmt: skip
+case(
+    "ElastiCacheBurstCreditsLow",
+    [(series(CREDITS, **T4G), "3+0x20"), (series(CPU_AVG, **T4G), "35+0x20")],
+    "16m",
+    "14m",
+    T4G,
+    [
+        (series(CREDITS, **{**T4G, "dimension_CacheClusterId": "idle"}), "3+0x20"),
+        (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "idle"}), "8+0x20"),
+        (series(CREDITS, **{**T4G, "dimension_CacheClusterId": "rich"}), "120+0x20"),
+        (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "rich"}), "60+0x20"),
+    ],
+)
 EVICT = "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum"
 R6GD = {**CW, "dimension_CacheClusterId": "archive-001"}
-case("ElastiCacheDataTieringFull", [(series(EVICT, **R6GD), "95+0x20")], "16m", "14m", R6GD,
-     [(series(EVICT, **{**R6GD, "dimension_CacheClusterId": "roomy"}), "60+0x20")])  # fmt: skip
+case(
+    "ElastiCacheDataTieringFull",
+    [(series(EVICT, **R6GD), "95+0x20")],
+    "16m",
+    "14m",
+    R6GD,
+    [(series(EVICT, **{**R6GD, "dimension_CacheClusterId": "roomy"}), "60+0x20")],
+)
 EVENT = {"account_id": "111111111111", "region": "eu-west-1", "source_type": "cache-cluster", "source_id": "orders-0001-001"}
 LAST_EVENT = "elasticache_event_last_timestamp_seconds"
 for alert, category, other in (("ElastiCacheFailover", "failover", "node_replaced"), ("ElastiCacheNodeReplaced", "node_replaced", "failover")):
     # an event of now (promtool's time() is the evaluation time: +60 a minute), one 83 minutes old, one of another category
-    case(alert, [(series(LAST_EVENT, **EVENT, category=category), "0+60x40")], "5m", None, {**EVENT, "category": category},
-         [(series(LAST_EVENT, **{**EVENT, "source_id": "old"}, category=category), "-5000+0x40"),
-          (series(LAST_EVENT, **EVENT, category=other), "0+60x40")])  # fmt: skip
+    case(
+        alert,
+        [(series(LAST_EVENT, **EVENT, category=category), "0+60x40")],
+        "5m",
+        None,
+        {**EVENT, "category": category},
+        [
+            (series(LAST_EVENT, **{**EVENT, "source_id": "old"}, category=category), "-5000+0x40"),
+            (series(LAST_EVENT, **EVENT, category=other), "0+60x40"),
+        ],
+    )
 UPDATE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders", "service_update": "elasticache-20261101-001"}
 APPLY_BY, INFO = "elasticache_service_update_apply_by_timestamp_seconds", "elasticache_service_update_info"
-case("ElastiCacheServiceUpdateDue",
-     [(series(APPLY_BY, **UPDATE), f"{3 * 86400}+0x40"), (series(INFO, **UPDATE, severity="critical", update_type="security-update",
-                                                                  status="not-applied"), "1+0x40")],
-     "11m", "9m", UPDATE,
-     [(series(APPLY_BY, **{**UPDATE, "replication_group": "low"}), f"{3 * 86400}+0x40"),
-      (series(INFO, **{**UPDATE, "replication_group": "low"}, severity="low", update_type="security-update", status="not-applied"), "1+0x40"),
-      (series(APPLY_BY, **{**UPDATE, "replication_group": "later"}), f"{30 * 86400}+0x40"),
-      (series(INFO, **{**UPDATE, "replication_group": "later"}, severity="important", update_type="security-update", status="not-applied"),
-       "1+0x40")])  # fmt: skip
+case(
+    "ElastiCacheServiceUpdateDue",
+    [
+        (series(APPLY_BY, **UPDATE), f"{3 * 86400}+0x40"),
+        (series(INFO, **UPDATE, severity="critical", update_type="security-update", status="not-applied"), "1+0x40"),
+    ],
+    "11m",
+    "9m",
+    UPDATE,
+    [
+        (series(APPLY_BY, **{**UPDATE, "replication_group": "low"}), f"{3 * 86400}+0x40"),
+        (series(INFO, **{**UPDATE, "replication_group": "low"}, severity="low", update_type="security-update", status="not-applied"), "1+0x40"),
+        (series(APPLY_BY, **{**UPDATE, "replication_group": "later"}), f"{30 * 86400}+0x40"),
+        (
+            series(INFO, **{**UPDATE, "replication_group": "later"}, severity="important", update_type="security-update", status="not-applied"),
+            "1+0x40",
+        ),
+    ],
+)
 GROUP = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders"}
 WINDOW, NODE = "elasticache_maintenance_window_next_start_timestamp_seconds", "elasticache_node_info"
 
@@ -384,12 +618,13 @@ def _group(name: str, window_in: int, replica: tuple[str, str] | None) -> list[t
     """A group's window (starting ``window_in`` seconds after the test's start), its primary, and its replica with
     (link up, heartbeat lag) values, if it has one."""
     where = {**GROUP, "replication_group": name}
-    inputs = [(series(WINDOW, **where), f"{window_in}+0x40"),
-              (series(NODE, **where, shard="0001", role="primary", instance=f"{name}-001"), "1+0x40")]  # fmt: skip
+    inputs = [(series(WINDOW, **where), f"{window_in}+0x40"), (series(NODE, **where, shard="0001", role="primary", instance=f"{name}-001"), "1+0x40")]
     if replica is not None:
-        inputs += [(series(NODE, **where, shard="0001", role="replica", instance=f"{name}-002"), "1+0x40"),
-                   (series("redis_master_link_up", instance=f"{name}-002"), replica[0]),
-                   (series("elasticache_replication_heartbeat_lag_seconds", instance=f"{name}-002", source="elasticache"), replica[1])]  # fmt: skip
+        inputs += [
+            (series(NODE, **where, shard="0001", role="replica", instance=f"{name}-002"), "1+0x40"),
+            (series("redis_master_link_up", instance=f"{name}-002"), replica[0]),
+            (series("elasticache_replication_heartbeat_lag_seconds", instance=f"{name}-002", source="elasticache"), replica[1]),
+        ]
     return inputs
 
 
@@ -397,94 +632,200 @@ def _group(name: str, window_in: int, replica: tuple[str, str] | None) -> list[t
 # replica but far from its window stay quiet
 STANDALONE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "legacy-001"}
 # a cluster outside any replication group: its window series names it as its group, its node info has none
-standalone = [(series(WINDOW, **STANDALONE), f"{3600 * 5}+0x40"),
-              (series(NODE, **{**STANDALONE, "replication_group": ""}, node="legacy-001", shard="", role="", instance="legacy-001"),
-               "1+0x40")]  # fmt: skip
-case("ElastiCacheMaintenanceAtRisk", _group("orders", 3600 * 5, ("1+0x40", "30+0x40")) + standalone, "16m", "14m", [GROUP, STANDALONE],
-     _group("carts", 3600 * 5, ("1+0x40", "0.5+0x40")) + _group("later", 3 * 86400, ("0+0x40", "30+0x40"))
-     + _group("single", 86400 * 2, None))  # fmt: skip
+standalone = [
+    (series(WINDOW, **STANDALONE), f"{3600 * 5}+0x40"),
+    (series(NODE, **{**STANDALONE, "replication_group": ""}, node="legacy-001", shard="", role="", instance="legacy-001"), "1+0x40"),
+]
+case(
+    "ElastiCacheMaintenanceAtRisk",
+    _group("orders", 3600 * 5, ("1+0x40", "30+0x40")) + standalone,
+    "16m",
+    "14m",
+    [GROUP, STANDALONE],
+    _group("carts", 3600 * 5, ("1+0x40", "0.5+0x40")) + _group("later", 3 * 86400, ("0+0x40", "30+0x40")) + _group("single", 86400 * 2, None),
+)
 LOGGED = "elasticache_commandlog_last_id"
-case("RedisLargeRepliesBurst", [(series(LOGGED, instance="a", log="large-reply"), "0+120x20")], "14m", "10m", {"instance": "a", "log": "large-reply"},
-     [(series(LOGGED, instance="q", log="large-reply"), "0+30x20"),  # half a reply a second
-      (series(LOGGED, instance="a", log="large-request"), "0+120x20"),
-      (series(LOGGED, instance="full", log="large-reply"), "128+0x20")])  # fmt: skip
+case(
+    "RedisLargeRepliesBurst",
+    [(series(LOGGED, instance="a", log="large-reply"), "0+120x20")],
+    "14m",
+    "10m",
+    {"instance": "a", "log": "large-reply"},
+    [
+        (series(LOGGED, instance="q", log="large-reply"), "0+30x20"),  # half a reply a second
+        (series(LOGGED, instance="a", log="large-request"), "0+120x20"),
+        (series(LOGGED, instance="full", log="large-reply"), "128+0x20"),
+    ],
+)
 LEAK = {"instance": "a", "client_name": "orders-api"}
 CONNECTED = "elasticache_clients_connected"
-case("RedisClientConnectionLeak",
-     [(series(CONNECTED, **LEAK), "100+20x90"), (series("redis_connected_clients", instance="a"), "8500+0x90"),
-      (series("redis_config_maxclients", instance="a"), "10000+0x90")],
-     "75m", "55m", LEAK,
-     [(series(CONNECTED, instance="a", client_name="cron"), " ".join(["100 200 300 400 500 0"] * 16)),  # grows, then drops: a cycle
-      (series(CONNECTED, instance="calm", client_name="orders-api"), "100+20x90"),  # grows, far from maxclients
-      (series("redis_connected_clients", instance="calm"), "2000+0x90"),
-      (series("redis_config_maxclients", instance="calm"), "10000+0x90")])  # fmt: skip
+case(
+    "RedisClientConnectionLeak",
+    [
+        (series(CONNECTED, **LEAK), "100+20x90"),
+        (series("redis_connected_clients", instance="a"), "8500+0x90"),
+        (series("redis_config_maxclients", instance="a"), "10000+0x90"),
+    ],
+    "75m",
+    "55m",
+    LEAK,
+    [
+        (series(CONNECTED, instance="a", client_name="cron"), " ".join(["100 200 300 400 500 0"] * 16)),  # grows, then drops: a cycle
+        (series(CONNECTED, instance="calm", client_name="orders-api"), "100+20x90"),  # grows, far from maxclients
+        (series("redis_connected_clients", instance="calm"), "2000+0x90"),
+        (series("redis_config_maxclients", instance="calm"), "10000+0x90"),
+    ],
+)
 EXPIRING, DB = "elasticache_keyspace_expiring_keys", {"instance": "a", "db": "db0"}
-case("RedisExpiryWave",
-     [(series(EXPIRING, **DB, within="5m"), "60000+0x5"), (series(EXPIRING, **DB, within="1m"), "50000+0x5"),
-      (series("redis_db_keys", **DB), "100000+0x5")],
-     "1m", None, DB,
-     [(series(EXPIRING, instance="steady", db="db0", within="5m"), "90000+0x5"),  # short TTLs spread evenly: a fifth each minute
-      (series(EXPIRING, instance="steady", db="db0", within="1m"), "18000+0x5"), (series("redis_db_keys", instance="steady", db="db0"), "100000+0x5"),
-      (series(EXPIRING, instance="few", db="db0", within="5m"), "10000+0x5"), (series(EXPIRING, instance="few", db="db0", within="1m"), "9000+0x5"),
-      (series("redis_db_keys", instance="few", db="db0"), "100000+0x5")])  # fmt: skip
+case(
+    "RedisExpiryWave",
+    [
+        (series(EXPIRING, **DB, within="5m"), "60000+0x5"),
+        (series(EXPIRING, **DB, within="1m"), "50000+0x5"),
+        (series("redis_db_keys", **DB), "100000+0x5"),
+    ],
+    "1m",
+    None,
+    DB,
+    [
+        (series(EXPIRING, instance="steady", db="db0", within="5m"), "90000+0x5"),  # short TTLs spread evenly: a fifth each minute
+        (series(EXPIRING, instance="steady", db="db0", within="1m"), "18000+0x5"),
+        (series("redis_db_keys", instance="steady", db="db0"), "100000+0x5"),
+        (series(EXPIRING, instance="few", db="db0", within="5m"), "10000+0x5"),
+        (series(EXPIRING, instance="few", db="db0", within="1m"), "9000+0x5"),
+        (series("redis_db_keys", instance="few", db="db0"), "100000+0x5"),
+    ],
+)
 PREFIX = {"instance": "a", "db": "db0", "prefix": "session:user"}
-case("RedisPrefixWithoutTtlHoldsMemory",
-     [(series("elasticache_keyspace_prefix_memory_bytes", **PREFIX), "8000000+0x80"),
-      (series("elasticache_keyspace_prefix_keys_without_ttl", **PREFIX), "900+0x80"),
-      (series("elasticache_keyspace_prefix_keys", **PREFIX), "1000+0x80"), (series("redis_memory_used_bytes", instance="a"), "10000000+0x80")],
-     "61m", "59m", PREFIX,
-     [(series("elasticache_keyspace_prefix_memory_bytes", **{**PREFIX, "prefix": "cache"}), "8000000+0x80"),  # has TTLs
-      (series("elasticache_keyspace_prefix_keys_without_ttl", **{**PREFIX, "prefix": "cache"}), "0+0x80"),
-      (series("elasticache_keyspace_prefix_keys", **{**PREFIX, "prefix": "cache"}), "1000+0x80")])  # fmt: skip
+case(
+    "RedisPrefixWithoutTtlHoldsMemory",
+    [
+        (series("elasticache_keyspace_prefix_memory_bytes", **PREFIX), "8000000+0x80"),
+        (series("elasticache_keyspace_prefix_keys_without_ttl", **PREFIX), "900+0x80"),
+        (series("elasticache_keyspace_prefix_keys", **PREFIX), "1000+0x80"),
+        (series("redis_memory_used_bytes", instance="a"), "10000000+0x80"),
+    ],
+    "61m",
+    "59m",
+    PREFIX,
+    [
+        (series("elasticache_keyspace_prefix_memory_bytes", **{**PREFIX, "prefix": "cache"}), "8000000+0x80"),  # has TTLs
+        (series("elasticache_keyspace_prefix_keys_without_ttl", **{**PREFIX, "prefix": "cache"}), "0+0x80"),
+        (series("elasticache_keyspace_prefix_keys", **{**PREFIX, "prefix": "cache"}), "1000+0x80"),
+    ],
+)
 IDLE = "elasticache_clients_idle"
-case("RedisIdleConnectionsHoldMaxclients",
-     [(series(IDLE, instance="a", client_name="cron", idle="10m"), "4000+0x40"),
-      (series(IDLE, instance="a", client_name="api", idle="10m"), "2000+0x40"),
-      (series(IDLE, instance="a", client_name="api", idle="1m"), "9000+0x40"), (series("redis_config_maxclients", instance="a"), "10000+0x40")],
-     "31m", "29m", {"instance": "a"},
-     [(series(IDLE, instance="q", client_name="cron", idle="10m"), "3000+0x40"),
-      (series(IDLE, instance="q", client_name="cron", idle="1m"), "9000+0x40"),
-      (series("redis_config_maxclients", instance="q"), "10000+0x40")])  # fmt: skip
+case(
+    "RedisIdleConnectionsHoldMaxclients",
+    [
+        (series(IDLE, instance="a", client_name="cron", idle="10m"), "4000+0x40"),
+        (series(IDLE, instance="a", client_name="api", idle="10m"), "2000+0x40"),
+        (series(IDLE, instance="a", client_name="api", idle="1m"), "9000+0x40"),
+        (series("redis_config_maxclients", instance="a"), "10000+0x40"),
+    ],
+    "31m",
+    "29m",
+    {"instance": "a"},
+    [
+        (series(IDLE, instance="q", client_name="cron", idle="10m"), "3000+0x40"),
+        (series(IDLE, instance="q", client_name="cron", idle="1m"), "9000+0x40"),
+        (series("redis_config_maxclients", instance="q"), "10000+0x40"),
+    ],
+)
 Q = {"instance": "a", "db": "db0", "key": "queue:jobs"}
 LIMIT = "elasticache_exporter_queue_length_limit"
-case("RedisQueueTooLong", [(series("redis_key_size", **Q), "20000+0x10"), (series(LIMIT, **Q), "10000+0x10")], "6m", "4m", Q,
-     [(series("redis_key_size", **{**Q, "key": "queue:low"}), "500+0x10"), (series(LIMIT, **{**Q, "key": "queue:low"}), "10000+0x10"),
-      (series("redis_key_size", **{**Q, "key": "queue:nolimit"}), "20000+0x10"), (series(LIMIT, **{**Q, "key": "queue:nolimit"}), "Inf+0x10"),
-      (series("redis_key_size", **{**Q, "key": "not-a-queue"}), "20000+0x10")])  # fmt: skip
-case("RedisQueueGrowing", [(series("redis_key_size", **Q), "0+10x30"), (series(LIMIT, **Q), "Inf+0x30")], "21m", "14m", Q,
-     [(series("redis_key_size", **{**Q, "key": "a-set"}), "0+10x30"),  # grows, and is no queue
-      (series("redis_key_size", **{**Q, "key": "queue:steady"}), "500+0x30"), (series(LIMIT, **{**Q, "key": "queue:steady"}), "Inf+0x30"),
-      (series("redis_key_size", **{**Q, "key": "queue:busy"}), " ".join(["100 200 300 400 500 600 0"] * 5)),
-      (series(LIMIT, **{**Q, "key": "queue:busy"}), "Inf+0x35")])  # fmt: skip
+case(
+    "RedisQueueTooLong",
+    [(series("redis_key_size", **Q), "20000+0x10"), (series(LIMIT, **Q), "10000+0x10")],
+    "6m",
+    "4m",
+    Q,
+    [
+        (series("redis_key_size", **{**Q, "key": "queue:low"}), "500+0x10"),
+        (series(LIMIT, **{**Q, "key": "queue:low"}), "10000+0x10"),
+        (series("redis_key_size", **{**Q, "key": "queue:nolimit"}), "20000+0x10"),
+        (series(LIMIT, **{**Q, "key": "queue:nolimit"}), "Inf+0x10"),
+        (series("redis_key_size", **{**Q, "key": "not-a-queue"}), "20000+0x10"),
+    ],
+)
+case(
+    "RedisQueueGrowing",
+    [(series("redis_key_size", **Q), "0+10x30"), (series(LIMIT, **Q), "Inf+0x30")],
+    "21m",
+    "14m",
+    Q,
+    [
+        (series("redis_key_size", **{**Q, "key": "a-set"}), "0+10x30"),  # grows, and is no queue
+        (series("redis_key_size", **{**Q, "key": "queue:steady"}), "500+0x30"),
+        (series(LIMIT, **{**Q, "key": "queue:steady"}), "Inf+0x30"),
+        (series("redis_key_size", **{**Q, "key": "queue:busy"}), " ".join(["100 200 300 400 500 600 0"] * 5)),
+        (series(LIMIT, **{**Q, "key": "queue:busy"}), "Inf+0x35"),
+    ],
+)
 G = {"instance": "a", "db": "db0", "stream": "events", "group": "billing"}
-case("RedisStreamGroupFallingBehind", [(series("redis_stream_group_lag", **G), "0+5x30")], "21m", "14m", G,
-     [(series("redis_stream_group_lag", **{**G, "group": "steady"}), "100+0x30"),
-      (series("redis_stream_group_lag", **{**G, "group": "drains"}), " ".join(["0 50 100 150 200 250 300 0"] * 4))])  # fmt: skip
+case(
+    "RedisStreamGroupFallingBehind",
+    [(series("redis_stream_group_lag", **G), "0+5x30")],
+    "21m",
+    "14m",
+    G,
+    [
+        (series("redis_stream_group_lag", **{**G, "group": "steady"}), "100+0x30"),
+        (series("redis_stream_group_lag", **{**G, "group": "drains"}), " ".join(["0 50 100 150 200 250 300 0"] * 4)),
+    ],
+)
 SL = {"account_id": "111111111111", "region": "eu-west-1", "cache": "carts"}
 for alert, ratio in (
     ("ElastiCacheServerlessECPUNearLimit", "elasticache_serverless_ecpu_utilization_ratio"),
     ("ElastiCacheServerlessStorageNearLimit", "elasticache_serverless_data_storage_utilization_ratio"),
 ):
     # the same cache name in another account, under its own limit, stays quiet
-    case(alert, [(series(ratio, **SL), "0.85+0x20")], "16m", "14m", SL,
-         [(series(ratio, **{**SL, "account_id": "222222222222"}), "0.75+0x20"),
-          (series(ratio, **{**SL, "cache": "gone"}), "0.9 0.9 _ _")])  # fmt: skip
+    case(
+        alert,
+        [(series(ratio, **SL), "0.85+0x20")],
+        "16m",
+        "14m",
+        SL,
+        [(series(ratio, **{**SL, "account_id": "222222222222"}), "0.75+0x20"), (series(ratio, **{**SL, "cache": "gone"}), "0.9 0.9 _ _")],
+    )
 SLCW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"}
 THROTTLED = "aws_elasticache_throttled_cmds_sum"
-case("ElastiCacheServerlessThrottled", [(series(THROTTLED, **SLCW), "3+0x10")], "6m", "4m", SLCW,
-     [(series(THROTTLED, **{**SLCW, "dimension_clusterId": "calm"}), "0+0x10"),
-      (series(THROTTLED, **{**SLCW, "account_id": "222222222222"}), "0 0 0 5 0 0 0 0 0 0")])  # fmt: skip
+case(
+    "ElastiCacheServerlessThrottled",
+    [(series(THROTTLED, **SLCW), "3+0x10")],
+    "6m",
+    "4m",
+    SLCW,
+    [
+        (series(THROTTLED, **{**SLCW, "dimension_clusterId": "calm"}), "0+0x10"),
+        (series(THROTTLED, **{**SLCW, "account_id": "222222222222"}), "0 0 0 5 0 0 0 0 0 0"),
+    ],
+)
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}
-case("ElastiCacheCloudWatchDataStale", [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30")], "21m", "19m",
-     STALE, [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30")])  # fmt: skip
-case("ElastiCacheCloudWatchPollFailing",
-     [(series("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", instance="e:9769", job="x"), "1+0x30")],
-     "21m", "19m", {"instance": "e:9769", "job": "x"},
-     [(series("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", instance="q:9769", job="x"), "0+0x30")])  # fmt: skip
-case("ElastiCacheBaselineMissing",
-     [(series("elasticache_exporter_baseline_missing_total", instance="a", node_type="cache.z9.huge"), "0+1x30")], "16m", "14m",
-     {"instance": "a", "node_type": "cache.z9.huge"},
-     [(series("elasticache_exporter_baseline_missing_total", instance="q", node_type="cache.z9.huge"), "5+0x30")])  # fmt: skip
+case(
+    "ElastiCacheCloudWatchDataStale",
+    [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30")],
+    "21m",
+    "19m",
+    STALE,
+    [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30")],
+)
+case(
+    "ElastiCacheCloudWatchPollFailing",
+    [(series("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", instance="e:9769", job="x"), "1+0x30")],
+    "21m",
+    "19m",
+    {"instance": "e:9769", "job": "x"},
+    [(series("elasticache_exporter_cloudwatch_last_success_timestamp_seconds", instance="q:9769", job="x"), "0+0x30")],
+)
+case(
+    "ElastiCacheBaselineMissing",
+    [(series("elasticache_exporter_baseline_missing_total", instance="a", node_type="cache.z9.huge"), "0+1x30")],
+    "16m",
+    "14m",
+    {"instance": "a", "node_type": "cache.z9.huge"},
+    [(series("elasticache_exporter_baseline_missing_total", instance="q", node_type="cache.z9.huge"), "5+0x30")],
+)
 
 
 def _without_annotations(rules_text: str) -> str:
@@ -592,9 +933,14 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         else:
             assert guards[alert.guard] in rule["expr"], alert.name
     assert unguarded == {
-        "RedisDown", "ElastiCacheExporterTargetDown", "RedisMissingMaster", "RedisTooManyMasters",
-        "ElastiCacheCloudWatchDataStale", "ElastiCacheCloudWatchPollFailing", "ElastiCacheBaselineMissing",
-    }  # fmt: skip
+        "RedisDown",
+        "ElastiCacheExporterTargetDown",
+        "RedisMissingMaster",
+        "RedisTooManyMasters",
+        "ElastiCacheCloudWatchDataStale",
+        "ElastiCacheCloudWatchPollFailing",
+        "ElastiCacheBaselineMissing",
+    }
 
 
 def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggestion(tmp_path):
@@ -659,8 +1005,11 @@ def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_
     out = tmp_path / "stacks"
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "render", "cloudformation", "--fleet", str(fleet), "--out", str(out)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "node type cache.z9.huge has no baseline: 10 node(s) get the fixed-threshold alarms only" in result.stderr
     stacks = sorted(out.glob("*.yaml"))
@@ -698,8 +1047,9 @@ def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):
         ("prometheus", ""),
         ("cloudformation", "render: fixed-threshold alerts only for 1 node type(s) with no bandwidth figure or vCPU count: cache.y9.large"),
     ):
-        result = subprocess.run([sys.executable, "-m", "exporter", "render", what, "--baselines", str(table)],
-                                capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "exporter", "render", what, "--baselines", str(table)], capture_output=True, text=True, timeout=60, check=False
+        )
         assert result.returncode == 0, result.stderr
         assert result.stderr.strip() == said
 
@@ -708,46 +1058,65 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
     """render prometheus --tags team: a discovered node's alerts carry tag_team from elasticache_node_info (for
     Alertmanager routes); a node that discovery does not know still alerts, untagged."""
     rules = tmp_path / "rules.yml"
-    rendered = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "team"], capture_output=True, text=True,
-                              timeout=60, check=True).stdout  # fmt: skip
+    rendered = subprocess.run(
+        [sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "team"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
     rules.write_text(_without_annotations(rendered))
-    known = {"instance": "orders-001", "account_id": CW["account_id"], "region": CW["region"],
-             "dimension_CacheClusterId": "orders-001", "dimension_CacheNodeId": "0001"}  # fmt: skip
+    known = {
+        "instance": "orders-001",
+        "account_id": CW["account_id"],
+        "region": CW["region"],
+        "dimension_CacheClusterId": "orders-001",
+        "dimension_CacheNodeId": "0001",
+    }
     node_info = series("elasticache_node_info", **known, tag_team="payments", role="primary")
     rejected = "redis_rejected_connections_total"
     allowance = "aws_elasticache_network_bandwidth_out_allowance_exceeded_maximum"
     cw_known = {k: v for k, v in known.items() if k != "instance"}
     cw_other = {**cw_known, "dimension_CacheClusterId": "legacy-001"}
-    tests = [{
-        "interval": "1m",
-        "input_series": [
-            {"series": node_info, "values": "1+0x20"},
-            {"series": series(rejected, instance="orders-001"), "values": "0 0 5 5"},
-            {"series": series(rejected, instance="self-managed"), "values": "0 0 5 5"},
-            {"series": series("redis_up", instance="orders-001"), "values": "1+0x20"},
-            {"series": series("redis_up", instance="self-managed"), "values": "1+0x20"},
-            {"series": series(allowance, **cw_known), "values": "0 0 0 5 10 15 20 25 30 35"},
-            {"series": series(allowance, **cw_other), "values": "0 0 0 5 10 15 20 25 30 35"},
-            {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_known, metric=allowance), "values": "0+60x20"},
-            {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_other, metric=allowance), "values": "0+60x20"},
-        ],
-        "alert_rule_test": [
-            {"eval_time": "2m", "alertname": "RedisRejectedConnections", "exp_alerts": [
-                {"exp_labels": {"instance": "orders-001", "tag_team": "payments", "severity": "warning"}},
-                {"exp_labels": {"instance": "self-managed", "severity": "warning"}}]},
-            {"eval_time": "5m", "alertname": "ElastiCacheBandwidthOutAllowanceExceeded", "exp_alerts": [
-                {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical"}},
-                {"exp_labels": {**cw_other, "severity": "critical"}}]},
-        ],
-    }]  # fmt: skip
+    tests = [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": node_info, "values": "1+0x20"},
+                {"series": series(rejected, instance="orders-001"), "values": "0 0 5 5"},
+                {"series": series(rejected, instance="self-managed"), "values": "0 0 5 5"},
+                {"series": series("redis_up", instance="orders-001"), "values": "1+0x20"},
+                {"series": series("redis_up", instance="self-managed"), "values": "1+0x20"},
+                {"series": series(allowance, **cw_known), "values": "0 0 0 5 10 15 20 25 30 35"},
+                {"series": series(allowance, **cw_other), "values": "0 0 0 5 10 15 20 25 30 35"},
+                {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_known, metric=allowance), "values": "0+60x20"},
+                {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_other, metric=allowance), "values": "0+60x20"},
+            ],
+            "alert_rule_test": [
+                {
+                    "eval_time": "2m",
+                    "alertname": "RedisRejectedConnections",
+                    "exp_alerts": [
+                        {"exp_labels": {"instance": "orders-001", "tag_team": "payments", "severity": "warning"}},
+                        {"exp_labels": {"instance": "self-managed", "severity": "warning"}},
+                    ],
+                },
+                {
+                    "eval_time": "5m",
+                    "alertname": "ElastiCacheBandwidthOutAllowanceExceeded",
+                    "exp_alerts": [
+                        {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical"}},
+                        {"exp_labels": {**cw_other, "severity": "critical"}},
+                    ],
+                },
+            ],
+        }
+    ]
     test_file = tmp_path / "tags.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     check = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=120, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
-    refused = subprocess.run([sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "2fa"], capture_output=True, text=True,
-                             timeout=60, check=False)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, "-m", "exporter", "render", "prometheus", "--tags", "2fa"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert refused.returncode == 2
     assert "--tags: tag '2fa' makes no valid label name" in refused.stderr
 
@@ -764,7 +1133,6 @@ def test_no_suggested_node_type_has_less_memory_than_the_node_it_relieves():
             if "suggested_node_type" in labels and labels["suggested_node_type"].startswith("cache."):
                 suggested[labels["node_type"]] = labels["suggested_node_type"]
     assert len(suggested) > 40
-    smaller = [(node_type, to) for node_type, to in suggested.items()
-               if (table.get(node_type).memory_gib or 0) > (table.get(to).memory_gib or 0)]  # fmt: skip
+    smaller = [(node_type, to) for node_type, to in suggested.items() if (table.get(node_type).memory_gib or 0) > (table.get(to).memory_gib or 0)]
     assert smaller == []
     assert suggested["cache.m3.2xlarge"] != "cache.m6g.large"  # 27.9 GiB was told to move to 6.38 GiB

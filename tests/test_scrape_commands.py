@@ -39,13 +39,29 @@ def test_a_scrape_sends_the_table_in_order(proxied):
         second = proxy.commands()
     finally:
         app.close()
-    assert first == [*PROBES, ("INFO", "cluster"), ("CLIENT", "SETNAME", "elasticache-exporter"),
-                     ("INFO", "ALL"), ("SLOWLOG", "LEN"), ("SLOWLOG", "GET", "1"), ("LATENCY", "LATEST"), *CONFIGS,
-                     ("MGET", *HEARTBEATS), *(("TYPE", key) for key in HEARTBEATS)]  # fmt: skip
+    assert first == [
+        *PROBES,
+        ("INFO", "cluster"),
+        ("CLIENT", "SETNAME", "elasticache-exporter"),
+        ("INFO", "ALL"),
+        ("SLOWLOG", "LEN"),
+        ("SLOWLOG", "GET", "1"),
+        ("LATENCY", "LATEST"),
+        *CONFIGS,
+        ("MGET", *HEARTBEATS),
+        *(("TYPE", key) for key in HEARTBEATS),
+    ]
     # the connection is kept, CONFIG waits a minute, and LATENCY HISTOGRAM asks for the most called commands
-    assert [words[:2] for words in second] == [("INFO", "ALL"), ("SLOWLOG", "LEN"), ("SLOWLOG", "GET"), ("LATENCY", "LATEST"),
-                                               ("LATENCY", "HISTOGRAM"), ("MGET", HEARTBEATS[0]), ("TYPE", HEARTBEATS[0]),
-                                               ("TYPE", HEARTBEATS[1])]  # fmt: skip
+    assert [words[:2] for words in second] == [
+        ("INFO", "ALL"),
+        ("SLOWLOG", "LEN"),
+        ("SLOWLOG", "GET"),
+        ("LATENCY", "LATEST"),
+        ("LATENCY", "HISTOGRAM"),
+        ("MGET", HEARTBEATS[0]),
+        ("TYPE", HEARTBEATS[0]),
+        ("TYPE", HEARTBEATS[1]),
+    ]
     assert {"info", "command|info"} <= set(second[4][2:])
     assert admin.info("stats")["total_error_replies"] == errors
 
@@ -65,7 +81,10 @@ def test_a_node_without_config_and_latency_is_never_sent_them():
         sent = proxy.commands()
         assert [words for words in sent if words[0] == "COMMAND"] == list(PROBES)  # one connection, probed once
         assert [words for words in sent if words[0] != "COMMAND"] == [("INFO", "cluster"), ("CLIENT", "SETNAME", "elasticache-exporter")] + [
-            ("INFO", "ALL"), ("SLOWLOG", "LEN"), ("SLOWLOG", "GET", "1")] * 3  # fmt: skip
+            ("INFO", "ALL"),
+            ("SLOWLOG", "LEN"),
+            ("SLOWLOG", "GET", "1"),
+        ] * 3
         assert admin.info("stats")["total_error_replies"] == errors
     finally:
         proxy.close()
@@ -88,8 +107,11 @@ def test_histograms_of_commands_whose_calls_stand_are_served_without_asking_agai
     assert "info" in asked  # the exporter's own INFO counts a call each scrape
     assert "set" not in asked  # nobody has called SET since it was last read
     # what is served for SET is what the server answers now, bucket for bucket
-    served = {dict(labels)["le"]: value for (name, labels), value in exact_samples(text).items()
-              if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "set"}  # fmt: skip
+    served = {
+        dict(labels)["le"]: value
+        for (name, labels), value in exact_samples(text).items()
+        if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "set"
+    }
     connection = RespConnection.open("127.0.0.1", server.port, time.monotonic() + 5)
     ((calls, buckets),) = parse_histograms(connection.call([("LATENCY", "HISTOGRAM", "set")], time.monotonic() + 5)[0]).values()
     connection.close()

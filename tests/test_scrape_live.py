@@ -261,8 +261,12 @@ def test_a_nodes_series_carry_instance_on_metrics_and_not_on_scrape(plain_redis,
     on. /scrape leaves instance to Prometheus' relabelling, as redis_exporter does."""
     from helpers import parse_samples
 
-    app = app_for({"targets": [{"name": "a", "addr": plain_redis.addr}, {"name": "b", "addr": plain_redis.addr}],
-                   "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}})  # fmt: skip
+    app = app_for(
+        {
+            "targets": [{"name": "a", "addr": plain_redis.addr}, {"name": "b", "addr": plain_redis.addr}],
+            "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]},
+        }
+    )
     on_metrics = parse_samples(call(app, "/metrics").text)
     assert not any("target" in dict(labels) for _, labels in on_metrics)  # no second identity to aggregate away
     redis_series = [dict(labels) for (name, labels) in on_metrics if name.startswith("redis_")]
@@ -305,8 +309,11 @@ def test_latency_histograms_as_redis_exporter_serves_them(fresh_redis, app_for):
     assert calls == stats["cmdstat_get"]["calls"]
     assert series("_bucket", cmd="get", le="+Inf") == calls
     assert series("_sum", cmd="get") == stats["cmdstat_get"]["usec"]
-    buckets = sorted((float(dict(labels)["le"]), value) for (name, labels), value in samples.items()
-                     if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "get")  # fmt: skip
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in samples.items()
+        if name == "redis_commands_latencies_usec_bucket" and dict(labels)["cmd"] == "get"
+    )
     assert [value for _, value in buckets] == sorted(value for _, value in buckets)  # cumulative
     assert all("." not in dict(labels)["le"] for (name, labels) in samples if name.endswith("latencies_usec_bucket"))  # le="8"
     assert "# TYPE redis_commands_latencies_usec histogram" in text

@@ -56,8 +56,11 @@ def test_a_rotated_secret_is_read_again_after_one_refusal(secrets, protected, ca
         with caplog.at_level(logging.DEBUG):
             # the killed connection, then the old password refused; the fetch runs in the background
             assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 0
-            wait_until(lambda: sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 1, timeout=10,
-                       what="a scrape with the rotated password")  # fmt: skip
+            wait_until(
+                lambda: sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 1,
+                timeout=10,
+                what="a scrape with the rotated password",
+            )
         samples = call(app, "/metrics").samples()
         assert sample(samples, "elasticache_exporter_target_scrape_errors_total", instance="orders", kind="auth") >= 1
         assert password.fetches == 2
@@ -84,8 +87,11 @@ def test_refusals_within_the_interval_fetch_nothing_more(secrets, protected):
         assert password.fetches == 1
         password._last_fetch -= 60  # a minute on
         call(app, "/metrics")
-        wait_until(lambda: password.fetches == 2 and sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 1,
-                   timeout=10, what="the secret read again a minute on")  # fmt: skip
+        wait_until(
+            lambda: password.fetches == 2 and sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 1,
+            timeout=10,
+            what="the secret read again a minute on",
+        )
     finally:
         app.close()
 
@@ -95,8 +101,13 @@ def test_a_key_of_a_json_secret_and_an_acl_user(secrets):
     try:
         server.client().execute_command("ACL", "SETUSER", "monitor", "on", ">acl-pass-77", "+@all", "~*")
         secrets.create_secret(Name="orders/monitor", SecretString='{"username": "monitor", "password": "acl-pass-77"}')
-        app = make_app({"targets": [{"name": "orders", "addr": server.addr, "user": "monitor", "password_secret": "orders/monitor",
-                                     "password_secret_key": "password"}]})  # fmt: skip
+        app = make_app(
+            {
+                "targets": [
+                    {"name": "orders", "addr": server.addr, "user": "monitor", "password_secret": "orders/monitor", "password_secret_key": "password"}
+                ]
+            }
+        )
         try:
             assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders") == 1
         finally:

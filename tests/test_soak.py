@@ -20,8 +20,12 @@ def failing_targets():
     stable, hanging = start_redis(), start_redis()
     hanging.pause()
     closing = _closing_listener()
-    yield {"stable": stable.addr, "refused": f"redis://127.0.0.1:{free_port()}", "closing": f"redis://127.0.0.1:{closing.getsockname()[1]}",
-           "hanging": hanging.addr}  # fmt: skip
+    yield {
+        "stable": stable.addr,
+        "refused": f"redis://127.0.0.1:{free_port()}",
+        "closing": f"redis://127.0.0.1:{closing.getsockname()[1]}",
+        "hanging": hanging.addr,
+    }
     closing.close()
     stable.stop()
     hanging.stop()
@@ -47,8 +51,13 @@ def _closing_listener():
 
 
 def test_failed_scrapes_leave_no_cyclic_garbage(failing_targets):
-    app = make_app({"scrape": {"timeout": "200ms"}, "heartbeat": {"read": False},
-                    "targets": [{"name": name, "addr": addr} for name, addr in failing_targets.items()]})  # fmt: skip
+    app = make_app(
+        {
+            "scrape": {"timeout": "200ms"},
+            "heartbeat": {"read": False},
+            "targets": [{"name": name, "addr": addr} for name, addr in failing_targets.items()],
+        }
+    )
     try:
         for _ in range(3):
             call(app, "/metrics")

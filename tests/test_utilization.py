@@ -34,8 +34,9 @@ def test_utilization_rises_under_load_and_falls_after(fresh_redis):
     try:
         fresh_redis.client().set("key:__rand_int__", "x" * 1000)
         samples = call(app, "/metrics").samples()
-        assert sample(samples, "elasticache_baseline_network_bytes_per_second", node_type="cache.t3.micro", level="100",
-                      source="published") == 8_000_000  # fmt: skip
+        assert (
+            sample(samples, "elasticache_baseline_network_bytes_per_second", node_type="cache.t3.micro", level="100", source="published") == 8_000_000
+        )
         idle = utilization(app, "small")
         load = subprocess.Popen(
             [benchmark, "-p", str(fresh_redis.port), "-t", "get", "-d", "1000", "-n", "10000000", "-c", "20", "-P", "8", "-q"],
@@ -51,8 +52,9 @@ def test_utilization_rises_under_load_and_falls_after(fresh_redis):
         wait_until(lambda: utilization(app, "small") < 0.1, timeout=10, interval=0.3, what="utilization back under 10 %")
         assert idle < 0.1, idle
         samples = call(app, "/metrics").samples()
-        headroom = sample(samples, "elasticache_network_headroom_bytes_per_second", instance="small", direction="out",
-                          source="info", node_type="cache.t3.micro")  # fmt: skip
+        headroom = sample(
+            samples, "elasticache_network_headroom_bytes_per_second", instance="small", direction="out", source="info", node_type="cache.t3.micro"
+        )
         assert headroom > 7_000_000
     finally:
         app.close()

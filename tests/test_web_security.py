@@ -35,10 +35,22 @@ def test_tls_and_basic_auth(tmp_path, certificates, plain_redis):
     )
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--web.config-file", str(web),
-         "--redis.addr", plain_redis.addr],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "serve",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+            "--web.config-file",
+            str(web),
+            "--redis.addr",
+            plain_redis.addr,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     context = ssl.create_default_context(cafile=certificates["ca"])
     url = f"https://127.0.0.1:{port}"
     try:
@@ -78,8 +90,11 @@ def test_invalid_web_config_is_exit_2(tmp_path, content, message):
     web.write_text(content)
     result = subprocess.run(
         [sys.executable, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{free_port()}", "--web.config-file", str(web)],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 2
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -31,13 +31,25 @@ CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension
 SERVED_WHILE_FRESH = re.compile(r"\belasticache_serverless_[a-z_]+_utilization_ratio\b")
 # AWS's own records of the fleet (events, service updates, maintenance windows): kept between polls, so fresh only while
 # discovery still succeeds somewhere
-FLEET_SERIES = re.compile(r"\belasticache_(events_total|event_last_timestamp_seconds|service_update_[a-z_]+|maintenance_window_[a-z_]+"
-                          r"|pending_modification_info)\b")  # fmt: skip
+FLEET_SERIES = re.compile(
+    r"\belasticache_(events_total|event_last_timestamp_seconds|service_update_[a-z_]+|maintenance_window_[a-z_]+"
+    r"|pending_modification_info)\b"
+)
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "guard", "baseline", "prometheus", "cloudwatch")
-CLOUDWATCH_KEYS = ("metric", "statistic", "period", "evaluation_periods", "comparison", "threshold", "unit", "increase", "per_node_type",
-                   "node_types")  # fmt: skip
+CLOUDWATCH_KEYS = (
+    "metric",
+    "statistic",
+    "period",
+    "evaluation_periods",
+    "comparison",
+    "threshold",
+    "unit",
+    "increase",
+    "per_node_type",
+    "node_types",
+)
 PER_NODE_TYPE = ("host_cpu",)  # thresholds a CloudWatch alarm reads from the node type, not from the catalog
 
 

@@ -37,8 +37,7 @@ def expression(alert: Alert) -> str | None:
 
 
 # what an alert's series share with elasticache_node_info, by the guard its expression has
-_NODE_JOIN = {"redis": "instance", "utilization": "instance",
-              "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}  # fmt: skip
+_NODE_JOIN = {"redis": "instance", "utilization": "instance", "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}
 
 
 def with_tags(expr: str, guard: str, tags: tuple[str, ...]) -> str:
@@ -56,8 +55,18 @@ def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: t
         expr = expression(alert)
         if expr is not None:
             expr = with_tags(expr, alert.guard, tags)
-            result.append(Rule(alert.name, expr, alert.duration, alert.keep_firing_for, alert.severity, alert.summary, alert.description,
-                               f"{runbook_base}#{alert.runbook}"))  # fmt: skip
+            result.append(
+                Rule(
+                    alert.name,
+                    expr,
+                    alert.duration,
+                    alert.keep_firing_for,
+                    alert.severity,
+                    alert.summary,
+                    alert.description,
+                    f"{runbook_base}#{alert.runbook}",
+                )
+            )
     return result
 
 

@@ -98,8 +98,18 @@ class ServerlessCache:
 
     def as_node(self) -> Node:
         """The cache as a node of its own: the subject of its CloudWatch series, and a Redis target (always TLS)."""
-        return Node(region=self.region, cluster_id=self.name, node_id="", node_type=SERVERLESS, engine=self.engine,
-                    engine_version=self.engine_version, address=self.address, port=self.port, tls=True, account_id=self.account_id)  # fmt: skip
+        return Node(
+            region=self.region,
+            cluster_id=self.name,
+            node_id="",
+            node_type=SERVERLESS,
+            engine=self.engine,
+            engine_version=self.engine_version,
+            address=self.address,
+            port=self.port,
+            tls=True,
+            account_id=self.account_id,
+        )
 
 
 def build_nodes(

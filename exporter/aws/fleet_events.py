@@ -184,8 +184,9 @@ class UpdateAction:
     auto_update_start: float | None = None  # where AWS applies it itself after that date: when
 
 
-def parse_update_actions(actions: Iterable[Mapping[str, Any]], account_id: str, region: str,
-                         auto_update: Mapping[str, bool] | None = None) -> list[UpdateAction]:  # fmt: skip
+def parse_update_actions(
+    actions: Iterable[Mapping[str, Any]], account_id: str, region: str, auto_update: Mapping[str, bool] | None = None
+) -> list[UpdateAction]:
     """DescribeUpdateActions' ``UpdateActions`` not yet done. ``auto_update``: service update name → whether AWS applies
     it itself after the apply-by date (DescribeServiceUpdates' AutoUpdateAfterRecommendedApplyByDate)."""
     parsed = []
@@ -197,10 +198,19 @@ def parse_update_actions(actions: Iterable[Mapping[str, Any]], account_id: str, 
             continue
         apply_by = _seconds(action.get("ServiceUpdateRecommendedApplyByDate"))
         auto = (auto_update or {}).get(name, False)
-        parsed.append(UpdateAction(account_id=account_id, region=region, replication_group=str(group), service_update=name,
-                                   severity=str(action.get("ServiceUpdateSeverity") or "").lower(),
-                                   update_type=str(action.get("ServiceUpdateType") or "").lower(), status=status, apply_by=apply_by,
-                                   auto_update_start=apply_by if auto else None))  # fmt: skip
+        parsed.append(
+            UpdateAction(
+                account_id=account_id,
+                region=region,
+                replication_group=str(group),
+                service_update=name,
+                severity=str(action.get("ServiceUpdateSeverity") or "").lower(),
+                update_type=str(action.get("ServiceUpdateType") or "").lower(),
+                status=status,
+                apply_by=apply_by,
+                auto_update_start=apply_by if auto else None,
+            )
+        )
     return sorted(parsed, key=lambda a: (a.account_id, a.region, a.replication_group, a.service_update))
 
 

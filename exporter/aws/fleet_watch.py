@@ -26,8 +26,9 @@ def _utc(seconds: float) -> datetime.datetime:
 class FleetWatch:
     """Events and service updates of every account and region, kept between polls."""
 
-    def __init__(self, apis: Mapping[AwsAccount, AwsApi], account_of: Callable[[AwsAccount, str], str],
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+    def __init__(
+        self, apis: Mapping[AwsAccount, AwsApi], account_of: Callable[[AwsAccount, str], str], clock: Callable[[], float] = time.time
+    ) -> None:
         self._apis = apis
         self._account_of = account_of  # an account's id where its API knows none (the default credentials): from its nodes
         self._clock = clock
@@ -61,8 +62,9 @@ class FleetWatch:
                 try:
                     client = api.client("elasticache", region)
                     services = api.paginate(client, "describe_service_updates", "ServiceUpdates", ServiceUpdateStatus=["available"])
-                    actions = api.paginate(client, "describe_update_actions", "UpdateActions", ServiceUpdateStatus=["available"],
-                                           UpdateActionStatus=OPEN_ACTION_STATUSES)  # fmt: skip
+                    actions = api.paginate(
+                        client, "describe_update_actions", "UpdateActions", ServiceUpdateStatus=["available"], UpdateActionStatus=OPEN_ACTION_STATUSES
+                    )
                 except AwsCallError as err:
                     failures.append((f"{region} of account {account_id or 'default'}", err))
                     continue

@@ -69,8 +69,11 @@ def require_credentials(where: str, resolve: Callable[[], Any]) -> None:
     except SecretUnavailable as err:
         raise RuntimeFailure(f"{where}: {err}") from None
     if credentials is None:
-        raise ConfigError(where, "IAM authentication needs AWS credentials and none were found (environment, shared "
-                                 "credentials file, web identity, container or instance role)")  # fmt: skip
+        raise ConfigError(
+            where,
+            "IAM authentication needs AWS credentials and none were found (environment, shared "
+            "credentials file, web identity, container or instance role)",
+        )
 
 
 class IamToken(Secret):

@@ -212,8 +212,7 @@ class AwsMonitor:
         queried: set[SeriesKey] = set()
         total_queries = 0
         with self._lock:
-            groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))]
-                      for key, nodes in self._nodes.items()}  # fmt: skip
+            groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
             queries = build_queries(groups.get((account, region), []), self.config.metrics, by_node_type=self.config.node_type_metrics)

@@ -32,8 +32,9 @@ def fetch_with_boto3(secret_id: str, region: str | None) -> str:
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=10,
-                    user_agent_extra="elasticache-exporter")  # fmt: skip
+    config = Config(
+        retries={"total_max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=10, user_agent_extra="elasticache-exporter"
+    )
     client = boto3.session.Session().client("secretsmanager", region_name=region, config=config)
     reply = client.get_secret_value(SecretId=secret_id)
     if "SecretString" not in reply:
@@ -44,8 +45,15 @@ def fetch_with_boto3(secret_id: str, region: str | None) -> str:
 class SecretsManagerPassword(Secret):
     """The password in a Secrets Manager secret: its whole string, or one key of a JSON secret (``json_key``)."""
 
-    def __init__(self, secret_id: str, *, json_key: str | None = None, source: str, fetch: Fetch = fetch_with_boto3,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        secret_id: str,
+        *,
+        json_key: str | None = None,
+        source: str,
+        fetch: Fetch = fetch_with_boto3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(source=source)
         self.secret_id = secret_id
         self.json_key = json_key

@@ -250,33 +250,96 @@ def _latency_pass(plan: BenchmarkPlan, tool_path: str, size: int, result: SizeRe
         return []
     rates = result.rates()["ops"]
     requests = int(min(2_000_000, max(2_000, percentile(rates, 0.5) * LATENCY_PASS_SECONDS))) if rates else 2_000
-    command = [tool_path, *_connection_args(plan, plan.tool), "-t", "get", *plan.tool_args(size), "-n", str(requests), "-r", str(plan.keys),
-               "-c", str(plan.clients), "-P", str(plan.pipeline), "--csv"]  # fmt: skip
+    command = [
+        tool_path,
+        *_connection_args(plan, plan.tool),
+        "-t",
+        "get",
+        *plan.tool_args(size),
+        "-n",
+        str(requests),
+        "-r",
+        str(plan.keys),
+        "-c",
+        str(plan.clients),
+        "-P",
+        str(plan.pipeline),
+        "--csv",
+    ]
     try:
         output = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
     except subprocess.TimeoutExpired:
         return []
     rows = [row for row in csv.reader(io.StringIO(output)) if row]
     header = rows[0] if rows and rows[0][0].strip().lower() == "test" else []
-    return [replace(from_csv_row(header, row, size, "redis-benchmark --csv"), clients=plan.clients)
-            for row in rows[1 if header else 0 :] if len(row) >= 2 and row[0].strip().upper() == "GET"]  # fmt: skip
+    return [
+        replace(from_csv_row(header, row, size, "redis-benchmark --csv"), clients=plan.clients)
+        for row in rows[1 if header else 0 :]
+        if len(row) >= 2 and row[0].strip().upper() == "GET"
+    ]
 
 
 def _fill(plan: BenchmarkPlan, tool_path: str, size: int) -> None:
     if plan.tool == "memtier_benchmark":
-        command = [tool_path, *_connection_args(plan, plan.tool), "--ratio=1:0", *plan.tool_args(size),
-                   f"--key-maximum={plan.keys}", "--key-pattern=P:P", f"--requests={max(1, plan.keys // 4)}", "-c", "1", "-t", "4"]  # fmt: skip
+        command = [
+            tool_path,
+            *_connection_args(plan, plan.tool),
+            "--ratio=1:0",
+            *plan.tool_args(size),
+            f"--key-maximum={plan.keys}",
+            "--key-pattern=P:P",
+            f"--requests={max(1, plan.keys // 4)}",
+            "-c",
+            "1",
+            "-t",
+            "4",
+        ]
     else:
-        command = [tool_path, *_connection_args(plan, plan.tool), "-t", "set", *plan.tool_args(size), "-n", str(plan.keys),
-                   "-r", str(plan.keys), "-c", "10", "-q"]  # fmt: skip
+        command = [
+            tool_path,
+            *_connection_args(plan, plan.tool),
+            "-t",
+            "set",
+            *plan.tool_args(size),
+            "-n",
+            str(plan.keys),
+            "-r",
+            str(plan.keys),
+            "-c",
+            "10",
+            "-q",
+        ]
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=max(60.0, plan.duration * 2), check=False)
 
 
 def _load_command(plan: BenchmarkPlan, tool_path: str, size: int) -> list[str]:
     if plan.tool == "memtier_benchmark":
-        return [tool_path, *_connection_args(plan, plan.tool), f"--ratio={plan.ratio or '0:1'}", *plan.tool_args(size),
-                f"--key-maximum={plan.keys}",
-                f"--test-time={int(plan.duration) + 5}", "-c", str(max(1, plan.clients // 4)), "-t", "4",
-                f"--pipeline={plan.pipeline}"]  # fmt: skip
-    return [tool_path, *_connection_args(plan, plan.tool), "-t", "get", *plan.tool_args(size), "-n", "2000000000", "-r", str(plan.keys),
-            "-c", str(plan.clients), "-P", str(plan.pipeline), "-q"]  # fmt: skip
+        return [
+            tool_path,
+            *_connection_args(plan, plan.tool),
+            f"--ratio={plan.ratio or '0:1'}",
+            *plan.tool_args(size),
+            f"--key-maximum={plan.keys}",
+            f"--test-time={int(plan.duration) + 5}",
+            "-c",
+            str(max(1, plan.clients // 4)),
+            "-t",
+            "4",
+            f"--pipeline={plan.pipeline}",
+        ]
+    return [
+        tool_path,
+        *_connection_args(plan, plan.tool),
+        "-t",
+        "get",
+        *plan.tool_args(size),
+        "-n",
+        "2000000000",
+        "-r",
+        str(plan.keys),
+        "-c",
+        str(plan.clients),
+        "-P",
+        str(plan.pipeline),
+        "-q",
+    ]

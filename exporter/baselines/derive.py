@@ -200,8 +200,11 @@ def derive(rows: Iterable[BenchmarkRow]) -> BaselineTable:
     (``table.extra['notes']`` says which)."""
     rows = list(rows)
     bound = client_bound_tests([figure_of for row in rows for figure_of in ((row.instancetype, f) for f in row.latency)])
-    notes = [f"{node_type}: {command} at {rps:,.0f} requests/s on every node type tried: the client's limit (client-bound), "
-             "not taken as the node's bandwidth" for node_type, command, rps in sorted(bound)]  # fmt: skip
+    notes = [
+        f"{node_type}: {command} at {rps:,.0f} requests/s on every node type tried: the client's limit (client-bound), "
+        "not taken as the node's bandwidth"
+        for node_type, command, rps in sorted(bound)
+    ]
     bound_types = {(node_type, command) for node_type, command, _ in bound}
     by_size: dict[tuple[str, int], list[BenchmarkRow]] = {}
     latency: dict[str, list[LatencyFigure]] = {}
@@ -218,11 +221,20 @@ def derive(rows: Iterable[BenchmarkRow]) -> BaselineTable:
     node_types = {}
     for node_type in sorted(set(best) | set(latency)):
         row = best.get(node_type)  # type: ignore[assignment]
-        measured = None if row is None else Measured(
-            bytes_per_second=mapping_levels(row.mbps_p90),  # type: ignore[arg-type]
-            data_size=row.data_size, cpu_utilization_p90=row.cpuutilization_90, engine_cpu_utilization_p90=row.enginecpuutilization_90,
-            runs=row.test_passes, method=row.method, source="benchmark", estimated=row.estimated,
-        )  # fmt: skip
+        measured = (
+            None
+            if row is None
+            else Measured(
+                bytes_per_second=mapping_levels(row.mbps_p90),  # type: ignore[arg-type]
+                data_size=row.data_size,
+                cpu_utilization_p90=row.cpuutilization_90,
+                engine_cpu_utilization_p90=row.enginecpuutilization_90,
+                runs=row.test_passes,
+                method=row.method,
+                source="benchmark",
+                estimated=row.estimated,
+            )
+        )
         node_types[node_type] = NodeBaseline(node_type=node_type, measured=measured, latency=tuple(average_passes(latency.get(node_type, []))))
     return BaselineTable(node_types=node_types, extra={"notes": notes} if notes else {})
 
@@ -238,10 +250,18 @@ def average_rows(passes: list[BenchmarkRow]) -> BenchmarkRow:
         pairs = [(getattr(row, field), w) for row, w in zip(passes, weights, strict=True) if getattr(row, field) is not None]
         return sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else None
 
-    numbers = ("mbps_p90", "mbps_p70", "cpuutilization_90", "enginecpuutilization_90", "cpuutilization_50", "enginecpuutilization_50",
-               "byte_per_min_p90")  # fmt: skip
-    return replace(passes[0], test_passes=sum(weights), estimated=any(row.estimated for row in passes), latency=(),
-                   **{field: mean(field) for field in numbers})  # fmt: skip
+    numbers = (
+        "mbps_p90",
+        "mbps_p70",
+        "cpuutilization_90",
+        "enginecpuutilization_90",
+        "cpuutilization_50",
+        "enginecpuutilization_50",
+        "byte_per_min_p90",
+    )
+    return replace(
+        passes[0], test_passes=sum(weights), estimated=any(row.estimated for row in passes), latency=(), **{field: mean(field) for field in numbers}
+    )
 
 
 def client_bound_tests(figures: list[tuple[str, LatencyFigure]], spread: float = 0.05) -> set[tuple[str, str, float]]:

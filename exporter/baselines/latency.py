@@ -51,11 +51,21 @@ def average_passes(figures: Iterable[LatencyFigure]) -> list[LatencyFigure]:
             pairs = [(value, weight) for value, weight in zip(values, weights, strict=True) if value is not None]
             return round(sum(v * w for v, w in pairs) / sum(w for _, w in pairs), 3) if pairs else None
 
-        averaged.append(LatencyFigure(
-            command=command, rps=mean([item.rps for item in items]) or 0.0, p50_ms=mean([item.p50_ms for item in items]),
-            p99_ms=mean([item.p99_ms for item in items]), p99_9_ms=mean([item.p99_9_ms for item in items]), data_size=data_size,
-            clients=clients, tool=tool, passes=sum(weights), client_bound=any(item.client_bound for item in items), shards=shards,
-        ))  # fmt: skip
+        averaged.append(
+            LatencyFigure(
+                command=command,
+                rps=mean([item.rps for item in items]) or 0.0,
+                p50_ms=mean([item.p50_ms for item in items]),
+                p99_ms=mean([item.p99_ms for item in items]),
+                p99_9_ms=mean([item.p99_9_ms for item in items]),
+                data_size=data_size,
+                clients=clients,
+                tool=tool,
+                passes=sum(weights),
+                client_bound=any(item.client_bound for item in items),
+                shards=shards,
+            )
+        )
     return averaged
 
 
@@ -99,8 +109,10 @@ def read_report(text: str, where: str) -> list[LatencyFigure]:
     if not figures:
         figures = [_quiet(match) for line in lines if (match := _QUIET.match(line))]
     if not figures:
-        raise BaselineError(f"{where}: no test found (a report's tests start with a '====== GET ======' line, or with -q "
-                            "are lines such as 'GET: 12482.84 requests per second')")  # fmt: skip
+        raise BaselineError(
+            f"{where}: no test found (a report's tests start with a '====== GET ======' line, or with -q "
+            "are lines such as 'GET: 12482.84 requests per second')"
+        )
     return figures
 
 
@@ -146,10 +158,15 @@ def _figure(test: dict[str, Any], where: str) -> LatencyFigure:
         raise BaselineError(f"{where} line {test['line']}: test {test['command']} has no 'requests per second' line")
     summary, distribution = test["summary"], test["distribution"]
     return LatencyFigure(
-        command=test["command"], rps=test["rps"],
-        p50_ms=summary.get("p50", _at(distribution, 50.0)), p99_ms=summary.get("p99", _at(distribution, 99.0)),
-        p99_9_ms=_at(distribution, 99.9), data_size=test.get("data_size"), clients=test.get("clients"), tool="redis-benchmark",
-    )  # fmt: skip
+        command=test["command"],
+        rps=test["rps"],
+        p50_ms=summary.get("p50", _at(distribution, 50.0)),
+        p99_ms=summary.get("p99", _at(distribution, 99.0)),
+        p99_9_ms=_at(distribution, 99.9),
+        data_size=test.get("data_size"),
+        clients=test.get("clients"),
+        tool="redis-benchmark",
+    )
 
 
 def _at(distribution: list[tuple[float, float]], percentile: float) -> float | None:
@@ -172,8 +189,14 @@ def from_csv_row(header: list[str], row: list[str], data_size: int | None, where
             raise BaselineError(f"{where} column {name!r}: not a number: {value!r}") from err
 
     rps = number("rps") if header else _float(row[1], f"{where} column 2")
-    return LatencyFigure(command=row[0].strip().upper(), rps=rps or 0.0, p50_ms=number("p50_latency_ms"), p99_ms=number("p99_latency_ms"),
-                         data_size=data_size, tool="redis-benchmark")  # fmt: skip
+    return LatencyFigure(
+        command=row[0].strip().upper(),
+        rps=rps or 0.0,
+        p50_ms=number("p50_latency_ms"),
+        p99_ms=number("p99_latency_ms"),
+        data_size=data_size,
+        tool="redis-benchmark",
+    )
 
 
 def _float(value: str, where: str) -> float:
@@ -191,11 +214,17 @@ def from_memtier(stats: dict[str, Any], data_size: int | None, where: str) -> li
         if not isinstance(entry, dict) or "Ops/sec" not in entry:
             continue
         percentiles = entry.get("Percentile Latencies") or {}
-        figures.append(LatencyFigure(
-            command=command[:-1].upper(), rps=_float(str(entry["Ops/sec"]), f"{where} 'ALL STATS.{command}.Ops/sec'"),
-            p50_ms=_percentile(percentiles, 50.0), p99_ms=_percentile(percentiles, 99.0), p99_9_ms=_percentile(percentiles, 99.9),
-            data_size=data_size, tool="memtier_benchmark",
-        ))  # fmt: skip
+        figures.append(
+            LatencyFigure(
+                command=command[:-1].upper(),
+                rps=_float(str(entry["Ops/sec"]), f"{where} 'ALL STATS.{command}.Ops/sec'"),
+                p50_ms=_percentile(percentiles, 50.0),
+                p99_ms=_percentile(percentiles, 99.0),
+                p99_9_ms=_percentile(percentiles, 99.9),
+                data_size=data_size,
+                tool="memtier_benchmark",
+            )
+        )
     return figures
 
 
@@ -215,8 +244,7 @@ def _percentile(percentiles: dict[str, Any], wanted: float) -> float | None:
 
 def latency_to_document(figures: Iterable[LatencyFigure]) -> list[dict[str, Any]]:
     defaults = {"client_bound": False, "shards": 1}
-    return [{key: value for key in LATENCY_KEYS if (value := getattr(figure, key)) is not None and value != defaults.get(key)}
-            for figure in figures]  # fmt: skip
+    return [{key: value for key in LATENCY_KEYS if (value := getattr(figure, key)) is not None and value != defaults.get(key)} for figure in figures]
 
 
 def parse_latency(raw: Any, where: str) -> tuple[LatencyFigure, ...]:

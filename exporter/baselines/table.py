@@ -175,8 +175,17 @@ def _latency(raw: Any, where: str) -> tuple[LatencyFigure, ...]:
     return parse_latency(raw, where)
 
 
-MEASURED_KEYS = ("bytes_per_second", "data_size", "cpu_utilization_p90", "engine_cpu_utilization_p90", "runs", "date", "method", "source",
-                 "estimated")  # fmt: skip
+MEASURED_KEYS = (
+    "bytes_per_second",
+    "data_size",
+    "cpu_utilization_p90",
+    "engine_cpu_utilization_p90",
+    "runs",
+    "date",
+    "method",
+    "source",
+    "estimated",
+)
 
 
 def _measured(raw: Any, where: str) -> Measured:

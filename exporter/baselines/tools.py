@@ -37,8 +37,10 @@ def read_redis_benchmark_csv(path: Path, text: str, node_type: str, data_size: i
     figures = []
     for line_number, row in enumerate(rows[1 if header else 0 :], start=2 if header else 1):
         if len(row) < 2:
-            raise BaselineError(f"{path} line {line_number}: expected at least two columns (test, requests per second); "
-                                "a redis-benchmark report without --csv is read as --input-format redis-benchmark-report")  # fmt: skip
+            raise BaselineError(
+                f"{path} line {line_number}: expected at least two columns (test, requests per second); "
+                "a redis-benchmark report without --csv is read as --input-format redis-benchmark-report"
+            )
         figures.append(from_csv_row(header, row, data_size, f"{path} line {line_number}"))
     return [_tool_row(node_type, data_size, figures, "redis-benchmark")]
 
@@ -81,8 +83,15 @@ def _tool_row(node_type: str, data_size: int, figures: list[LatencyFigure], tool
     """The rates and percentiles of a tool's tests, with the bandwidth estimated from its GET test where it ran one."""
     gets = [figure.rps for figure in figures if figure.command == "GET"]  # -q prints a line per pass: their mean
     if not gets:
-        return BenchmarkRow(instancetype=node_type, data_size=data_size, mbps_p90=None, test_passes=1, latency=tuple(figures),
-                            estimated=True, method=f"{tool}: latency only (no GET test to estimate bandwidth from)")  # fmt: skip
+        return BenchmarkRow(
+            instancetype=node_type,
+            data_size=data_size,
+            mbps_p90=None,
+            test_passes=1,
+            latency=tuple(figures),
+            estimated=True,
+            method=f"{tool}: latency only (no GET test to estimate bandwidth from)",
+        )
     row = _estimated_row(node_type, data_size, sum(gets) / len(gets) * reply_bytes(data_size), f"{tool} GET requests/s x reply size")
     row = replace(row, test_passes=len(gets))
     return replace(row, latency=tuple(figures))
@@ -117,6 +126,10 @@ def per_shard(row: BenchmarkRow, shards: int) -> BenchmarkRow:
     (the tool's rate is the cluster's). Sampled bandwidth (Athena, JSON lines) is a node's already."""
     if shards == 1 or not row.estimated or row.mbps_p90 is None:
         return replace(row, latency=tuple(replace(figure, shards=shards) for figure in row.latency)) if shards > 1 else row
-    return replace(row, mbps_p90=row.mbps_p90 / shards, byte_per_min_p90=(row.byte_per_min_p90 or 0) / shards,
-                   method=f"{row.method}; a cluster of {shards} shards: the cluster's rate / {shards}",
-                   latency=tuple(replace(figure, shards=shards) for figure in row.latency))  # fmt: skip
+    return replace(
+        row,
+        mbps_p90=row.mbps_p90 / shards,
+        byte_per_min_p90=(row.byte_per_min_p90 or 0) / shards,
+        method=f"{row.method}; a cluster of {shards} shards: the cluster's rate / {shards}",
+        latency=tuple(replace(figure, shards=shards) for figure in row.latency),
+    )

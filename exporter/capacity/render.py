@@ -21,8 +21,10 @@ def _human_bytes(value: float | None) -> str:
 
 
 def render_text(reports: list[NodeReport]) -> str:
-    header = (f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'trend/day':>11} {'model':<9} "
-              f"{'80 % on':>10} {'100 % on':>10}  suggestion")  # fmt: skip
+    header = (
+        f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'trend/day':>11} {'model':<9} "
+        f"{'80 % on':>10} {'100 % on':>10}  suggestion"
+    )
     lines = [header, "-" * len(header)]
     for report in reports:
         data = report.as_dict()
@@ -84,22 +86,29 @@ def chart(report: NodeReport, width: int = 640, height: int = 220) -> dict[str, 
     if fit is not None and report.projection is not None:
         start = report.projection.regime_start
         steps = [start + (t1 - start) * i / 40 for i in range(41)]
-        model = {"name": fit.model, "points": polyline([(t, fit.value_at(t)) for t in steps]),
-                 "step_x": x(start) if report.projection.step else None}  # fmt: skip
+        model = {"name": fit.model, "points": polyline([(t, fit.value_at(t)) for t in steps]), "step_x": x(start) if report.projection.step else None}
     baselines = []
     if report.baseline_bytes_per_second:
         for fraction, color, label in ((1.0, "#b00020", "100 % baseline"), (0.8, "#e69500", "80 %")):
             baselines.append({"y": y(report.baseline_bytes_per_second * fraction), "color": color, "label": label})
     return {
-        "width": width, "height": height, "left": left, "top": top_pad, "plot_w": plot_w, "plot_h": plot_h,
+        "width": width,
+        "height": height,
+        "left": left,
+        "top": top_pad,
+        "plot_w": plot_w,
+        "plot_h": plot_h,
         "name": report.name or report.node.cluster_id,
         "value_ticks": [{"y": y(value), "label": f"{value / 1e6:g}"} for value in _ticks(0.0, top)],
         "date_ticks": [{"x": x(t), "label": datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%d")} for t in dates],
         "baselines": baselines,
         "model": model,
-        "series": [{"name": name, "color": color, "points": polyline(series[name])}
-                   for name, color in (("network_out", "#1f5fbf"), ("network_in", "#2e8b57")) if series[name]],
-    }  # fmt: skip
+        "series": [
+            {"name": name, "color": color, "points": polyline(series[name])}
+            for name, color in (("network_out", "#1f5fbf"), ("network_in", "#2e8b57"))
+            if series[name]
+        ],
+    }
 
 
 def render_html(reports: list[NodeReport], days: int, generated: float) -> str:

@@ -20,8 +20,7 @@ def run_baseline_derive(args: argparse.Namespace) -> int:
     if args.shards < 1:
         raise BaselineError(f"--shards: must be at least 1, got {args.shards}")
     data_size = parse_data_size(args.data_size, "--data-size") if args.data_size is not None else None
-    rows = [per_shard(row, args.shards) for source in args.sources for row in read_rows(Path(source), args.input_format, args.node_type,
-                                                                                        data_size)]  # fmt: skip
+    rows = [per_shard(row, args.shards) for source in args.sources for row in read_rows(Path(source), args.input_format, args.node_type, data_size)]
     table = with_published(derive(rows), load_table())
     for note in table.extra.get("notes", []):
         print(f"baseline derive: {note}", file=sys.stderr)
@@ -84,8 +83,10 @@ def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) 
     write_atomically(Path(args.out), rows_to_csv(rows))
     for row in rows:
         latency = "".join(f", GET {f.rps:,.0f}/s p50 {f.p50_ms} ms p99 {f.p99_ms} ms" for f in row.latency if f.command == "GET")
-        print(f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %"
-              + latency)  # fmt: skip
+        print(
+            f"{node_type} data size {row.data_size:>7}: p90 {row.mbps_p90:10.1f} Mibit/s, engine CPU p90 {row.enginecpuutilization_90:5.1f} %"
+            + latency
+        )
     if any(result.interrupted for result in results):
         print("interrupted: the results above cover what was measured", file=sys.stderr)
     if args.table_out:
@@ -107,33 +108,59 @@ def _add_derive_arguments(baseline: argparse.ArgumentParser) -> None:
         description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %.",
         allow_abbrev=False,
     )
-    derive.add_argument("--from", dest="sources", required=True, action="append", metavar="FILE",
-                        help="benchmark results; repeat it for more passes, data sizes or node types (passes are averaged)")  # fmt: skip
+    derive.add_argument(
+        "--from",
+        dest="sources",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="benchmark results; repeat it for more passes, data sizes or node types (passes are averaged)",
+    )
     derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
-    derive.add_argument("--format", dest="output_format", choices=OUTPUT_FORMATS, default="table",
-                        help="table (a baseline table, default) or mapping (the seed's JSON); for CloudWatch alarms write a table "
-                             "and run: render cloudformation --baselines TABLE")  # fmt: skip
+    derive.add_argument(
+        "--format",
+        dest="output_format",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (a baseline table, default) or mapping (the seed's JSON); for CloudWatch alarms write a table "
+        "and run: render cloudformation --baselines TABLE",
+    )
     derive.add_argument("--out", metavar="FILE", help="write here (atomically) instead of standard output")
     derive.add_argument("--node-type", help="node type of redis-benchmark or memtier results, e.g. cache.r6g.large")
-    derive.add_argument("--data-size", help="value size in bytes of redis-benchmark or memtier results, or memtier's range "
-                        "(--data-size-range), e.g. 1024-4096: its mean")  # fmt: skip
-    derive.add_argument("--shards", type=int, default=1, help="the results are of a cluster endpoint with this many shards "
-                        "(masters): the load tool's rate is the cluster's, each node carried its share (default 1)")  # fmt: skip
+    derive.add_argument(
+        "--data-size",
+        help="value size in bytes of redis-benchmark or memtier results, or memtier's range (--data-size-range), e.g. 1024-4096: its mean",
+    )
+    derive.add_argument(
+        "--shards",
+        type=int,
+        default=1,
+        help="the results are of a cluster endpoint with this many shards "
+        "(masters): the load tool's rate is the cluster's, each node carried its share (default 1)",
+    )
 
 
 def _add_benchmark_arguments(bench: argparse.ArgumentParser) -> None:
-    bench.add_argument("--target", required=True, help="the node, redis://host:port or rediss://… (password from "
-                       "ELASTICACHE_EXPORTER_REDIS_PASSWORD)")  # fmt: skip
+    bench.add_argument(
+        "--target", required=True, help="the node, redis://host:port or rediss://… (password from ELASTICACHE_EXPORTER_REDIS_PASSWORD)"
+    )
     bench.add_argument("--node-type", required=True, help="its node type, e.g. cache.r6g.large")
     bench.add_argument("--data-sizes", default="1000,10000,100000", help="value sizes in bytes (default 1000,10000,100000)")
     bench.add_argument("--duration", default="60s", help="load per data size (default 60s)")
     bench.add_argument("--clients", type=int, default=50, help="parallel connections (default 50)")
     bench.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
     bench.add_argument("--tool", choices=("redis-benchmark", "memtier_benchmark"), default="redis-benchmark")
-    bench.add_argument("--cluster", action="store_true", help="the target is a node of a cluster: spread the load over its shards "
-                       "(redis-benchmark --cluster, memtier --cluster-mode); the target node's share is what is sampled")  # fmt: skip
+    bench.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the target is a node of a cluster: spread the load over its shards "
+        "(redis-benchmark --cluster, memtier --cluster-mode); the target node's share is what is sampled",
+    )
     bench.add_argument("--ratio", metavar="SET:GET", help="memtier_benchmark: a mixed workload, e.g. 1:4 (default GETs only)")
-    bench.add_argument("--data-size-range", metavar="MIN-MAX", help="memtier_benchmark: values of every size between, e.g. "
-                       "1024-4096, instead of --data-sizes (recorded as one data size, the mean)")  # fmt: skip
+    bench.add_argument(
+        "--data-size-range",
+        metavar="MIN-MAX",
+        help="memtier_benchmark: values of every size between, e.g. 1024-4096, instead of --data-sizes (recorded as one data size, the mean)",
+    )
     bench.add_argument("--out", default="benchmark.csv", help="results in the seed's CSV schema (default benchmark.csv)")
     bench.add_argument("--table-out", help="also write a baseline table derived from the results")

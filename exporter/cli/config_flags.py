@@ -20,8 +20,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         if flag.env_only:
             continue
         if flag.switch:
-            parser.add_argument(f"--{flag.name}", dest=flag.name, action="store_const", const="true", default=None,
-                                help=f"{flag.help} [{flag.env}]")  # fmt: skip
+            parser.add_argument(f"--{flag.name}", dest=flag.name, action="store_const", const="true", default=None, help=f"{flag.help} [{flag.env}]")
         else:
             parser.add_argument(f"--{flag.name}", dest=flag.name, metavar="VALUE", default=None, help=f"{flag.help} [{flag.env}]")
 

@@ -88,13 +88,15 @@ def where_to_look(config: Config, port: int) -> str:
     host, _, listen_port = config.listen_address.rpartition(":")
     base = f"http://{host.strip('[]') if host and host not in ('0.0.0.0', '::') else 'localhost'}:{listen_port}"
     megabytes = DEMO_GETS_PER_SECOND * DEMO_VALUE_BYTES / 1e6
-    return "\n".join([
-        f"demo: a throwaway redis-server on 127.0.0.1:{port}, exported as an ElastiCache {DEMO_NODE_TYPE} with about "
-        f"{megabytes:.1f} MB/s of GET traffic. Look at:",
-        f"  {base}/          the status page: traffic against the node type's baseline, utilization and headroom",
-        f"  {base}/metrics   every series; elasticache_network_utilization_ratio is traffic / baseline",
-        "  elasticache-exporter render prometheus   the alerts that warn before a node saturates (80 % and 90 % of the baseline)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"demo: a throwaway redis-server on 127.0.0.1:{port}, exported as an ElastiCache {DEMO_NODE_TYPE} with about "
+            f"{megabytes:.1f} MB/s of GET traffic. Look at:",
+            f"  {base}/          the status page: traffic against the node type's baseline, utilization and headroom",
+            f"  {base}/metrics   every series; elasticache_network_utilization_ratio is traffic / baseline",
+            "  elasticache-exporter render prometheus   the alerts that warn before a node saturates (80 % and 90 % of the baseline)",
+        ]
+    )
 
 
 class DemoTraffic:

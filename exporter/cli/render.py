@@ -107,6 +107,10 @@ def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
         help="cloudformation: a YAML list of nodes (cluster_id, node_type); writes one stack per node type and 500 resources",
     )
     render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
-    render.add_argument("--tags", metavar="KEYS", default="",
-                        help="prometheus: tag keys (as in aws.export_tags, comma-separated) joined into every node's alert from "
-                             "elasticache_node_info, for Alertmanager routes")  # fmt: skip
+    render.add_argument(
+        "--tags",
+        metavar="KEYS",
+        default="",
+        help="prometheus: tag keys (as in aws.export_tags, comma-separated) joined into every node's alert from "
+        "elasticache_node_info, for Alertmanager routes",
+    )

@@ -67,8 +67,7 @@ def check_iam_prerequisites(item: dict[str, Any], key: str, username: str | None
     if not username:
         raise ConfigError(f"{key}.iam_auth", "needs user: the ElastiCache user id created with authentication type iam")
     if not tls:
-        raise ConfigError(f"{key}.iam_auth", "needs TLS: ElastiCache accepts IAM authentication only in transit encryption "
-                                             "(a rediss:// address)")  # fmt: skip
+        raise ConfigError(f"{key}.iam_auth", "needs TLS: ElastiCache accepts IAM authentication only in transit encryption (a rediss:// address)")
     others = [name for name in ("password", "password_file", "password_env", "password_secret") if item.get(name) not in (None, "")]
     if others:
         raise ConfigError(f"{key}.iam_auth", f"replaces the password: remove {', '.join(others)}")

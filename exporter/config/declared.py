@@ -514,8 +514,24 @@ TOP = Group(
 )
 
 # the groups of the settings table, in its order
-GROUPS = (WEB, LOG, SCRAPE, TARGET, CREDENTIALS, IAM_AUTH, ALLOW_RULE, HEARTBEAT, CLIENTS, KEYSPACE, KEYS, BASELINES, AWS,
-          ACCOUNT, CLOUDWATCH, METRIC)  # fmt: skip
+GROUPS = (
+    WEB,
+    LOG,
+    SCRAPE,
+    TARGET,
+    CREDENTIALS,
+    IAM_AUTH,
+    ALLOW_RULE,
+    HEARTBEAT,
+    CLIENTS,
+    KEYSPACE,
+    KEYS,
+    BASELINES,
+    AWS,
+    ACCOUNT,
+    CLOUDWATCH,
+    METRIC,
+)
 
 
 @record(frozen=True)

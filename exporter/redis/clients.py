@@ -63,8 +63,17 @@ def parse_connections(reply: bytes) -> Iterator[Connection]:
         if not fields["id"].isdigit() or not port:
             continue
         numbers = {key: _integer(fields.get(key)) for key in CONNECTION_NUMBERS}
-        yield Connection(fields["id"], fields.get("name", ""), fields.get("flags", ""), fields.get("db", ""), host, port,
-                         fields.get("user", ""), fields.get("resp", ""), numbers)  # fmt: skip
+        yield Connection(
+            fields["id"],
+            fields.get("name", ""),
+            fields.get("flags", ""),
+            fields.get("db", ""),
+            host,
+            port,
+            fields.get("user", ""),
+            fields.get("resp", ""),
+            numbers,
+        )
 
 
 def _integer(raw: str | None) -> int | None:

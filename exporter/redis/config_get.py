@@ -50,11 +50,21 @@ def _add_settings(config: dict[str, str], info: InfoReply, base: dict[str, str],
         labels = {**base, "class": words[i]}
         for limit, value in (("hard", hard), ("soft", soft)):
             if value is not None:
-                out.add("redis_config_client_output_buffer_limit_bytes", GAUGE, "client-output-buffer-limit per client class (CONFIG GET).",
-                        {**labels, "limit": limit}, value)  # fmt: skip
+                out.add(
+                    "redis_config_client_output_buffer_limit_bytes",
+                    GAUGE,
+                    "client-output-buffer-limit per client class (CONFIG GET).",
+                    {**labels, "limit": limit},
+                    value,
+                )
         if seconds is not None:
-            out.add("redis_config_client_output_buffer_limit_overcome_seconds", GAUGE,
-                    "How long a client may stay over the soft limit (CONFIG GET).", {**labels, "limit": "soft"}, seconds)  # fmt: skip
+            out.add(
+                "redis_config_client_output_buffer_limit_overcome_seconds",
+                GAUGE,
+                "How long a client may stay over the soft limit (CONFIG GET).",
+                {**labels, "limit": "soft"},
+                seconds,
+            )
     add_empty_databases(config, info, base, out)
 
 

@@ -191,8 +191,12 @@ def command_lines(fields: dict[str, str], previous: CommandLines | None = None) 
             continue
         sub = parse_subfields(raw)
         get = sub.get
-        numbers = (parse_number(get("calls", "")), parse_number(get("usec", "")), parse_number(get("rejected_calls", "")),
-                   parse_number(get("failed_calls", "")))  # fmt: skip
+        numbers = (
+            parse_number(get("calls", "")),
+            parse_number(get("usec", "")),
+            parse_number(get("rejected_calls", "")),
+            parse_number(get("failed_calls", "")),
+        )
         lines[name] = (raw, numbers)
     return lines
 

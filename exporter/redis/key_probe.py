@@ -140,10 +140,15 @@ class KeyProber:
                 for name, reply in zip(chunk, replies, strict=True):
                     if isinstance(reply, list) and len(reply) == 3:
                         info, groups, by_group = reply
-                        self.result.streams.append(StreamReading(
-                            db, as_text(name), pairs(info), [pairs(g) for g in groups or []],
-                            [[pairs(c) for c in group or []] for group in by_group or []],
-                        ))  # fmt: skip
+                        self.result.streams.append(
+                            StreamReading(
+                                db,
+                                as_text(name),
+                                pairs(info),
+                                [pairs(g) for g in groups or []],
+                                [[pairs(c) for c in group or []] for group in by_group or []],
+                            )
+                        )
 
     # --- helpers -------------------------------------------------------------------
 
@@ -220,6 +225,10 @@ def _key_reading(db: int, name: bytes, reply: object) -> KeyReading | None:
         return None
     kind, size, value, memory = reply
     return KeyReading(
-        db, as_text(name), as_text(kind), size if isinstance(size, int) else 0, value if isinstance(value, bytes) else None,
+        db,
+        as_text(name),
+        as_text(kind),
+        size if isinstance(size, int) else 0,
+        value if isinstance(value, bytes) else None,
         memory if isinstance(memory, int) else None,
-    )  # fmt: skip
+    )

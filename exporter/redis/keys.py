@@ -181,17 +181,30 @@ def add_key_metrics(result: KeyProbeResult, base: dict[str, str], out: FamilySet
     for scan in result.scans:
         labels = {**base, "option": scan.option, "db": f"db{scan.db}", "pattern": scan.pattern}
         out.add("elasticache_exporter_key_pattern_keys", GAUGE, "Keys a pattern's SCAN found in the last scrape.", labels, float(scan.found))
-        out.add("elasticache_exporter_key_pattern_complete", GAUGE,
-                "1 when the pattern's SCAN ran to its end; 0 when the key budget or the deadline stopped it (its redis_keys_count "
-                "is then not served).", labels, 1.0 if scan.complete else 0.0)  # fmt: skip
+        out.add(
+            "elasticache_exporter_key_pattern_complete",
+            GAUGE,
+            "1 when the pattern's SCAN ran to its end; 0 when the key budget or the deadline stopped it (its redis_keys_count is then not served).",
+            labels,
+            1.0 if scan.complete else 0.0,
+        )
     for stream in result.streams:
         _add_stream(stream, base, out)
     if result.keys or result.counts or result.scans or result.streams or not result.complete:
-        out.add("elasticache_exporter_key_probes_complete", GAUGE,
-                "1 when every watched key and stream was probed in the last scrape, 0 when the deadline or a refusal ended it early.",
-                base, 1.0 if result.complete else 0.0)  # fmt: skip
-        out.add("elasticache_exporter_key_probes_duration_seconds", GAUGE, "Time the key and stream probes took in the last scrape.",
-                base, result.duration)  # fmt: skip
+        out.add(
+            "elasticache_exporter_key_probes_complete",
+            GAUGE,
+            "1 when every watched key and stream was probed in the last scrape, 0 when the deadline or a refusal ended it early.",
+            base,
+            1.0 if result.complete else 0.0,
+        )
+        out.add(
+            "elasticache_exporter_key_probes_duration_seconds",
+            GAUGE,
+            "Time the key and stream probes took in the last scrape.",
+            base,
+            result.duration,
+        )
 
 
 def _add_queue_limits(result: KeyProbeResult, base: dict[str, str], out: FamilySet) -> None:
@@ -201,9 +214,13 @@ def _add_queue_limits(result: KeyProbeResult, base: dict[str, str], out: FamilyS
         spec = next((queue for queue in result.queues if queue.matches(reading.db, reading.key)), None)
         if spec is not None:
             limit = float(spec.max_length) if spec.max_length is not None else float("inf")
-            out.add("elasticache_exporter_queue_length_limit", GAUGE,
-                    "The configured maximum length of a watched key that is a queue (+Inf: none; the queue alerts watch its growth).",
-                    {**base, "db": f"db{reading.db}", "key": reading.key}, limit)  # fmt: skip
+            out.add(
+                "elasticache_exporter_queue_length_limit",
+                GAUGE,
+                "The configured maximum length of a watched key that is a queue (+Inf: none; the queue alerts watch its growth).",
+                {**base, "db": f"db{reading.db}", "key": reading.key},
+                limit,
+            )
 
 
 _STREAM_GAUGES = (
@@ -233,12 +250,27 @@ def _add_stream(stream: StreamReading, base: dict[str, str], out: FamilySet) -> 
     info = stream.info
     for name, field_name, help_text, convert in _STREAM_GAUGES:
         out.add(name, GAUGE, help_text, labels, convert(info.get(field_name)))
-    out.add("redis_stream_first_entry_id", GAUGE, "The epoch timestamp (ms) of the first message in the stream.", labels,
-            stream_id_ms(_entry_id(info.get("first-entry"))))  # fmt: skip
-    out.add("redis_stream_last_entry_id", GAUGE, "The epoch timestamp (ms) of the last message in the stream.", labels,
-            stream_id_ms(_entry_id(info.get("last-entry"))))  # fmt: skip
-    out.add("redis_stream_entries_added_total", COUNTER, "The count of all entries added to the stream during its lifetime.", labels,
-            _number(info.get("entries-added")))  # fmt: skip
+    out.add(
+        "redis_stream_first_entry_id",
+        GAUGE,
+        "The epoch timestamp (ms) of the first message in the stream.",
+        labels,
+        stream_id_ms(_entry_id(info.get("first-entry"))),
+    )
+    out.add(
+        "redis_stream_last_entry_id",
+        GAUGE,
+        "The epoch timestamp (ms) of the last message in the stream.",
+        labels,
+        stream_id_ms(_entry_id(info.get("last-entry"))),
+    )
+    out.add(
+        "redis_stream_entries_added_total",
+        COUNTER,
+        "The count of all entries added to the stream during its lifetime.",
+        labels,
+        _number(info.get("entries-added")),
+    )
     for index, group in enumerate(stream.groups):
         group_name = as_text(group.get("name"))
         group_labels = {**labels, "group": group_name}
@@ -246,10 +278,20 @@ def _add_stream(stream: StreamReading, base: dict[str, str], out: FamilySet) -> 
             out.add(name, GAUGE, help_text, group_labels, convert(group.get(field_name)))
         for consumer in stream.consumers[index] if index < len(stream.consumers) else ():
             consumer_labels = {**group_labels, "consumer": as_text(consumer.get("name"))}
-            out.add("redis_stream_group_consumer_messages_pending", GAUGE, "Pending number of messages for this specific consumer.",
-                    consumer_labels, _number(consumer.get("pending")))  # fmt: skip
-            out.add("redis_stream_group_consumer_idle_seconds", GAUGE, "Consumer idle time in seconds.", consumer_labels,
-                    _number(consumer.get("idle")) / 1e3)  # fmt: skip
+            out.add(
+                "redis_stream_group_consumer_messages_pending",
+                GAUGE,
+                "Pending number of messages for this specific consumer.",
+                consumer_labels,
+                _number(consumer.get("pending")),
+            )
+            out.add(
+                "redis_stream_group_consumer_idle_seconds",
+                GAUGE,
+                "Consumer idle time in seconds.",
+                consumer_labels,
+                _number(consumer.get("idle")) / 1e3,
+            )
 
 
 def as_text(value: object) -> str:

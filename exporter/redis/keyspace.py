@@ -60,8 +60,13 @@ class DbProfile:
     hot_keys: list[tuple[int, str, str]] = field(factory=list)  # (LFU counter, key, type) of the most used sampled keys (LFU policies)
 
 
-def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], config: KeyspaceConfig, read_at: float = 0.0,
-               frequencies: dict[str, int] | None = None) -> DbProfile:  # fmt: skip
+def profile_db(
+    keys: int,
+    sampled: list[tuple[str, str, int, int | None]],
+    config: KeyspaceConfig,
+    read_at: float = 0.0,
+    frequencies: dict[str, int] | None = None,
+) -> DbProfile:
     """``sampled``: (key, type, PTTL in ms, MEMORY USAGE or None) of distinct sampled keys of a database of ``keys``;
     ``frequencies``: their OBJECT FREQ, where the maxmemory policy is LFU."""
     if not sampled:
@@ -94,8 +99,17 @@ def profile_db(keys: int, sampled: list[tuple[str, str, int, int | None]], confi
     measured = any(used is not None for _, _, _, used in sampled)  # MEMORY USAGE renamed away or refused: no memory figures
     kinds = {key: kind for key, kind, _, _ in sampled}
     hot = heapq.nlargest(BIG_KEYS, ((freq, key[:MAX_KEY_LABEL], kinds.get(key, "")) for key, freq in (frequencies or {}).items()))
-    return DbProfile(keys, len(sampled), folded(count), folded(memory) if measured else {}, folded(no_ttl),
-                     {window: n * scale for window, n in expiring.items()}, big, read_at, hot)  # fmt: skip
+    return DbProfile(
+        keys,
+        len(sampled),
+        folded(count),
+        folded(memory) if measured else {},
+        folded(no_ttl),
+        {window: n * scale for window, n in expiring.items()},
+        big,
+        read_at,
+        hot,
+    )
 
 
 _KEYSPACE_LINE = re.compile(r"^db(\d+):keys=(\d+)", re.M)
@@ -169,8 +183,12 @@ class KeyspaceProfiler(NodeProfiler):
             node.call_many([("READONLY",)])  # a cluster replica serves its keys only to a READONLY connection
         memory = node.allows("memory", known_only=True)
         # OBJECT FREQ answers only under an LFU policy (an error otherwise): asked for only then
-        lfu = node.allows("object", known_only=True) and isinstance(memory_info, bytes) and b"maxmemory_policy:" in memory_info \
-            and b"lfu" in memory_info.split(b"maxmemory_policy:", 1)[1].split(b"\r\n", 1)[0]  # fmt: skip
+        lfu = (
+            node.allows("object", known_only=True)
+            and isinstance(memory_info, bytes)
+            and b"maxmemory_policy:" in memory_info
+            and b"lfu" in memory_info.split(b"maxmemory_policy:", 1)[1].split(b"\r\n", 1)[0]
+        )
         result: dict[str, DbProfile] = {}
         for db, keys in _KEYSPACE_LINE.findall(info.decode("latin-1")):
             if int(keys) == 0 or (node.cluster_enabled and db != "0"):

@@ -22,8 +22,7 @@ def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
             if isinstance(event[1], int):
                 out.add("redis_latency_spike_last", GAUGE, "Unix time of the latest latency spike per event.", labels, float(event[1]))
             if isinstance(event[2], int):
-                out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels,
-                        event[2] / 1000.0)  # fmt: skip
+                out.add("redis_latency_spike_duration_seconds", GAUGE, "Duration of the latest latency spike per event.", labels, event[2] / 1000.0)
 
 
 def plan(node: NodeView, command_stats: CommandStats, limit: int | None = None) -> None:
@@ -59,11 +58,14 @@ def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]
         calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
         if not isinstance(calls, int) or not isinstance(buckets, list):
             continue
-        parsed[cmd] = (calls, [
-            (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
-            for j in range(0, len(buckets) - 1, 2)
-            if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
-        ])  # fmt: skip
+        parsed[cmd] = (
+            calls,
+            [
+                (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
+                for j in range(0, len(buckets) - 1, 2)
+                if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
+            ],
+        )
     return parsed
 
 
@@ -96,8 +98,14 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
             if out.replay(memo, cmd, source) is not None:
                 continue
             with out.recording(memo, cmd, source):
-                out.add_histogram("redis_commands_latencies_usec", "Latency of each command in microseconds (LATENCY HISTOGRAM).",
-                                  with_label(scraped.base, "cmd", cmd), bounds, float(calls), total)  # fmt: skip
+                out.add_histogram(
+                    "redis_commands_latencies_usec",
+                    "Latency of each command in microseconds (LATENCY HISTOGRAM).",
+                    with_label(scraped.base, "cmd", cmd),
+                    bounds,
+                    float(calls),
+                    total,
+                )
 
 
 def _histogram_args(node: NodeView) -> list[Args]:

@@ -318,8 +318,15 @@ class RedisNode:
         from .key_probe import KeyProber  # loaded only where keys are watched
 
         version = re.search(r"(?:redis|valkey)_version:(\d+)", info)
-        prober = KeyProber(conn, self.key_probes, deadline, cluster=self._cluster_enabled, owns=self.owns,
-                           current_db=self.endpoint.db, memory_usage=version is not None and int(version.group(1)) >= 4)  # fmt: skip
+        prober = KeyProber(
+            conn,
+            self.key_probes,
+            deadline,
+            cluster=self._cluster_enabled,
+            owns=self.owns,
+            current_db=self.endpoint.db,
+            memory_usage=version is not None and int(version.group(1)) >= 4,
+        )
         try:
             result = prober.run()
         except (RespFailure, OSError):

@@ -37,9 +37,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 0.1  # seconds between looks for connections past their head or idle timeout
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
-           413: "Content Too Large", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-           503: "Service Unavailable"}  # fmt: skip
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 class _Connection:

@@ -238,9 +238,16 @@ KEYS = [
         "the maximum length configured for a watched key that is a queue, `+Inf` when none; the queue alerts watch these keys"),
 ]  # fmt: skip
 
-SECTIONS: dict[str, list[Doc]] = {"structured": STRUCTURED, "replication": REPLICATION, "keys": KEYS, "baselines": BASELINES,
-                                  "aws": AWS, "clients": CLIENTS, "keyspace": KEYSPACE,
-                                  "exporter": EXPORTER}  # fmt: skip
+SECTIONS: dict[str, list[Doc]] = {
+    "structured": STRUCTURED,
+    "replication": REPLICATION,
+    "keys": KEYS,
+    "baselines": BASELINES,
+    "aws": AWS,
+    "clients": CLIENTS,
+    "keyspace": KEYSPACE,
+    "exporter": EXPORTER,
+}
 
 
 def relation(name: str) -> str:

@@ -199,8 +199,10 @@ class ExporterApp:
         discovered nodes of this shard), each on a connection of the profiler's own."""
         from exporter.redis.settings import TargetConfig
 
-        return [TargetConfig(target.name, target.node.endpoint, target.node.credentials, target.node_type, target.replication_group,
-                             target.shard) for target in self.targets.on_metrics()]  # fmt: skip
+        return [
+            TargetConfig(target.name, target.node.endpoint, target.node.credentials, target.node_type, target.replication_group, target.shard)
+            for target in self.targets.on_metrics()
+        ]
 
     def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
         """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when
@@ -242,8 +244,11 @@ class ExporterApp:
         cloudwatch_only: list[tuple[str, str]] = []
         if discovered and self.aws_monitor is not None:
             names = {target.name for target in targets}
-            cloudwatch_only = [(name, node.node_type) for name, node in self.aws_monitor.named_nodes()
-                               if name not in names and node.node_type and self.targets.owns(name)]  # fmt: skip
+            cloudwatch_only = [
+                (name, node.node_type)
+                for name, node in self.aws_monitor.named_nodes()
+                if name not in names and node.node_type and self.targets.owns(name)
+            ]
         if not cloudwatch_only and not any(target.node_type for target in targets):
             return None
         return BaselineCollector(targets, self.baselines, self.config.baselines.window, self.aws_monitor, cloudwatch_only)

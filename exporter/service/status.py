@@ -44,8 +44,14 @@ def _bar(ratio: float | None) -> dict[str, Any] | None:
 MAX_EVENTS = 50  # the newest event of each source, newest first: at most this many on the page
 
 
-def render_status_page(config: Config, targets: list[Target], started: float, table: Callable[[], BaselineTable],
-                       last_poll: float | None = None, events: list[Any] | None = None) -> str:  # fmt: skip
+def render_status_page(
+    config: Config,
+    targets: list[Target],
+    started: float,
+    table: Callable[[], BaselineTable],
+    last_poll: float | None = None,
+    events: list[Any] | None = None,
+) -> str:
     """``table``: gives the baseline table, asked only for a target with a node type (reading it costs 1.5 MiB);
     ``events``: the newest fleet event of each source (FleetEvent records), newest first."""
     now = time.time()

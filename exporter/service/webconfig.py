@@ -33,8 +33,21 @@ VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TLS
 
 
 HEADERS = ("Content-Security-Policy", "X-Frame-Options", "X-Content-Type-Options", "X-XSS-Protection", "Strict-Transport-Security")
-TLS_KEYS = {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file", "client_allowed_sans",
-            "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites", "curve_preferences"}  # fmt: skip
+TLS_KEYS = {
+    "cert",
+    "key",
+    "client_ca",
+    "cert_file",
+    "key_file",
+    "client_auth_type",
+    "client_ca_file",
+    "client_allowed_sans",
+    "min_version",
+    "max_version",
+    "cipher_suites",
+    "prefer_server_cipher_suites",
+    "curve_preferences",
+}
 UNSUPPORTED = {
     "tls_server_config.cipher_suites": "Go cipher suite names have no OpenSSL equivalent here; remove it to use the TLS 1.2 defaults",
     "tls_server_config.curve_preferences": "not supported by this exporter; remove it to use OpenSSL's curves",

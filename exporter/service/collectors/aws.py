@@ -69,25 +69,53 @@ def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet)
     """A serverless cache has no node type: its limits are the ECPUs per second and the data storage it may use, and its
     use of them is served as a ratio while its CloudWatch data is fresh."""
     labels = {"account_id": cache.account_id, "region": cache.region, "cache": cache.name}
-    out.add("elasticache_serverless_cache_info", GAUGE, "A discovered ElastiCache Serverless cache.",
-            {**labels, "engine": cache.engine, "engine_version": cache.engine_version, "status": cache.status,
-             **tag_labels(cache.tags, monitor.config.export_tags)}, 1.0)  # fmt: skip
+    out.add(
+        "elasticache_serverless_cache_info",
+        GAUGE,
+        "A discovered ElastiCache Serverless cache.",
+        {
+            **labels,
+            "engine": cache.engine,
+            "engine_version": cache.engine_version,
+            "status": cache.status,
+            **tag_labels(cache.tags, monitor.config.export_tags),
+        },
+        1.0,
+    )
     if cache.ecpu_per_second_max is not None:
-        out.add("elasticache_serverless_ecpu_per_second_limit", GAUGE, "The cache's maximum ElastiCache Processing Units per second.",
-                labels, cache.ecpu_per_second_max)  # fmt: skip
+        out.add(
+            "elasticache_serverless_ecpu_per_second_limit",
+            GAUGE,
+            "The cache's maximum ElastiCache Processing Units per second.",
+            labels,
+            cache.ecpu_per_second_max,
+        )
     if cache.data_storage_max_bytes is not None:
-        out.add("elasticache_serverless_data_storage_limit_bytes", GAUGE, "The cache's maximum data storage, in bytes.", labels,
-                cache.data_storage_max_bytes)  # fmt: skip
+        out.add(
+            "elasticache_serverless_data_storage_limit_bytes",
+            GAUGE,
+            "The cache's maximum data storage, in bytes.",
+            labels,
+            cache.data_storage_max_bytes,
+        )
     ecpus = monitor.serverless_datapoint(cache, "ElastiCacheProcessingUnits", "Sum")
     if ecpus is not None and cache.ecpu_per_second_max:
-        out.add("elasticache_serverless_ecpu_utilization_ratio", GAUGE,
-                "ECPUs per second used over the last CloudWatch period, as a fraction of the cache's maximum (served while fresh).",
-                labels, ecpus.value / monitor.config.period / cache.ecpu_per_second_max)  # fmt: skip
+        out.add(
+            "elasticache_serverless_ecpu_utilization_ratio",
+            GAUGE,
+            "ECPUs per second used over the last CloudWatch period, as a fraction of the cache's maximum (served while fresh).",
+            labels,
+            ecpus.value / monitor.config.period / cache.ecpu_per_second_max,
+        )
     stored = monitor.serverless_datapoint(cache, "BytesUsedForCache", "Maximum")
     if stored is not None and cache.data_storage_max_bytes:
-        out.add("elasticache_serverless_data_storage_utilization_ratio", GAUGE,
-                "Bytes used for data, as a fraction of the cache's maximum data storage (served while fresh).",
-                labels, stored.value / cache.data_storage_max_bytes)  # fmt: skip
+        out.add(
+            "elasticache_serverless_data_storage_utilization_ratio",
+            GAUGE,
+            "Bytes used for data, as a fraction of the cache's maximum data storage (served while fresh).",
+            labels,
+            stored.value / cache.data_storage_max_bytes,
+        )
 
 
 def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
@@ -132,5 +160,4 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
     for node in monitor.nodes():
         counts[(node.account_id, node.region)] = counts.get((node.account_id, node.region), 0) + 1
     for (account_id, region), count in sorted(counts.items()):
-        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"account_id": account_id, "region": region},
-                count)  # fmt: skip
+        out.add("elasticache_exporter_discovered_nodes", GAUGE, "Nodes found by discovery.", {"account_id": account_id, "region": region}, count)

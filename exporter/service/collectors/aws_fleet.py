@@ -24,21 +24,40 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
     if fleet is not None:
         for (account_id, region, source_type, source_id, category), total, last in fleet.event_counts():
             labels = {"account_id": account_id, "region": region, "source_type": source_type, "source_id": source_id, "category": category}
-            out.add("elasticache_events_total", COUNTER, "ElastiCache events (DescribeEvents) by source and category, each counted once.",
-                    labels, float(total))  # fmt: skip
-            out.add("elasticache_event_last_timestamp_seconds", GAUGE, "When the newest event of this source and category happened.",
-                    labels, last)  # fmt: skip
+            out.add(
+                "elasticache_events_total",
+                COUNTER,
+                "ElastiCache events (DescribeEvents) by source and category, each counted once.",
+                labels,
+                float(total),
+            )
+            out.add("elasticache_event_last_timestamp_seconds", GAUGE, "When the newest event of this source and category happened.", labels, last)
         for action in fleet.update_actions():
-            where = {"account_id": action.account_id, "region": action.region, "replication_group": action.replication_group,
-                     "service_update": action.service_update}  # fmt: skip
-            out.add("elasticache_service_update_info", GAUGE, "A service update not yet applied to a replication group (DescribeUpdateActions).",
-                    {**where, "severity": action.severity, "update_type": action.update_type, "status": action.status}, 1.0)  # fmt: skip
+            where = {
+                "account_id": action.account_id,
+                "region": action.region,
+                "replication_group": action.replication_group,
+                "service_update": action.service_update,
+            }
+            out.add(
+                "elasticache_service_update_info",
+                GAUGE,
+                "A service update not yet applied to a replication group (DescribeUpdateActions).",
+                {**where, "severity": action.severity, "update_type": action.update_type, "status": action.status},
+                1.0,
+            )
             if action.apply_by is not None:
-                out.add("elasticache_service_update_apply_by_timestamp_seconds", GAUGE, "The update's recommended apply-by date.", where,
-                        action.apply_by)  # fmt: skip
+                out.add(
+                    "elasticache_service_update_apply_by_timestamp_seconds", GAUGE, "The update's recommended apply-by date.", where, action.apply_by
+                )
             if action.auto_update_start is not None:
-                out.add("elasticache_service_update_auto_update_start_timestamp_seconds", GAUGE,
-                        "When AWS applies the update itself (after its apply-by date), where it does.", where, action.auto_update_start)  # fmt: skip
+                out.add(
+                    "elasticache_service_update_auto_update_start_timestamp_seconds",
+                    GAUGE,
+                    "When AWS applies the update itself (after its apply-by date), where it does.",
+                    where,
+                    action.auto_update_start,
+                )
     _add_groups(monitor.nodes(), now, out)
 
 
@@ -54,9 +73,18 @@ def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:
             windows[group] = min(start, windows.get(group, start))
         pending.update((*group, field) for field in node.pending_modifications)
     for (account_id, region, group_name), start in sorted(windows.items()):
-        out.add("elasticache_maintenance_window_next_start_timestamp_seconds", GAUGE,
-                "The next start of the replication group's preferred maintenance window (UTC).",
-                {"account_id": account_id, "region": region, "replication_group": group_name}, start)  # fmt: skip
+        out.add(
+            "elasticache_maintenance_window_next_start_timestamp_seconds",
+            GAUGE,
+            "The next start of the replication group's preferred maintenance window (UTC).",
+            {"account_id": account_id, "region": region, "replication_group": group_name},
+            start,
+        )
     for account_id, region, group_name, field in sorted(pending):
-        out.add("elasticache_pending_modification_info", GAUGE, "A modification of the replication group or its nodes that waits to be applied.",
-                {"account_id": account_id, "region": region, "replication_group": group_name, "field": field}, 1.0)  # fmt: skip
+        out.add(
+            "elasticache_pending_modification_info",
+            GAUGE,
+            "A modification of the replication group or its nodes that waits to be applied.",
+            {"account_id": account_id, "region": region, "replication_group": group_name, "field": field},
+            1.0,
+        )

@@ -36,33 +36,62 @@ class ClientProfileCollector(FamilyCollector):
         for name, result in sorted(profiles.items()):
             base = instance_labels(name)
             for client, count in sorted(result.connected.items()):
-                out.add("elasticache_clients_connected", GAUGE, "Connections by client name (CLIENT SETNAME): the top names, "
-                        "(unnamed) and (other).", {**base, "client_name": client}, float(count))  # fmt: skip
+                out.add(
+                    "elasticache_clients_connected",
+                    GAUGE,
+                    "Connections by client name (CLIENT SETNAME): the top names, (unnamed) and (other).",
+                    {**base, "client_name": client},
+                    float(count),
+                )
             for (client, idle), count in sorted(result.idle.items()):
-                out.add("elasticache_clients_idle", GAUGE, "Connections by client name that have been idle longer than 1m, 10m or 1h.",
-                        {**base, "client_name": client, "idle": idle}, float(count))  # fmt: skip
+                out.add(
+                    "elasticache_clients_idle",
+                    GAUGE,
+                    "Connections by client name that have been idle longer than 1m, 10m or 1h.",
+                    {**base, "client_name": client, "idle": idle},
+                    float(count),
+                )
             for source, count in sorted(result.by_source.items()):
-                out.add("elasticache_clients_connected_by_source", GAUGE, "Connections by source address (without the port): the "
-                        "top addresses and (other).", {**base, "source": source}, float(count))  # fmt: skip
+                out.add(
+                    "elasticache_clients_connected_by_source",
+                    GAUGE,
+                    "Connections by source address (without the port): the top addresses and (other).",
+                    {**base, "source": source},
+                    float(count),
+                )
             for client, omem in sorted(result.output_buffer_max.items()):
-                out.add("elasticache_clients_output_buffer_bytes_max", GAUGE, "The largest output buffer (omem) among a client name's "
-                        "connections: where big replies pile up.", {**base, "client_name": client}, float(omem))  # fmt: skip
+                out.add(
+                    "elasticache_clients_output_buffer_bytes_max",
+                    GAUGE,
+                    "The largest output buffer (omem) among a client name's connections: where big replies pile up.",
+                    {**base, "client_name": client},
+                    float(omem),
+                )
             if result.connections:
                 self._add_connections(out, base, result)
             out.add("elasticache_clients_profile_age_seconds", GAUGE, "Seconds since CLIENT LIST was last read.", base, now - result.read_at)
-            out.add("elasticache_exporter_client_list_duration_seconds", GAUGE, "Duration of the last CLIENT LIST read and count.", base,
-                    durations.get(name, 0.0))  # fmt: skip
+            out.add(
+                "elasticache_exporter_client_list_duration_seconds",
+                GAUGE,
+                "Duration of the last CLIENT LIST read and count.",
+                base,
+                durations.get(name, 0.0),
+            )
         for (name, kind), count in sorted(errors.items()):
-            out.add("elasticache_exporter_client_list_errors_total", COUNTER, "CLIENT LIST reads that failed, by kind.",
-                    {"instance": name, "kind": kind}, float(count))  # fmt: skip
+            out.add(
+                "elasticache_exporter_client_list_errors_total",
+                COUNTER,
+                "CLIENT LIST reads that failed, by kind.",
+                {"instance": name, "kind": kind},
+                float(count),
+            )
 
     def _add_connections(self, out: FamilySet, base: LabelSet, result: ClientProfile) -> None:
         """One connection's series as redis_exporter serves them: the info labels, then id and name on each gauge."""
         include_port = self._profiler.config.include_port
         read_at = int(result.read_at)
         for connection in result.connections:
-            labels = {**base, "id": connection.id, "name": connection.name, "flags": connection.flags, "db": connection.db,
-                      "host": connection.host}  # fmt: skip
+            labels = {**base, "id": connection.id, "name": connection.name, "flags": connection.flags, "db": connection.db, "host": connection.host}
             if include_port:
                 labels["port"] = connection.port
             if connection.user:

@@ -28,14 +28,29 @@ class Limits(FamilyCollector):
         out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
         shard = self._app.config.shard
         if shard is not None:
-            out.add("elasticache_exporter_shard_info", GAUGE, "This exporter's shard (scrape.shard): it serves the targets whose name "
-                    "hashes to index, of count shards.", {"index": str(shard.index), "count": str(shard.count)}, 1.0)  # fmt: skip
+            out.add(
+                "elasticache_exporter_shard_info",
+                GAUGE,
+                "This exporter's shard (scrape.shard): it serves the targets whose name hashes to index, of count shards.",
+                {"index": str(shard.index), "count": str(shard.count)},
+                1.0,
+            )
         http = self._app.http
         if http is not None:
             out.add("elasticache_exporter_http_connections", GAUGE, "Open HTTP connections.", {}, http.open_connections)
             out.add("elasticache_exporter_http_connections_max", GAUGE, "The bound on open HTTP connections.", {}, http.max_connections)
             out.add("elasticache_exporter_http_workers_busy", GAUGE, "HTTP workers answering a request now.", {}, http.busy_workers)
-            out.add("elasticache_exporter_http_connections_evicted_total", COUNTER,
-                    "Connections closed to make room at the connection bound (the longest idle first).", {}, http.evicted)  # fmt: skip
-            out.add("elasticache_exporter_http_request_head_timeouts_total", COUNTER,
-                    "Connections closed because their request head did not arrive in time.", {}, http.timed_out)  # fmt: skip
+            out.add(
+                "elasticache_exporter_http_connections_evicted_total",
+                COUNTER,
+                "Connections closed to make room at the connection bound (the longest idle first).",
+                {},
+                http.evicted,
+            )
+            out.add(
+                "elasticache_exporter_http_request_head_timeouts_total",
+                COUNTER,
+                "Connections closed because their request head did not arrive in time.",
+                {},
+                http.timed_out,
+            )

@@ -25,27 +25,64 @@ class KeyspaceCollector(FamilyCollector):
                 for prefix, keys in sorted(result.prefix_keys.items()):
                     out.add("elasticache_keyspace_prefix_keys", GAUGE, f"Keys by prefix, {ESTIMATE}.", {**labels, "prefix": prefix}, keys)
                 for prefix, used in sorted(result.prefix_memory.items()):
-                    out.add("elasticache_keyspace_prefix_memory_bytes", GAUGE, f"Memory (MEMORY USAGE) by prefix, {ESTIMATE}.",
-                            {**labels, "prefix": prefix}, used)  # fmt: skip
+                    out.add(
+                        "elasticache_keyspace_prefix_memory_bytes",
+                        GAUGE,
+                        f"Memory (MEMORY USAGE) by prefix, {ESTIMATE}.",
+                        {**labels, "prefix": prefix},
+                        used,
+                    )
                 for prefix in sorted(result.prefix_keys):
-                    out.add("elasticache_keyspace_prefix_keys_without_ttl", GAUGE, f"Keys without a TTL by prefix, {ESTIMATE}.",
-                            {**labels, "prefix": prefix}, result.prefix_without_ttl.get(prefix, 0.0))  # fmt: skip
+                    out.add(
+                        "elasticache_keyspace_prefix_keys_without_ttl",
+                        GAUGE,
+                        f"Keys without a TTL by prefix, {ESTIMATE}.",
+                        {**labels, "prefix": prefix},
+                        result.prefix_without_ttl.get(prefix, 0.0),
+                    )
                 for window, keys in result.expiring.items():
-                    out.add("elasticache_keyspace_expiring_keys", GAUGE, f"Keys whose TTL ends within 1m, 5m or 1h, {ESTIMATE}.",
-                            {**labels, "within": window}, keys)  # fmt: skip
+                    out.add(
+                        "elasticache_keyspace_expiring_keys",
+                        GAUGE,
+                        f"Keys whose TTL ends within 1m, 5m or 1h, {ESTIMATE}.",
+                        {**labels, "within": window},
+                        keys,
+                    )
                 for used, key, kind in result.big_keys:
-                    out.add("elasticache_keyspace_big_key_memory_bytes", GAUGE, "The largest keys of the latest sample (MEMORY USAGE); "
-                            "names cut at 100 bytes.", {**labels, "key": key, "type": kind}, float(used))  # fmt: skip
+                    out.add(
+                        "elasticache_keyspace_big_key_memory_bytes",
+                        GAUGE,
+                        "The largest keys of the latest sample (MEMORY USAGE); names cut at 100 bytes.",
+                        {**labels, "key": key, "type": kind},
+                        float(used),
+                    )
                 for freq, key, kind in result.hot_keys:
-                    out.add("elasticache_keyspace_hot_key_frequency", GAUGE, "The most used keys of the latest sample by their LFU counter "
-                            "(OBJECT FREQ, logarithmic; only under an LFU maxmemory policy); names cut at 100 bytes.",
-                            {**labels, "key": key, "type": kind}, float(freq))  # fmt: skip
-                out.add("elasticache_keyspace_sample_keys", GAUGE, "Distinct keys in the latest sample of the database.", labels,
-                        float(result.sampled))  # fmt: skip
-                out.add("elasticache_keyspace_sample_age_seconds", GAUGE, "Seconds since the database was last sampled.", labels,
-                        now - result.read_at)  # fmt: skip
-            out.add("elasticache_exporter_keyspace_sample_duration_seconds", GAUGE, "Duration of the last sample of every database.", base,
-                    durations.get(name, 0.0))  # fmt: skip
+                    out.add(
+                        "elasticache_keyspace_hot_key_frequency",
+                        GAUGE,
+                        "The most used keys of the latest sample by their LFU counter "
+                        "(OBJECT FREQ, logarithmic; only under an LFU maxmemory policy); names cut at 100 bytes.",
+                        {**labels, "key": key, "type": kind},
+                        float(freq),
+                    )
+                out.add(
+                    "elasticache_keyspace_sample_keys", GAUGE, "Distinct keys in the latest sample of the database.", labels, float(result.sampled)
+                )
+                out.add(
+                    "elasticache_keyspace_sample_age_seconds", GAUGE, "Seconds since the database was last sampled.", labels, now - result.read_at
+                )
+            out.add(
+                "elasticache_exporter_keyspace_sample_duration_seconds",
+                GAUGE,
+                "Duration of the last sample of every database.",
+                base,
+                durations.get(name, 0.0),
+            )
         for (name, kind), count in sorted(errors.items()):
-            out.add("elasticache_exporter_keyspace_sample_errors_total", COUNTER, "Keyspace samples that failed, by kind.",
-                    {"instance": name, "kind": kind}, float(count))  # fmt: skip
+            out.add(
+                "elasticache_exporter_keyspace_sample_errors_total",
+                COUNTER,
+                "Keyspace samples that failed, by kind.",
+                {"instance": name, "kind": kind},
+                float(count),
+            )
