@@ -366,7 +366,13 @@ def test_no_credentials_idles_with_one_log_line(monkeypatch, tmp_path, caplog, p
         samples = call(app, "/metrics").samples()
         assert sample(samples, "redis_up", instance=f"127.0.0.1:{plain_redis.port}") == 1
         assert sample(samples, "elasticache_exporter_discovery_last_success_timestamp_seconds") == 0
-        time.sleep(1.5)
+
+        def failed_calls() -> float:
+            found = call(app, "/metrics").samples()
+            return sum(value for (name, _), value in found.items() if name == "elasticache_exporter_aws_api_errors_total")
+
+        failed = failed_calls()
+        wait_until(lambda: failed_calls() >= failed + 2, what="two more discoveries failing")  # every second: logged once
         assert sum("no AWS credentials" in r.getMessage() for r in caplog.records) == 1
     finally:
         app.close()

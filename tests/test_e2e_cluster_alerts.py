@@ -3,6 +3,8 @@ nothing fires while it is healthy; stopping one master fires exactly the alerts 
 
 from __future__ import annotations
 
+import datetime
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +24,26 @@ def firing_alerts(port: int) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
             labels = alert["labels"]
             result.add((labels["alertname"], tuple((k, labels[k]) for k in keep if k in labels)))
     return result
+
+
+FOR_SECONDS = 5  # every alert's `for` in the shortened rules
+
+
+def _evaluated_at(group: dict) -> float:
+    """A rule group's last evaluation, as a Unix time (Prometheus writes RFC 3339 with nanoseconds)."""
+    text = re.sub(r"(\.\d{6})\d*", r"\1", group["lastEvaluation"]).replace("Z", "+00:00")
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def wait_for_evaluations(port: int, since: float, seconds: float) -> None:
+    """Until Prometheus has evaluated every rule group ``seconds`` after ``since``: its evaluations counted, not the
+    wall clock hoped for (a busy machine delays them)."""
+
+    def evaluated() -> bool:
+        groups = api(port, "/api/v1/rules")["data"]["groups"]
+        return bool(groups) and all(_evaluated_at(group) >= since + seconds for group in groups)
+
+    wait_until(evaluated, timeout=60, interval=0.5, what=f"every rule group evaluated {seconds} s on")
 
 
 @pytest.fixture
@@ -78,7 +100,8 @@ def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_ale
     counts = sorted((sample["metric"]["role"], sample["value"][1]) for sample in shards["data"]["result"])
     assert counts == [("master", "1")] * 3 + [("slave", "1")] * 3  # three shards, one master and one replica each
 
-    time.sleep(8)  # every shortened `for` (5 s) has passed: anything wrong would fire now
+    # every rule evaluated past the shortened `for` (5 s) and a scrape or two more: anything wrong would fire now
+    wait_for_evaluations(port, since=time.time(), seconds=FOR_SECONDS + 3)
     assert firing_alerts(port) == set()
 
     master_index = next(i for i, node in enumerate(nodes) if node.info()["role"] == "master")
@@ -92,5 +115,5 @@ def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_ale
         ("RedisMasterLinkDown", (("instance", f"n{replica_index}"),)),
     }
     wait_until(lambda: expected <= firing_alerts(port), timeout=60, interval=0.5, what=f"{expected} firing")
-    time.sleep(6)  # room for anything else to fire
+    wait_for_evaluations(port, since=time.time(), seconds=FOR_SECONDS + 1)  # room for anything else to fire
     assert firing_alerts(port) == expected

@@ -206,14 +206,16 @@ def test_writer_stops_when_the_node_is_demoted(fresh_redis):
             samples = call(app, "/metrics").samples()
             return samples.get(("elasticache_exporter_heartbeat_writes_total", (("instance", "node"),)), 0.0)
 
+        def skipped() -> float:
+            key = ("elasticache_exporter_heartbeat_skipped_total", (("instance", "node"),))
+            return call(app, "/metrics").samples().get(key, 0.0)
+
         wait_until(lambda: writes() >= 2, what="heartbeat writes")
         fresh_redis.client().execute_command("REPLICAOF", "127.0.0.1", str(other.port))
-        time.sleep(0.3)
-        settled = writes()
-        time.sleep(0.5)
+        wait_until(lambda: skipped() >= 1, what="the writer seeing a replica")
+        settled, first = writes(), skipped()
+        wait_until(lambda: skipped() >= first + 2, what="two more rounds of the writer")
         assert writes() == settled
-        skipped = sample(call(app, "/metrics").samples(), "elasticache_exporter_heartbeat_skipped_total", instance="node")
-        assert skipped >= 2
     finally:
         app.close()
         fresh_redis.client().execute_command("REPLICAOF", "NO", "ONE")
