@@ -250,22 +250,7 @@ def _latency_pass(plan: BenchmarkPlan, tool_path: str, size: int, result: SizeRe
         return []
     rates = result.rates()["ops"]
     requests = int(min(2_000_000, max(2_000, percentile(rates, 0.5) * LATENCY_PASS_SECONDS))) if rates else 2_000
-    command = [
-        tool_path,
-        *_connection_args(plan, plan.tool),
-        "-t",
-        "get",
-        *plan.tool_args(size),
-        "-n",
-        str(requests),
-        "-r",
-        str(plan.keys),
-        "-c",
-        str(plan.clients),
-        "-P",
-        str(plan.pipeline),
-        "--csv",
-    ]
+    command = _redis_benchmark_gets(plan, tool_path, size, requests, "--csv")
     try:
         output = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False).stdout
     except subprocess.TimeoutExpired:
@@ -327,19 +312,10 @@ def _load_command(plan: BenchmarkPlan, tool_path: str, size: int) -> list[str]:
             "4",
             f"--pipeline={plan.pipeline}",
         ]
-    return [
-        tool_path,
-        *_connection_args(plan, plan.tool),
-        "-t",
-        "get",
-        *plan.tool_args(size),
-        "-n",
-        "2000000000",
-        "-r",
-        str(plan.keys),
-        "-c",
-        str(plan.clients),
-        "-P",
-        str(plan.pipeline),
-        "-q",
-    ]
+    return _redis_benchmark_gets(plan, tool_path, size, 2_000_000_000, "-q")
+
+
+def _redis_benchmark_gets(plan: BenchmarkPlan, tool_path: str, size: int, requests: int, output: str) -> list[str]:
+    """redis-benchmark's GETs of the plan's keys, clients and pipeline: ``requests`` of them, printed as ``output`` says."""
+    load = ["-n", str(requests), "-r", str(plan.keys), "-c", str(plan.clients), "-P", str(plan.pipeline)]
+    return [tool_path, *_connection_args(plan, plan.tool), "-t", "get", *plan.tool_args(size), *load, output]
