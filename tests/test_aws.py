@@ -18,7 +18,7 @@ from moto import mock_aws
 from servers import start_exporter, wait_until
 
 from exporter.aws.api import ApiStats, AwsApi, AwsCallError, Backoff
-from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, prometheus_name, window
+from exporter.aws.cloudwatch import DEFAULT_METRICS, MetricSpec, batches, build_queries, estimate_cost, polled_metrics, prometheus_name, window
 from exporter.aws.discovery import Node, build_nodes
 from exporter.aws.monitor import AwsMonitor
 from exporter.common.exposition import encode_text
@@ -247,7 +247,7 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
         assert sample(samples, prometheus_name(metric, statistic), **labels) == value
         stamp = sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", metric=prometheus_name(metric, statistic), **labels)
         assert time.time() - 250 <= stamp <= time.time() - 180  # the newest complete minute before the 2-minute delay
-    queries = len(cluster_ids) * sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    queries = len(cluster_ids) * sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == math.ceil(queries / 500)
     assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == queries
     info = sample(
@@ -289,7 +289,7 @@ def test_a_shard_polls_and_describes_only_its_own_nodes(aws_credentials):
             polled = {dict(labels)["dimension_CacheClusterId"] for (name, labels) in samples if name.startswith("aws_elasticache_")}
             assert polled == owned[index]
             assert owned[index] == {c for c in cluster_ids if shard.owns(c)}
-            per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+            per_node = sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
             assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == len(owned[index]) * per_node
     assert owned[0] | owned[1] == set(cluster_ids)
     assert not owned[0] & owned[1]
@@ -520,7 +520,7 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
         )
         assert result.returncode == 0, result.stderr
         assert f"nodes discovered: {len(cluster_ids)}" in result.stdout
-        queries = len(cluster_ids) * sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+        queries = len(cluster_ids) * sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
         assert f"{queries:>14,}" in result.stdout
     finally:
         exporter.stop()

@@ -16,7 +16,7 @@ from moto import mock_aws
 from moto_serverless import serverless_in_moto
 from servers import wait_until
 
-from exporter.aws.cloudwatch import DEFAULT_METRICS, SERVERLESS_METRICS, window
+from exporter.aws.cloudwatch import DEFAULT_METRICS, SERVERLESS_METRICS, polled_metrics, window
 from exporter.aws.discovery import build_serverless, instance_names
 from exporter.aws.monitor import AwsMonitor
 from exporter.common.exposition import encode_text
@@ -149,7 +149,7 @@ def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_c
         labels = {"account_id": account, "region": region, "dimension_CacheClusterId": cluster_id, "dimension_CacheNodeId": "0001"}
         assert sample(samples, "aws_elasticache_cpuutilization_average", **labels) == cpu_value(account, region, cluster_id)
     # one GetMetricData call per account-region with nodes (each well under 500 queries)
-    queries_per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    queries_per_node = sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
     assert sample(samples, "elasticache_exporter_aws_api_calls_total", api="get_metric_data") == 3
     queries_per_cache = sum(len(spec.statistics) for spec in SERVERLESS_METRICS)
     assert sample(samples, "elasticache_exporter_cloudwatch_metrics_requested_total") == (
@@ -207,7 +207,7 @@ def test_serverless_metrics_can_be_chosen_or_switched_off(aws_credentials):
         off.poll_once()
     serverless = {key[4:] for key in chosen.cache() if key[3] == ""}
     assert serverless == {("ThrottledCmds", "Average")}
-    queries_per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    queries_per_node = sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
     assert chosen.last_queries == 6 * queries_per_node + len(SERVERLESS)
     assert off.last_queries == 6 * queries_per_node
     assert not [key for key in off.cache() if key[3] == ""]
@@ -316,7 +316,7 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
     with moto_fleet():
         assert main(["cost", "--config.file", str(config)]) == 0
     out = capsys.readouterr().out
-    per_node = sum(len(spec.statistics) for spec in DEFAULT_METRICS)
+    per_node = sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
     rows = {tuple(line.split()[:3]) for line in out.splitlines()}
     assert (DEV, EU, "2") in rows
     assert (DEV, US, "2") in rows

@@ -235,7 +235,7 @@ def test_the_readme_settings_table_is_the_declarations():
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("<!-- settings table: begin -->\n", 1)[1].split("<!-- settings table: end -->", 1)[0]
-    assert table == markdown_table(), "regenerate it: python3 -m exporter.config.declared"
+    assert table == markdown_table(), "regenerate it: python3 -m exporter.config"
 
 
 @pytest.mark.unit

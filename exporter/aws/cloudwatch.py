@@ -62,6 +62,48 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("IsPrimary", ("Maximum",)),
 )
 
+# AWS's own view of each node (published since May 2026 for node-based clusters), polled beside the metric set unless a
+# group is left out (aws.cloudwatch.exclude_groups). Statistics as AWS recommends them: Average and Maximum for a
+# percentage of the minute, Maximum for a per-second maximum within the minute and for a gauge, Sum for a count. A node
+# whose engine or node type does not publish one returns no datapoint for it, so it gets no series.
+METRIC_GROUPS: dict[str, tuple[MetricSpec, ...]] = {
+    "network_capacity": (  # traffic as a percentage of the instance's baseline bandwidth; Max*: its busiest second
+        MetricSpec("NetworkBaselineUsageInPercentage", ("Average", "Maximum")),
+        MetricSpec("NetworkBaselineUsageOutPercentage", ("Average", "Maximum")),
+        MetricSpec("NetworkBaselineMaxUsageInPercentage", ("Maximum",)),
+        MetricSpec("NetworkBaselineMaxUsageOutPercentage", ("Maximum",)),
+    ),
+    "memory_health": (
+        MetricSpec("UsedMemoryDataset", ("Maximum",)),
+        MetricSpec("AllocatorFragmentationBytes", ("Maximum",)),
+        MetricSpec("AllocatorFragmentationRatio", ("Maximum",)),
+        MetricSpec("MajorPageFaults", ("Sum",)),
+    ),
+    "connections": (
+        MetricSpec("BlockedConnections", ("Maximum",)),
+        MetricSpec("RejectedConnections", ("Sum",)),  # refused at maxclients
+    ),
+    "pubsub": (MetricSpec("PubSubChannels", ("Maximum",)), MetricSpec("PubSubShardChannels", ("Maximum",))),
+    "throughput": (MetricSpec("ProcessedCommands", ("Sum",)),),
+    "host_peaks": (  # host-level: per-second maxima within the minute, ElastiCache's own throttling, link-local shaping
+        MetricSpec("NetworkMaxBytesIn", ("Maximum",)),
+        MetricSpec("NetworkMaxBytesOut", ("Maximum",)),
+        MetricSpec("NetworkMaxPacketsIn", ("Maximum",)),
+        MetricSpec("NetworkMaxPacketsOut", ("Maximum",)),
+        MetricSpec("TrafficManagementActive", ("Maximum",)),
+        MetricSpec("NetworkLinkLocalAllowanceExceeded", ("Sum",)),
+    ),
+}
+
+
+def polled_metrics(metrics: Sequence[MetricSpec], exclude_groups: Iterable[str] = ()) -> tuple[MetricSpec, ...]:
+    """The metric set and the groups not left out, each metric once (a metric the set names keeps its statistics)."""
+    left_out = set(exclude_groups)
+    names = {spec.name for spec in metrics}
+    extra = [spec for group, specs in METRIC_GROUPS.items() if group not in left_out for spec in specs if spec.name not in names]
+    return (*metrics, *extra)
+
+
 # Metrics only some node types publish, polled for those nodes beside the metric set (aws.cloudwatch.node_type_metrics):
 # data tiering's SSD traffic and fill on r6gd, the CPU credits of the burstable t family.
 NODE_TYPE_METRICS: tuple[tuple[str, tuple[MetricSpec, ...]], ...] = (
@@ -239,7 +281,10 @@ def estimate_cost(
     *,
     serverless: int = 0,
     serverless_metrics: Sequence[MetricSpec] = SERVERLESS_METRICS,
+    node_type_queries: int = 0,
 ) -> CostEstimate:
-    """The cost of polling ``nodes`` nodes and ``serverless`` serverless caches of one account and region."""
+    """The cost of polling ``nodes`` nodes and ``serverless`` serverless caches of one account and region, and the queries
+    of the metrics only some of the nodes' types publish (:data:`NODE_TYPE_METRICS`)."""
     queries = nodes * sum(len(spec.statistics) for spec in metrics) + serverless * sum(len(spec.statistics) for spec in serverless_metrics)
+    queries += node_type_queries
     return CostEstimate(nodes + serverless, queries, math.ceil(queries / MAX_QUERIES_PER_CALL), interval)

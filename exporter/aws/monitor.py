@@ -27,10 +27,12 @@ from .cloudwatch import (
     build_queries,
     get_metric_data,
     newest_datapoints,
+    polled_metrics,
     window,
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
+from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, MinuteHistory, implied_baseline, series_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,10 @@ class AwsMonitor:
         self._names: dict[NodeKey, str] = {}
         # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
         self._by_instance: dict[tuple[str, str, str], CachedValue] = {}
+        # the last hour's minutes of the series AWS's implied baseline is computed from, by (node, metric, statistic)
+        self._history: dict[tuple[NodeKey, str, str], MinuteHistory] = {}
+        self._implied: dict[tuple[str, str], float] = {}  # (instance, direction) → bytes/s, recomputed each poll
+        self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
         self.last_poll_duration = 0.0
@@ -209,13 +215,14 @@ class AwsMonitor:
         deadline = started + max(5.0, 0.8 * self.config.poll_interval)
         span = window(time.time(), self.config.period, self.config.delay, self.config.lookback_periods)
         fresh: dict[SeriesKey, CachedValue] = {}
+        minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]] = []
         queried: set[SeriesKey] = set()
         total_queries = 0
         with self._lock:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = build_queries(groups.get((account, region), []), self.config.metrics, by_node_type=self.config.node_type_metrics)
+            queries = build_queries(groups.get((account, region), []), self.node_metrics, by_node_type=self.config.node_type_metrics)
             queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
             total_queries += len(queries)
             if not queries:
@@ -236,6 +243,11 @@ class AwsMonitor:
                     self._report(err, f"GetMetricData in {_place(api, region)}")
                     continue
                 by_id = {query.id: query for query in batch}
+                minutes += [
+                    ((query.node.key, query.metric, query.statistic), result)
+                    for result in results
+                    if (query := by_id.get(result.get("Id", ""))) is not None and (query.metric, query.statistic) in HISTORY_SERIES
+                ]
                 for query_id, datapoint in newest_datapoints(results).items():
                     query = by_id.get(query_id)
                     if query is not None:
@@ -248,11 +260,35 @@ class AwsMonitor:
             merged.update(fresh)
             self._cache = merged
             self._index()
+            self._keep_history(minutes, live)
             if fresh or not queried:
                 self.last_poll = time.time()
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = total_queries
             self.polls += 1
+
+    def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey]) -> None:
+        """Add this poll's minutes of the history series; drop minutes over an hour old and nodes gone. Lock held."""
+        oldest = time.time() - HISTORY_SECONDS
+        for key, result in minutes:
+            self._history.setdefault(key, MinuteHistory()).add(result.get("Timestamps", []), result.get("Values", []))
+        for key in list(self._history):
+            if key[0] not in live or not self._history[key].prune(oldest):
+                del self._history[key]
+        implied: dict[tuple[str, str], float] = {}
+        for node_key in {key[0] for key in self._history}:
+            for direction in DIRECTIONS:
+                traffic_metric, share_metric = series_names(direction)
+                traffic, share = self._history.get((node_key, traffic_metric, "Sum")), self._history.get((node_key, share_metric, "Average"))
+                value = implied_baseline(traffic.points, share.points, self.config.period) if traffic and share else None
+                if value is not None:
+                    implied[(self._names.get(node_key, node_key[2]), direction)] = value
+        self._implied = implied
+
+    def implied_baseline(self, instance: str, direction: str) -> float | None:
+        """The bandwidth (bytes/s) AWS counts as the node's baseline over the last hour (``network_baseline``), or None."""
+        with self._lock:
+            return self._implied.get((instance, direction))
 
     @property
     def serverless_metrics(self) -> tuple[MetricSpec, ...]:

@@ -32,6 +32,7 @@ class AwsConfig:
     export_tags: tuple[str, ...] = ()  # tag keys served as tag_<key> labels of elasticache_node_info and serverless info
     events: bool = True  # poll DescribeEvents and the service updates
     node_type_metrics: bool = True  # poll the metrics only some node types have (r6gd data tiering, t-family credits)
+    exclude_groups: tuple[str, ...] = ()  # groups of cloudwatch.METRIC_GROUPS not polled
 
     @property
     def enabled(self) -> bool:

@@ -57,7 +57,7 @@ def check_names(wanted: list[str], known: set[str], flag: str) -> None:
 
 
 def print_cost(config: Config) -> int:
-    from exporter.aws.cloudwatch import estimate_cost
+    from exporter.aws.cloudwatch import build_queries, estimate_cost
     from exporter.aws.monitor import AwsMonitor
 
     if not config.aws.enabled:
@@ -65,21 +65,29 @@ def print_cost(config: Config) -> int:
     monitor = AwsMonitor(config.aws, log_failures=False)
     discover(monitor)
     nodes, caches = monitor.nodes(), monitor.serverless()
-    metrics, serverless_metrics = config.aws.metrics, monitor.serverless_metrics
+    metrics, serverless_metrics = monitor.node_metrics, monitor.serverless_metrics
     per_node = sum(len(spec.statistics) for spec in metrics)
     per_cache = sum(len(spec.statistics) for spec in serverless_metrics)
     regions = sorted({n.region for n in nodes} | {c.region for c in caches})
     print(f"nodes discovered: {len(nodes)}, serverless caches: {len(caches)}, in {', '.join(regions) or 'no region'}")
     print(f"metrics: {len(metrics)}, queries per node: {per_node}; per serverless cache: {per_cache} (metric x statistic)")
-    places: dict[tuple[str, str], list[int]] = {}
+    left_out = ", ".join(config.aws.exclude_groups) or "none"
+    print(f"AWS's node metric groups (aws.cloudwatch.exclude_groups to leave one out): left out {left_out}")
+    places: dict[tuple[str, str], list[int]] = {}  # nodes, serverless caches, and the node-type metrics of the nodes
     for node in nodes:
-        places.setdefault((node.account_id, node.region), [0, 0])[0] += 1
+        counts = places.setdefault((node.account_id, node.region), [0, 0, 0])
+        counts[0] += 1
+        if config.aws.node_type_metrics:
+            counts[2] += len(build_queries([node], metrics, by_node_type=True)) - per_node
     for cache in caches:
-        places.setdefault((cache.account_id, cache.region), [0, 0])[1] += 1
+        places.setdefault((cache.account_id, cache.region), [0, 0, 0])[1] += 1
 
     def cost_at(interval: float, counts: list[list[int]]):
         """Calls are made per account and region, so their count is the sum of each place's."""
-        costs = [estimate_cost(n, metrics, interval, serverless=s, serverless_metrics=serverless_metrics) for n, s in counts]
+        costs = [
+            estimate_cost(n, metrics, interval, serverless=s, serverless_metrics=serverless_metrics, node_type_queries=extra)
+            for n, s, extra in counts
+        ]
         fields = ("queries_per_cycle", "calls_per_cycle", "metrics_per_month", "usd_per_month")
         return tuple(sum(getattr(cost, field) for cost in costs) for field in fields)
 
@@ -91,8 +99,8 @@ def print_cost(config: Config) -> int:
     if places:
         print(f"at the configured interval ({config.aws.poll_interval:.0f}s), per account and region:")
         print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'USD/month':>10}")
-        for (account_id, region), (count, serverless) in sorted(places.items()):
-            queries, calls, _, usd = cost_at(config.aws.poll_interval, [[count, serverless]])
+        for (account_id, region), (count, serverless, extra) in sorted(places.items()):
+            queries, calls, _, usd = cost_at(config.aws.poll_interval, [[count, serverless, extra]])
             print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>14,} {calls:>12,} {usd:>10.2f}")
         print("Calls are made per account and region: ceil(queries / 500) each, every cycle.")
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")

@@ -210,6 +210,19 @@ def _delimiters(text: str) -> str | None:
     return None
 
 
+def _metric_groups(value: Any, key: str) -> tuple[str, ...]:
+    from exporter.aws.cloudwatch import METRIC_GROUPS  # only a config with an aws section gets here
+
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(key, "must be a list of metric groups")
+    groups = tuple(dict.fromkeys(as_string(item, key).strip() for item in items))
+    unknown = [group for group in groups if group not in METRIC_GROUPS]
+    if unknown:
+        raise ConfigError(key, f"unknown metric group {unknown[0]!r} (one of {', '.join(METRIC_GROUPS)})")
+    return groups
+
+
 _NODE_TYPE = re.compile(r"^(cache\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 
@@ -472,6 +485,9 @@ CLOUDWATCH = Group(
         Setting("serverless_metrics", None, "the same, for serverless caches", shown_default="the default set", shape="list"),
         Setting("node_type_metrics", BOOL, "poll the metrics only some node types have (data tiering, t-family credits)",
                 field="node_type_metrics"),
+        Setting("exclude_groups", Reader("list of groups", _metric_groups, _text), "groups of AWS's own node metrics not to "
+                "poll: network_capacity, memory_health, connections, pubsub, throughput, host_peaks", field="exclude_groups",
+                shown_default="none: all polled"),
     ),
     record=AwsConfig,
 )  # fmt: skip
@@ -590,7 +606,3 @@ def markdown_table() -> str:
                 sources.append(f"`{setting.upstream_env}`")
             lines.append(f"| `{key}` | {setting.kind} | {_help_default(group, setting)} | {', '.join(sources)} | {setting.help} |")
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")

@@ -104,7 +104,7 @@ class ExporterApp:
 
             self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
             self.targets.credentials_for = self.aws_monitor.credentials_for
-            self._extra_collectors.append(AwsCollector(self.aws_monitor))
+            self._extra_collectors.append(AwsCollector(self.aws_monitor, self._baselines))
             self.aws_monitor.start()
 
     def _start_profiler(self, profiler: Any, collector: Any) -> Any:

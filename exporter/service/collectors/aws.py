@@ -8,16 +8,19 @@ import time
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.monitor import AwsMonitor, series_key
+from exporter.baselines.table import BaselineTable
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
+from .aws_baseline import add_aws_baseline
 from .aws_fleet import add_fleet, tag_labels
 
 
 class AwsCollector(FamilyCollector):
     """Serves the monitor's cache: CloudWatch series, node info, and the AWS side's own health."""
 
-    def __init__(self, monitor: AwsMonitor) -> None:
+    def __init__(self, monitor: AwsMonitor, baselines: BaselineTable | None = None) -> None:
         self._monitor = monitor
+        self._baselines = baselines
 
     def write(self, out: FamilySet) -> None:
         monitor = self._monitor
@@ -61,6 +64,7 @@ class AwsCollector(FamilyCollector):
             )
         for cache in monitor.serverless():
             _add_serverless(monitor, cache, out)
+        add_aws_baseline(monitor, self._baselines, out)
         add_fleet(monitor, time.time(), out)
         _add_api_health(monitor, out)
 

@@ -1,0 +1,71 @@
+"""AWS's view of each node's bandwidth beside the baseline table's: the share of its baseline AWS reports (average and
+busiest second), the baseline that share implies, and how the table's figure compares with it per node type."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from exporter.aws.monitor import AwsMonitor
+from exporter.aws.network_baseline import DIRECTIONS
+from exporter.baselines.table import BaselineTable
+from exporter.common.families import GAUGE, FamilySet
+
+
+def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: FamilySet) -> None:
+    fresh_after = time.time() - monitor.fresh_seconds()
+    implied_by_type: dict[tuple[str, str], list[float]] = {}
+    for name, node in monitor.named_nodes():
+        if not monitor.owns(name):
+            continue
+        for direction, word in DIRECTIONS.items():
+            labels = {"instance": name, "direction": direction, "node_type": node.node_type}
+            usage = monitor.latest(name, f"NetworkBaselineUsage{word}Percentage", "Average")
+            if usage is not None and usage.timestamp >= fresh_after:
+                out.add(
+                    "elasticache_network_aws_baseline_usage_ratio",
+                    GAUGE,
+                    "Traffic of the minute as a fraction of the instance's baseline bandwidth, as AWS reports it "
+                    "(NetworkBaselineUsage*Percentage / 100, Average; over 1 spends burst credits).",
+                    labels,
+                    usage.value / 100.0,
+                )
+            peak = monitor.latest(name, f"NetworkBaselineMaxUsage{word}Percentage", "Maximum")
+            if peak is not None and peak.timestamp >= fresh_after:
+                out.add(
+                    "elasticache_network_aws_baseline_peak_usage_ratio",
+                    GAUGE,
+                    "The busiest second of the minute as a fraction of the instance's baseline bandwidth, as AWS reports it "
+                    "(NetworkBaselineMaxUsage*Percentage / 100).",
+                    labels,
+                    peak.value / 100.0,
+                )
+            implied = monitor.implied_baseline(name, direction)
+            if implied is not None:
+                out.add(
+                    "elasticache_network_aws_baseline_bytes_per_second",
+                    GAUGE,
+                    "The baseline bandwidth AWS counts for the node: NetworkBytes (Sum / period) over NetworkBaselineUsage "
+                    "(Average / 100), the median of the last hour's minutes at 1 % or more.",
+                    labels,
+                    implied,
+                )
+                implied_by_type.setdefault((node.node_type, direction), []).append(implied)
+    if table is not None:
+        _add_agreement(table, implied_by_type, out)
+
+
+def _add_agreement(table: BaselineTable, implied_by_type: dict[tuple[str, str], list[float]], out: FamilySet) -> None:
+    for (node_type, direction), values in sorted(implied_by_type.items()):
+        baseline = table.get(node_type)
+        levels = baseline.levels(table.basis) if baseline is not None else None
+        if not levels:
+            continue
+        out.add(
+            "elasticache_baseline_agreement_ratio",
+            GAUGE,
+            "The baseline table's 100 % bandwidth of the node type over the baseline AWS implies for it (median over the "
+            "fleet's nodes of the type): 1 agrees, 0.5 means the table allows half of what AWS does.",
+            {"node_type": node_type, "direction": direction},
+            levels[100] / statistics.median(values),
+        )

@@ -1,0 +1,148 @@
+"""AWS's own view of each node against moto: the metric groups polled (and counted by cost), the baseline AWS implies from
+a node's traffic and its share of the baseline, and how the baseline table agrees with it per node type."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import boto3
+import pytest
+from helpers import parse_samples, sample
+from moto import mock_aws
+
+from exporter.aws.cloudwatch import DEFAULT_METRICS, METRIC_GROUPS, build_queries, polled_metrics, window
+from exporter.aws.monitor import AwsMonitor
+from exporter.aws.network_baseline import implied_baseline
+from exporter.baselines.table import load_table
+from exporter.common.exposition import encode_text
+from exporter.config import build_config
+from exporter.service.collectors.aws import AwsCollector
+
+REGION = "eu-west-1"
+# node type → the baseline (bytes/s, out) the seeded minutes imply: none of them the table's figure
+IMPLIED = {"cache.r6g.large": 125_000_000.0, "cache.m5.large": 62_500_000.0, "cache.t3.medium": 40_000_000.0}
+
+
+def _group(elasticache, group: str, node_type: str, members: int) -> list[str]:
+    elasticache.create_replication_group(
+        ReplicationGroupId=group, ReplicationGroupDescription="test", Engine="redis", CacheNodeType=node_type, NumCacheClusters=1
+    )
+    ids = []
+    for member in range(1, members + 1):
+        cluster_id = f"{group}-00{member}"
+        elasticache.create_cache_cluster(
+            CacheClusterId=cluster_id, ReplicationGroupId=group, CacheNodeType=node_type, Engine="redis", NumCacheNodes=1
+        )
+        ids.append(cluster_id)
+    return ids
+
+
+def _put_minutes(cloudwatch, cluster_id: str, baseline: float, shares: list[float], peak: float | None = None) -> None:
+    """A minute per share (percent of ``baseline``, newest first): NetworkBytesOut is that share of the baseline over 60 s."""
+    _, end = window(time.time(), 60, 120, 5)
+    dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
+    data = []
+    for minutes_ago, share in enumerate(shares, start=1):
+        stamp = end - datetime.timedelta(minutes=minutes_ago)
+        data.append({"MetricName": "NetworkBytesOut", "Timestamp": stamp, "Value": baseline * share / 100 * 60, "Dimensions": dimensions})
+        data.append({"MetricName": "NetworkBaselineUsageOutPercentage", "Timestamp": stamp, "Value": share, "Dimensions": dimensions})
+        if peak is not None:
+            data.append({"MetricName": "NetworkBaselineMaxUsageOutPercentage", "Timestamp": stamp, "Value": peak, "Dimensions": dimensions})
+    for start in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[start : start + 500])
+
+
+@pytest.fixture
+def fleet(aws_credentials):
+    """Two nodes of each of three node types with an hour of minutes (shares 5 to 64 %), and one idle node under 1 %."""
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        nodes: dict[str, str] = {}
+        for index, (node_type, baseline) in enumerate(IMPLIED.items()):
+            for cluster_id in _group(elasticache, f"g{index}", node_type, 2):
+                nodes[cluster_id] = node_type
+                shares = [5.0 + (minute * 7 + index) % 60 for minute in range(60)]
+                _put_minutes(cloudwatch, cluster_id, baseline, shares, peak=130.0)
+        (idle,) = _group(elasticache, "idle", "cache.r6g.large", 1)
+        _put_minutes(cloudwatch, idle, IMPLIED["cache.r6g.large"], [0.4] * 60)
+        yield nodes, idle
+
+
+def _monitor(**cloudwatch: object) -> AwsMonitor:
+    config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"lookback": "60m", **cloudwatch}}, "redis": {"addr": ""}}, environ={})
+    monitor = AwsMonitor(config.aws)
+    monitor.discover_once()
+    monitor.poll_once()
+    return monitor
+
+
+def test_the_implied_baseline_and_the_agreement_with_the_table(fleet):
+    nodes, idle = fleet
+    monitor = _monitor()
+    table = load_table()
+    samples = parse_samples(encode_text(AwsCollector(monitor, table).collect()).decode())
+    for cluster_id, node_type in nodes.items():
+        labels = {"instance": cluster_id, "direction": "out", "node_type": node_type}
+        assert sample(samples, "elasticache_network_aws_baseline_bytes_per_second", **labels) == pytest.approx(IMPLIED[node_type])
+        assert sample(samples, "elasticache_network_aws_baseline_peak_usage_ratio", **labels) == pytest.approx(1.3)
+        newest_share = 5.0 + list(IMPLIED).index(node_type) % 60  # the minute just before the window's end
+        assert sample(samples, "elasticache_network_aws_baseline_usage_ratio", **labels) == pytest.approx(newest_share / 100)
+    for node_type, implied in IMPLIED.items():
+        full = table.get(node_type).levels(table.basis)[100]
+        agreement = sample(samples, "elasticache_baseline_agreement_ratio", node_type=node_type, direction="out")
+        assert agreement == pytest.approx(full / implied)
+    # under 1 % of its baseline, the division is noise: no implied baseline, while its share is still served
+    assert not [key for key in samples if key[0] == "elasticache_network_aws_baseline_bytes_per_second" and ("instance", idle) in key[1]]
+    assert sample(samples, "elasticache_network_aws_baseline_usage_ratio", instance=idle, direction="out", node_type="cache.r6g.large") == (
+        pytest.approx(0.004)
+    )
+    # a direction no node published: no series, no error
+    assert not [key for key in samples if key[0].startswith("elasticache_network_aws_baseline") and ("direction", "in") in key[1]]
+
+
+def test_the_groups_are_polled_beside_the_metric_set_and_one_can_be_left_out(fleet):
+    nodes, _ = fleet
+    per_node = sum(len(spec.statistics) for spec in polled_metrics(DEFAULT_METRICS))
+    assert per_node == sum(len(spec.statistics) for spec in DEFAULT_METRICS) + sum(
+        len(spec.statistics) for specs in METRIC_GROUPS.values() for spec in specs
+    )
+    monitor = _monitor()
+    assert monitor.last_queries == (len(nodes) + 1) * per_node + 2 * 2  # and the CPU credits of the two t3 nodes
+    names = {spec.name for spec in monitor.node_metrics}
+    assert {"NetworkBaselineUsageOutPercentage", "TrafficManagementActive", "RejectedConnections", "PubSubShardChannels"} <= names
+    left_out = _monitor(exclude_groups=["pubsub", "host_peaks"])
+    assert left_out.last_queries == monitor.last_queries - (len(nodes) + 1) * 8  # 2 pub/sub and 6 host-peak statistics
+    assert "PubSubChannels" not in {spec.name for spec in left_out.node_metrics}
+    queries = build_queries(monitor.nodes()[:1], monitor.node_metrics)
+    assert {(q.metric, q.statistic) for q in queries} >= {
+        ("NetworkBaselineUsageInPercentage", "Average"),
+        ("NetworkBaselineUsageInPercentage", "Maximum"),
+        ("NetworkBaselineMaxUsageOutPercentage", "Maximum"),
+        ("NetworkMaxPacketsIn", "Maximum"),
+        ("MajorPageFaults", "Sum"),
+        ("ProcessedCommands", "Sum"),
+    }
+
+
+@pytest.mark.unit
+def test_implied_baseline_is_the_median_of_the_minutes_at_one_percent_or_more():
+    traffic = {60.0: 600.0, 120.0: 1200.0, 180.0: 6.0, 240.0: 900.0}
+    share = {60.0: 10.0, 120.0: 10.0, 180.0: 0.5, 240.0: 30.0, 300.0: 50.0}  # 180: under 1 %; 300: no traffic minute
+    # bytes/s of 10, 20 and 15 at 10, 10 and 30 %: implied 100, 200 and 50
+    assert implied_baseline(traffic, share, 60) == 100.0
+    assert implied_baseline(traffic, {180.0: 0.5}, 60) is None
+    assert implied_baseline({}, share, 60) is None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("groups", "problem"),
+    [(["pubsub", "nope"], "unknown metric group 'nope'"), ({"a": 1}, "must be a list of metric groups")],
+)
+def test_an_unknown_group_is_named(groups, problem):
+    from exporter.common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=problem):
+        build_config({"aws": {"regions": [REGION], "cloudwatch": {"exclude_groups": groups}}, "redis": {"addr": ""}}, environ={})
