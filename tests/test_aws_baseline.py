@@ -146,3 +146,16 @@ def test_an_unknown_group_is_named(groups, problem):
 
     with pytest.raises(ConfigError, match=problem):
         build_config({"aws": {"regions": [REGION], "cloudwatch": {"exclude_groups": groups}}, "redis": {"addr": ""}}, environ={})
+
+
+@pytest.mark.unit
+def test_every_group_metric_is_documented_with_its_series():
+    from pathlib import Path
+
+    from exporter.aws.cloudwatch import prometheus_name
+
+    document = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    for group, specs in METRIC_GROUPS.items():
+        for spec in specs:
+            series = ", ".join(f"`{prometheus_name(spec.name, statistic)}`" for statistic in spec.statistics)
+            assert f"| `{group}` | {spec.name} | {', '.join(spec.statistics)} | {series} |" in document
