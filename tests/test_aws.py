@@ -586,13 +586,23 @@ def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_noth
         desired, skipped = desired_alarms(monitor.nodes(), alerts, table, "arn:aws:sns:eu-west-1:123456789012:alarms")
         assert skipped == []
         first = plan(api, desired)
-        per_node = sum(1 for alert in alerts if alert.cloudwatch)
+        per_node = sum(1 for alert in alerts if alert.cloudwatch and alert.network_alarms != "bytes")  # percentage: the default
         assert [c.action for c in first] == ["create"] * (per_node * len(cluster_ids))
+        names = {alarm["AlarmName"] for _, alarm in desired}
+        by_bytes = {alarm["AlarmName"] for _, alarm in desired_alarms(monitor.nodes(), alerts, table, None, "bytes")[0]}
+        nodes_and_directions = [(node, word) for node in cluster_ids for word in ("Out", "In")]
+        assert names - by_bytes == {
+            f"{n}-ElastiCacheNetwork{w}{level}AWSBaseline" for n, w in nodes_and_directions for level in ("Near", "At", "Over")
+        }
+        assert by_bytes - names == {f"{n}-ElastiCacheNetwork{w}{level}Baseline" for n, w in nodes_and_directions for level in ("Near", "At")}
         assert apply(api, first) == len(first)
         cloudwatch = boto3.client("cloudwatch", region_name=REGION)
         existing = {a["AlarmName"]: a for a in cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]}
         assert sorted(existing) == sorted(c.name for c in first)
-        network = existing[f"{cluster_ids[0]}-ElastiCacheNetworkOutNearBaseline"]
+        network = existing[f"{cluster_ids[0]}-ElastiCacheNetworkOutNearAWSBaseline"]
+        assert (network["MetricName"], network["Statistic"], network["Threshold"]) == ("NetworkBaselineUsageOutPercentage", "Average", 80)
+        by_bytes = {alarm["AlarmName"]: alarm for _, alarm in desired_alarms(monitor.nodes(), alerts, table, None, "bytes")[0]}
+        network = by_bytes[f"{cluster_ids[0]}-ElastiCacheNetworkOutNearBaseline"]
         assert network["Threshold"] == 75_000_000 * 60  # cache.r6g.large: 80 % of 0.75 Gbit/s, as bytes per minute
         assert network["Statistic"] == "Sum"
         second = plan(api, desired)
@@ -617,8 +627,8 @@ def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_cr
         monitor = AwsMonitor(config.aws)
         monitor.discover_once()
         alerts, table = load_catalog(), load_table()
-        per_node = sum(1 for alert in alerts if alert.cloudwatch)
-        fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)
+        per_node = sum(1 for alert in alerts if alert.cloudwatch and alert.network_alarms != "bytes")  # percentage: the default
+        fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)  # AWS's percentages included
         api = next(iter(monitor.apis.values()))
         desired, _ = desired_alarms(monitor.nodes(), alerts, table, None)
         apply(api, plan(api, desired, (REGION,)))

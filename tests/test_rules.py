@@ -91,6 +91,9 @@ def _check_fixed_threshold_alarm(template: dict, logical: str, alarm: dict, node
         "BurstCreditsLow&{NodeId}": ("NodeTypeIsCacheT", "cache.t"),
         "DataTieringFull&{NodeId}": ("NodeTypeIsCacheR6gd", "cache.r6gd."),
     }
+    if alarm["Properties"].get("MetricName", "").startswith("NetworkBaselineUsage"):
+        assert alarm["Condition"] == "NetworkAlarmsByPercentage", logical
+        return
     if logical not in limited:
         assert "Condition" not in alarm, logical
         return
@@ -123,6 +126,30 @@ def _check_threshold(row: dict, key: str, properties: dict, table, node_type: st
 
 
 @pytest.mark.unit
+def test_network_alarms_are_aws_percentages_by_default_and_the_table_bytes_on_request():
+    template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass for CloudFormation tags
+    parameter = template["Parameters"]["NetworkAlarms"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == ("percentage", ["percentage", "bytes"])
+    conditions = template["Conditions"]
+    assert conditions["NetworkAlarmsByPercentage"] == {"Equals": [{"Ref": "NetworkAlarms"}, "percentage"]}
+    assert conditions["NetworkAlarmsByBytes"] == {"And": [{"Condition": "HasBaseline"}, {"Equals": [{"Ref": "NetworkAlarms"}, "bytes"]}]}
+    _, _, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
+    by_percentage = {
+        logical: (alarm["Properties"]["MetricName"], alarm["Properties"]["Statistic"], alarm["Properties"]["Threshold"])
+        for logical, alarm in alarms.items()
+        if alarm.get("Condition") == "NetworkAlarmsByPercentage"
+    }
+    # one threshold for every node type: no mapping, no node-type condition
+    assert by_percentage == {
+        f"Network{word}{name}AWSBaseline&{{NodeId}}": (f"NetworkBaselineUsage{word}Percentage", "Average", level)
+        for word in ("Out", "In")
+        for name, level in (("Near", 80), ("At", 90), ("Over", 100))
+    }
+    by_bytes = [logical for logical, alarm in alarms.items() if alarm.get("Condition") == "NetworkAlarmsByBytes"]
+    assert sorted(by_bytes) == sorted(f"Network{word}{name}Baseline&{{NodeId}}" for word in ("Out", "In") for name in ("Near", "At"))
+
+
+@pytest.mark.unit
 def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_period():
     template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506 - a SafeLoader subclass for CloudFormation tags
     table = load_table()
@@ -141,8 +168,9 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
         if not isinstance(threshold, dict):
             _check_fixed_threshold_alarm(template, logical, alarm, node_types)
             continue
-        assert alarm["Condition"] == "HasBaseline"
         map_name, node_type_ref, key, default = threshold["FindInMap"]
+        # the table's byte alarms for network are one family of two: the template's NetworkAlarms parameter chooses
+        assert alarm["Condition"] == ("NetworkAlarmsByBytes" if key.startswith("NetworkBytesPerMinute") else "HasBaseline"), logical
         assert map_name == "BaselineThresholds"
         assert node_type_ref == {"Ref": "CacheNodeType"}
         assert default == {"DefaultValue": 0}
@@ -788,6 +816,113 @@ for alert, ratio in (
         SL,
         [(series(ratio, **{**SL, "account_id": "222222222222"}), "0.75+0x20"), (series(ratio, **{**SL, "cache": "gone"}), "0.9 0.9 _ _")],
     )
+# AWS's own view of the node: served only while fresh, so no guard
+AWSN = {"instance": "rg-001", "node_type": "cache.r6g.large"}
+USAGE, PEAK = "elasticache_network_aws_baseline_usage_ratio", "elasticache_network_aws_baseline_peak_usage_ratio"
+for alert, direction, level in (
+    ("ElastiCacheNetworkOutNearAWSBaseline", "out", 0.8),
+    ("ElastiCacheNetworkOutAtAWSBaseline", "out", 0.9),
+    ("ElastiCacheNetworkOutOverAWSBaseline", "out", 1.0),
+    ("ElastiCacheNetworkInNearAWSBaseline", "in", 0.8),
+    ("ElastiCacheNetworkInAtAWSBaseline", "in", 0.9),
+    ("ElastiCacheNetworkInOverAWSBaseline", "in", 1.0),
+):
+    other = "in" if direction == "out" else "out"
+    labels = {**AWSN, "direction": direction}
+    case(
+        alert,
+        [(series(USAGE, **labels), f"{level + 0.05:g}+0x20")],
+        "16m",
+        "14m",
+        labels,
+        [
+            (series(USAGE, **{**labels, "instance": "calm"}), f"{level - 0.05:g}+0x20"),
+            (series(USAGE, **{**labels, "direction": other}), f"{level + 0.05:g}+0x20"),
+            (series(USAGE, **{**labels, "instance": "brief"}), f"{level + 0.05:g}+0x10 {level - 0.05:g} {level + 0.05:g}+0x10"),
+        ],
+    )
+BURST = {**AWSN, "direction": "out"}
+case(
+    "ElastiCacheNetworkMicrobursts",
+    # the busiest second over the baseline every other minute, the minute average a steady 70 %
+    [(series(PEAK, **BURST), " ".join(["1.2 0.5"] * 8)), (series(USAGE, **BURST), "0.7+0x15")],
+    "10m",
+    "5m",
+    BURST,
+    [
+        # steady at 70 %, its busiest seconds at 75 %: nothing bursts
+        (series(PEAK, **{**BURST, "instance": "steady"}), "0.75+0x15"),
+        (series(USAGE, **{**BURST, "instance": "steady"}), "0.7+0x15"),
+        # bursting, but the average is at 85 %: the average-based alerts speak for it
+        (series(PEAK, **{**BURST, "instance": "busy"}), " ".join(["1.2 0.9"] * 8)),
+        (series(USAGE, **{**BURST, "instance": "busy"}), "0.85+0x15"),
+    ],
+)
+case(
+    "ElastiCacheTrafficManagementActive",
+    [(series("aws_elasticache_traffic_management_active_maximum", **CW), "0 0 1 1 1 1 1 1 1 1")],
+    "5m",
+    "3m",
+    CW,
+    [(series("aws_elasticache_traffic_management_active_maximum", **{**CW, "dimension_CacheClusterId": "calm"}), "0+0x10")],
+)
+case(
+    "ElastiCacheRejectedConnections",
+    [(series("aws_elasticache_rejected_connections_sum", **CW), "0 0 0 3 0 0 0 0")],
+    "3m",
+    "2m",
+    CW,
+    [(series("aws_elasticache_rejected_connections_sum", **{**CW, "dimension_CacheClusterId": "calm"}), "0+0x8")],
+)
+case(
+    "ElastiCacheMajorPageFaults",
+    [(series("aws_elasticache_major_page_faults_sum", **CW), "5+0x20")],
+    "16m",
+    "14m",
+    CW,
+    [(series("aws_elasticache_major_page_faults_sum", **{**CW, "dimension_CacheClusterId": "now-and-then"}), " ".join(["5 0"] * 10))],
+)
+FRAG_CW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001"}
+FRAG_RATIO = "aws_elasticache_allocator_fragmentation_ratio_maximum"
+case(
+    "RedisAllocatorFragmentation",
+    [
+        # a node CloudWatch reports on (its INFO, also scraped, does not make a second alert)
+        (series(FRAG_RATIO, **FRAG_CW), "1.8+0x40"),
+        (series("aws_elasticache_allocator_fragmentation_bytes_maximum", **FRAG_CW), "500000000+0x40"),
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **FRAG_CW, metric=FRAG_RATIO), "0+60x40"),
+        (series("elasticache_node_info", **FRAG_CW, instance="rg-001", node_type="cache.r6g.large"), "1+0x40"),
+        (series("redis_allocator_frag_ratio", instance="rg-001"), "2+0x40"),
+        (series("redis_allocator_frag_bytes", instance="rg-001"), "600000000+0x40"),
+        (series("redis_up", instance="rg-001"), "1+0x40"),
+        # a self-managed node: INFO alone
+        (series("redis_allocator_frag_ratio", instance="self"), "1.7+0x40"),
+        (series("redis_allocator_frag_bytes", instance="self"), "300000000+0x40"),
+        (series("redis_up", instance="self"), "1+0x40"),
+    ],
+    "31m",
+    "29m",
+    [{**FRAG_CW, "instance": "rg-001"}, {"instance": "self"}],
+    [
+        (series("redis_allocator_frag_ratio", instance="small"), "3+0x40"),  # fragmented, but under 256 MiB
+        (series("redis_allocator_frag_bytes", instance="small"), "100000000+0x40"),
+        (series("redis_up", instance="small"), "1+0x40"),
+        (series("redis_allocator_frag_ratio", instance="dense"), "1.3+0x40"),  # much memory, a ratio under 1.5
+        (series("redis_allocator_frag_bytes", instance="dense"), "1000000000+0x40"),
+        (series("redis_up", instance="dense"), "1+0x40"),
+        (series("redis_allocator_frag_ratio", instance="down"), "2+0x40"),  # its last values, while it is down
+        (series("redis_allocator_frag_bytes", instance="down"), "600000000+0x40"),
+        (series("redis_up", instance="down"), "0+0x40"),
+        (series(FRAG_RATIO, **{**FRAG_CW, "dimension_CacheClusterId": "old"}), "1.8+0x40"),  # an old datapoint
+        (series("aws_elasticache_allocator_fragmentation_bytes_maximum", **{**FRAG_CW, "dimension_CacheClusterId": "old"}), "5e8+0x40"),
+        (
+            series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**FRAG_CW, "dimension_CacheClusterId": "old"}, metric=FRAG_RATIO),
+            "-1000+0x40",
+        ),
+        (series("elasticache_node_info", **{**FRAG_CW, "dimension_CacheClusterId": "old"}, instance="old"), "1+0x40"),
+    ],
+)
+
 SLCW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"}
 THROTTLED = "aws_elasticache_throttled_cmds_sum"
 case(
@@ -917,7 +1052,12 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "cloudwatch": "elasticache_cloudwatch_datapoint_timestamp_seconds",
         "fleet": "elasticache_exporter_discovery_last_success_timestamp_seconds",
     }
-    served_while_fresh = {"elasticache_serverless_ecpu_utilization_ratio", "elasticache_serverless_data_storage_utilization_ratio"}
+    served_while_fresh = {
+        "elasticache_serverless_ecpu_utilization_ratio",
+        "elasticache_serverless_data_storage_utilization_ratio",
+        "elasticache_network_aws_baseline_usage_ratio",
+        "elasticache_network_aws_baseline_peak_usage_ratio",
+    }
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
     unguarded = set()
     for alert in load_catalog():
@@ -940,6 +1080,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "ElastiCacheCloudWatchDataStale",
         "ElastiCacheCloudWatchPollFailing",
         "ElastiCacheBaselineMissing",
+        "RedisAllocatorFragmentation",  # two sources, each guarded in its own part of the expression
     }
 
 

@@ -20,7 +20,7 @@ from exporter.aws.discovery import Node
 from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
-from .catalog import Alert
+from .catalog import NETWORK_ALARMS, Alert
 from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
 MARKER = "(managed by elasticache-exporter)"
@@ -53,9 +53,12 @@ class Change:
     differences: tuple[str, ...] = ()
 
 
-def desired_alarms(nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None) -> tuple[list[tuple[str, dict]], list[str]]:
-    """(region, PutMetricAlarm arguments) per node and alarm; and, per node type without a baseline, which
-    nodes get the fixed-threshold alarms only."""
+def desired_alarms(
+    nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None, network_alarms: str = NETWORK_ALARMS[0]
+) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(region, PutMetricAlarm arguments) per node and alarm, network alarms of the ``network_alarms`` family only; and,
+    per node type without a baseline, which nodes get the fixed-threshold alarms only."""
+    alerts = [alert for alert in alerts if alert.network_alarms in (None, network_alarms)]
     thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
     skipped: dict[str, list[str]] = {}

@@ -22,13 +22,14 @@ SIGNALS = {
     "engine_cpu": ("elasticache_engine_cpu_utilization_percent", "elasticache:baseline_engine_cpu_percent"),
 }
 LEVELS = (80, 90, 100)
+NETWORK_ALARMS = ("percentage", "bytes")  # the CloudWatch alarm families for network; the first is the default
 SEVERITIES = ("critical", "warning", "info")
 GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh", "fleet")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
 CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
-SERVED_WHILE_FRESH = re.compile(r"\belasticache_serverless_[a-z_]+_utilization_ratio\b")
+SERVED_WHILE_FRESH = re.compile(r"\belasticache_(serverless_[a-z_]+_utilization_ratio|network_aws_baseline_(usage|peak_usage)_ratio)\b")
 # AWS's own records of the fleet (events, service updates, maintenance windows): kept between polls, so fresh only while
 # discovery still succeeds somewhere
 FLEET_SERIES = re.compile(
@@ -94,6 +95,17 @@ class Alert:
     baseline: BaselineRule | None
     cloudwatch: CloudWatchAlarm | None
     guard: str = "none"
+
+    @property
+    def network_alarms(self) -> str | None:
+        """Which family of network alarms this is: ``bytes`` (NetworkBytes against the node type's baseline from the
+        table: a threshold per node type) or ``percentage`` (AWS's NetworkBaselineUsage*Percentage: one threshold for
+        every node); a fleet alarms with one of them (:data:`NETWORK_ALARMS`)."""
+        if self.cloudwatch is None:
+            return None
+        if self.baseline is not None and self.baseline.signal in ("network_out", "network_in"):
+            return "bytes"
+        return "percentage" if self.cloudwatch.metric.startswith("NetworkBaselineUsage") else None
 
 
 def default_catalog_path() -> Path:

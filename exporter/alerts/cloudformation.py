@@ -13,7 +13,7 @@ from exporter.common.records import record, replace
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
-from .catalog import DEFAULT_RUNBOOK_BASE, Alert, RenderError
+from .catalog import DEFAULT_RUNBOOK_BASE, NETWORK_ALARMS, Alert, RenderError
 from .templating import render
 from .thresholds import BASELINE_KEYS, NodeTypeThresholds, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
@@ -40,6 +40,7 @@ class TemplateAlarm:
     baseline_key: str | None  # the Mappings attribute naming the baseline's source
     sub: bool  # the description has ${...} for !Sub
     node_types: str | None = None  # a node-type prefix: the alarm exists only for nodes of those types
+    network: str | None = None  # its network alarm family (Alert.network_alarms): the NetworkAlarms parameter chooses one
     condition: str | None = None  # the template's condition for those types (set where the template is rendered)
 
 
@@ -80,6 +81,7 @@ def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlar
                 baseline_key=BASELINE_KEYS.get(alert.baseline.signal) if alert.baseline else None,
                 sub="${" in description,
                 node_types=cw.node_types,
+                network=alert.network_alarms,
             )
         )
     return alarms
@@ -114,6 +116,7 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
         node_type_conditions=conditions,
         fleet=fleet,
         no_baseline=NO_BASELINE,
+        network_families=[family for family in NETWORK_ALARMS if any(alarm.network == family for alarm in alarms)],
         max_nodes=(MAX_RESOURCES - SHARED_RESOURCES) // max(1, len(alarms)),
         namespace=NAMESPACE,
         dimensions=NODE_DIMENSIONS,
@@ -129,8 +132,8 @@ def _node_type_conditions(alarms: list[TemplateAlarm], node_types: list[str]) ->
         if alarm.node_types is None:
             kept.append(alarm)
             continue
-        if alarm.threshold_key:
-            raise RenderError(f"catalog: alert {alarm.name}: node_types and a baseline threshold cannot go together")
+        if alarm.threshold_key or alarm.network:
+            raise RenderError(f"catalog: alert {alarm.name}: node_types cannot go with a baseline threshold or a network family")
         types = [node_type for node_type in node_types if node_type.startswith(alarm.node_types)]
         if not types:
             continue

@@ -186,7 +186,7 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     prune = args.action == "apply" and args.prune
     for account in config.aws.accounts:
         api = monitor.apis[account]
-        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn)
+        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn, args.network_alarms)
         changes = plan(api, desired, account.regions)
         sys.stdout.write(describe(changes, skipped, prune))
         if args.action == "apply":
@@ -207,6 +207,13 @@ def _add_alarms_arguments(alarms: argparse.ArgumentParser) -> None:
     alarms.add_argument("action", choices=("plan", "apply"), help="plan: show the difference; apply: make it so")
     _add_aws_source(alarms)
     alarms.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
+    alarms.add_argument(
+        "--network-alarms",
+        choices=("percentage", "bytes"),
+        default="percentage",
+        help="percentage: AWS's NetworkBaselineUsage*Percentage, one threshold for every node (default); bytes: NetworkBytes "
+        "against the node type's baseline from the table",
+    )
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
     alarms.add_argument("--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone")
 
