@@ -13,9 +13,9 @@ from moto import mock_aws
 
 from exporter.aws.cloudwatch import DEFAULT_METRICS, METRIC_GROUPS, build_queries, polled_metrics, window
 from exporter.aws.monitor import AwsMonitor
-from exporter.aws.network_baseline import implied_baseline
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
+from exporter.common.implied_bandwidth import implied_baseline
 from exporter.config import build_config
 from exporter.service.collectors.aws import AwsCollector
 
@@ -128,12 +128,12 @@ def test_the_groups_are_polled_beside_the_metric_set_and_one_can_be_left_out(fle
 
 @pytest.mark.unit
 def test_implied_baseline_is_the_median_of_the_minutes_at_one_percent_or_more():
-    traffic = {60.0: 600.0, 120.0: 1200.0, 180.0: 6.0, 240.0: 900.0}
+    traffic = {60.0: 10.0, 120.0: 20.0, 180.0: 0.1, 240.0: 15.0}  # bytes/s
     share = {60.0: 10.0, 120.0: 10.0, 180.0: 0.5, 240.0: 30.0, 300.0: 50.0}  # 180: under 1 %; 300: no traffic minute
     # bytes/s of 10, 20 and 15 at 10, 10 and 30 %: implied 100, 200 and 50
-    assert implied_baseline(traffic, share, 60) == 100.0
-    assert implied_baseline(traffic, {180.0: 0.5}, 60) is None
-    assert implied_baseline({}, share, 60) is None
+    assert implied_baseline(traffic, share) == 100.0
+    assert implied_baseline(traffic, {180.0: 0.5}) is None
+    assert implied_baseline({}, share) is None
 
 
 @pytest.mark.unit

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from exporter.common.implied_bandwidth import implied_baseline
 from exporter.common.records import record
 
 from .api import AwsApi, AwsCallError
@@ -32,7 +33,7 @@ from .cloudwatch import (
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
-from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, MinuteHistory, implied_baseline, series_names
+from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, MinuteHistory, series_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -280,7 +281,8 @@ class AwsMonitor:
             for direction in DIRECTIONS:
                 traffic_metric, share_metric = series_names(direction)
                 traffic, share = self._history.get((node_key, traffic_metric, "Sum")), self._history.get((node_key, share_metric, "Average"))
-                value = implied_baseline(traffic.points, share.points, self.config.period) if traffic and share else None
+                per_second = {stamp: value / self.config.period for stamp, value in traffic.points.items()} if traffic else {}
+                value = implied_baseline(per_second, share.points) if share else None
                 if value is not None:
                     implied[(self._names.get(node_key, node_key[2]), direction)] = value
         self._implied = implied

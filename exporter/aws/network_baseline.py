@@ -1,19 +1,11 @@
-"""AWS's own view of a node's bandwidth: the baseline AWS counts for it, implied by its traffic and the share of that
-baseline it reports.
-
-ElastiCache publishes ``NetworkBaselineUsage{In,Out}Percentage``: a minute's traffic as a percentage of the instance's
-baseline bandwidth. The same minute's ``NetworkBytes{In,Out}`` (Sum) over the period is the traffic in bytes per second,
-so traffic / (percentage / 100) is the baseline AWS applied. A minute under 1 % is left out: a few bytes divided by a
-rounded fraction of a percent is noise. The median of the last hour's minutes is the node's figure.
-"""
+"""A node's minutes of the series AWS's implied baseline is computed from (``common.implied_bandwidth``), kept by the
+monitor for the last hour."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 HISTORY_SECONDS = 3600  # the minutes a node's implied baseline is the median of
-MIN_SHARE_PERCENT = 1.0  # minutes under this share of the baseline are not divided
 # the series kept minute by minute for it: (metric, statistic)
 HISTORY_SERIES = frozenset(
     {
@@ -44,13 +36,6 @@ class MinuteHistory:
         for stamp in [stamp for stamp in self.points if stamp < oldest]:
             del self.points[stamp]
         return bool(self.points)
-
-
-def implied_baseline(traffic: Mapping[float, float], share_percent: Mapping[float, float], period: int) -> float | None:
-    """Bytes per second of the baseline AWS counts: the median over the minutes that have both series and a share of at
-    least :data:`MIN_SHARE_PERCENT` of (bytes in the minute / ``period``) / (share / 100); None without such a minute."""
-    implied = [traffic[stamp] / period / (share / 100.0) for stamp, share in share_percent.items() if share >= MIN_SHARE_PERCENT and stamp in traffic]
-    return statistics.median(implied) if implied else None
 
 
 def series_names(direction: str) -> tuple[str, str]:
