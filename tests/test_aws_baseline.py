@@ -65,8 +65,8 @@ def fleet(aws_credentials):
                 nodes[cluster_id] = node_type
                 shares = [5.0 + (minute * 7 + index) % 60 for minute in range(60)]
                 _put_minutes(cloudwatch, cluster_id, baseline, shares, peak=130.0)
-        (idle,) = _group(elasticache, "idle", "cache.r6g.large", 1)
-        _put_minutes(cloudwatch, idle, IMPLIED["cache.r6g.large"], [0.4] * 60)
+        (idle,) = _group(elasticache, "idle", "cache.m6g.large", 1)  # the only node of its type
+        _put_minutes(cloudwatch, idle, 93_750_000.0, [0.4] * 60)
         yield nodes, idle
 
 
@@ -95,7 +95,7 @@ def test_the_implied_baseline_and_the_agreement_with_the_table(fleet):
         assert agreement == pytest.approx(full / implied)
     # under 1 % of its baseline, the division is noise: no implied baseline, while its share is still served
     assert not [key for key in samples if key[0] == "elasticache_network_aws_baseline_bytes_per_second" and ("instance", idle) in key[1]]
-    assert sample(samples, "elasticache_network_aws_baseline_usage_ratio", instance=idle, direction="out", node_type="cache.r6g.large") == (
+    assert sample(samples, "elasticache_network_aws_baseline_usage_ratio", instance=idle, direction="out", node_type="cache.m6g.large") == (
         pytest.approx(0.004)
     )
     # a direction no node published: no series, no error
@@ -159,3 +159,42 @@ def test_every_group_metric_is_documented_with_its_series():
         for spec in specs:
             series = ", ".join(f"`{prometheus_name(spec.name, statistic)}`" for statistic in spec.statistics)
             assert f"| `{group}` | {spec.name} | {', '.join(spec.statistics)} | {series} |" in document
+
+
+def test_derive_from_cloudwatch_reproduces_the_fleets_baselines(fleet, tmp_path, capsys):
+    import yaml
+
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.cli.main import main
+
+    out = tmp_path / "fleet-baselines.yml"
+    assert main(["baseline", "derive", "--from-cloudwatch", "--days", "1", "--aws.region", REGION, "--out", str(out)]) == 0
+    notes = capsys.readouterr().err
+    # the node type whose only node stays under 1 % of its baseline gets no row, and a note says why
+    assert "cache.m6g.large: no row: none of its 1 node(s) had a period at 1 % of its baseline or more in 1 days" in notes
+    document = yaml.safe_load(out.read_text())
+    assert sorted(document["node_types"]) == sorted(IMPLIED)
+    table = load_table(out)
+    for node_type, implied in IMPLIED.items():
+        measured = document["node_types"][node_type]["measured"]
+        assert measured["source"] == "cloudwatch"
+        assert (measured["nodes"], measured["periods"], measured["period"]) == (2, 120, 60)
+        assert measured["bytes_per_second"]["100"] == pytest.approx(implied, abs=1)
+        assert measured["bytes_per_second"]["80"] == pytest.approx(implied * 0.8, abs=1)
+        assert measured["date"] == datetime.datetime.now(tz=datetime.timezone.utc).strftime("%Y-%m-%d")
+        node = table.get(node_type)
+        assert node.published is not None  # the published figure is kept beside it, and outranked
+        assert node.full_bandwidth(table.basis) == (pytest.approx(implied, abs=1), "cloudwatch")
+    # the shipped figure of cache.r6g.large is lower (0.75 Gbit/s), yet the fleet's measure is what thresholds use
+    assert table.get("cache.r6g.large").published.baseline_bytes_per_second < IMPLIED["cache.r6g.large"]
+    rules = render_prometheus(load_catalog(), table)
+    assert 'baseline: "cloudwatch"' in rules or "baseline: cloudwatch" in rules
+
+
+@pytest.mark.unit
+def test_derive_from_cloudwatch_needs_its_own_flags_only():
+    from exporter.cli.main import main
+
+    assert main(["baseline", "derive", "--from-cloudwatch", "--node-type", "cache.r6g.large", "--aws.region", REGION]) == 2
+    assert main(["baseline", "derive", "--from-cloudwatch", "--days", "500", "--aws.region", REGION]) == 2

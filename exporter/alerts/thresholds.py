@@ -9,7 +9,7 @@ from .catalog import Alert
 
 ENGINE_CPU_FLOOR_PERCENT = 65.0  # no engine-CPU warning below this: at 65 % of a core queueing stays under 2x service time
 HOST_CPU_PERCENT = 90.0  # AWS: alarm CPUUtilization at 90 % divided by the vCPUs
-BASELINE_NAMES = {"measured": "benchmarked", "published": "published"}
+BASELINE_NAMES = {"measured": "benchmarked", "published": "published", "cloudwatch": "cloudwatch"}  # cloudwatch: as AWS counted it
 NO_SUGGESTION = "more shards (no larger node type in the table)"
 # the CloudFormation Mappings attribute naming where a signal's baseline comes from
 BASELINE_KEYS = {"network_out": "NetworkBaseline", "network_in": "NetworkBaseline", "engine_cpu": "EngineCpuBaseline"}
@@ -19,7 +19,7 @@ BASELINE_KEYS = {"network_out": "NetworkBaseline", "network_in": "NetworkBaselin
 class NodeTypeThresholds:
     node_type: str
     levels: dict[int, int]  # bytes per second at 100, 90 and 80 % of the baseline
-    baseline: str  # benchmarked | published
+    baseline: str  # benchmarked | published | cloudwatch
     engine_cpu: float  # percent of a core at the baseline bandwidth
     engine_baseline: str  # benchmarked | aws-guidance
     host_cpu: float | None  # CPUUtilization threshold, percent; None without a vCPU count

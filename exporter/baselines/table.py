@@ -32,8 +32,11 @@ class Measured:
     runs: int | None = None
     date: str | None = None
     method: str = ""
-    source: str = "benchmark"
+    source: str = "benchmark"  # benchmark, or cloudwatch: the baseline AWS implies for the fleet's nodes (from_cloudwatch.py)
     estimated: bool = False
+    nodes: int | None = None  # cloudwatch: the nodes and periods the median is of, and the period in seconds
+    periods: int | None = None
+    period: int | None = None
 
 
 @record(frozen=True)
@@ -58,9 +61,13 @@ class NodeBaseline:
     latency: tuple[LatencyFigure, ...] = ()  # requests/s and percentiles per command and data size (latency.py)
 
     def full_bandwidth(self, basis: str = "lower") -> tuple[float, str] | None:
-        """Bytes/s at 100 % and where it comes from (``measured`` or ``published``)."""
+        """Bytes/s at 100 % and where it comes from (``measured``, ``published``, or ``cloudwatch``: what AWS itself
+        counted for the fleet's nodes, which outranks a published figure whatever the basis but ``published``)."""
         measured = self.measured.bytes_per_second.get(100) if self.measured else None
         published = self.published.baseline_bytes_per_second if self.published else None
+        from_aws = measured is not None and self.measured is not None and self.measured.source == "cloudwatch"
+        if from_aws and measured is not None and (basis != "published" or published is None):
+            return float(measured), "cloudwatch"
         if basis == "measured" and measured is not None:
             return float(measured), "measured"
         if basis == "published" and published is not None:
@@ -73,7 +80,7 @@ class NodeBaseline:
         if full is None:
             return None
         value, source = full
-        if source == "measured" and self.measured is not None:
+        if source in ("measured", "cloudwatch") and self.measured is not None:
             return dict(self.measured.bytes_per_second)
         return {level: int(value * level / 100) for level in LEVELS}
 
@@ -185,6 +192,9 @@ MEASURED_KEYS = (
     "method",
     "source",
     "estimated",
+    "nodes",
+    "periods",
+    "period",
 )
 
 
@@ -213,6 +223,9 @@ def _measured(raw: Any, where: str) -> Measured:
         method=str(raw.get("method", "")),
         source=str(raw.get("source", "benchmark")),
         estimated=bool(raw.get("estimated", False)),
+        nodes=_optional_number(raw.get("nodes"), f"{where}.nodes", int),
+        periods=_optional_number(raw.get("periods"), f"{where}.periods", int),
+        period=_optional_number(raw.get("period"), f"{where}.period", int),
     )
 
 
@@ -257,6 +270,7 @@ def table_to_document(table: BaselineTable) -> dict[str, Any]:
                 "method": m.method,
                 "source": m.source,
                 **({"estimated": True} if m.estimated else {}),
+                **({"nodes": m.nodes, "periods": m.periods, "period": m.period} if m.source == "cloudwatch" else {}),
             }
         if node.latency:
             entry["latency"] = latency_to_document(node.latency)

@@ -3,7 +3,7 @@ fewest GetMetricData calls that respect 500 queries and 100,800 datapoints a cal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from exporter.aws.api import AwsApi
@@ -44,11 +44,13 @@ def fetch_history(
     now: float,
     progress: Callable[[int, int], None] | None = None,
     period: int = 60,
+    wanted: Sequence[tuple[str, str, str, bool]] = SIGNALS,
 ) -> History:
-    """{(node key, signal): [(unix time, value)]}, keyed by the node's account, region, cluster and node, as one account
-    has ``sessions-001`` in each of its regions. ``period`` 60 gives the baseline method's per-minute datapoints."""
+    """{(node key, signal): [(unix time, value)]} of the ``wanted`` signals (name, metric, statistic, whether a Sum over
+    the period is turned into a rate), keyed by the node's account, region, cluster and node, as one account has
+    ``sessions-001`` in each of its regions. ``period`` 60 gives the baseline method's per-minute datapoints."""
     span = history_window(now, days, period)
-    signals = [(node, name, metric, statistic, is_sum) for node in nodes for name, metric, statistic, is_sum in SIGNALS]
+    signals = [(node, name, metric, statistic, is_sum) for node in nodes for name, metric, statistic, is_sum in wanted]
     history: History = {}
     position = 0
     for size in plan_calls(len(signals), days, period):

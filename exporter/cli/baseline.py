@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .output import emit
 
 
-def run_baseline_derive(args: argparse.Namespace) -> int:
+def run_baseline_derive(args: argparse.Namespace, environ: Mapping[str, str], clock: Callable[[], float] | None = None) -> int:
+    if args.from_cloudwatch:
+        return _derive_from_cloudwatch(args, environ, clock)
     from pathlib import Path
 
     from exporter.baselines.derive import derive, read_rows, render, with_published
@@ -26,6 +28,58 @@ def run_baseline_derive(args: argparse.Namespace) -> int:
         print(f"baseline derive: {note}", file=sys.stderr)
     emit(render(table, args.output_format), args.out)
     return 0
+
+
+def _derive_from_cloudwatch(args: argparse.Namespace, environ: Mapping[str, str], clock: Callable[[], float] | None) -> int:
+    """Discovery in every configured account and region, then each node's NetworkBytesOut and its share of the baseline
+    over ``--days`` at the finest period CloudWatch keeps for them."""
+    import time
+    from datetime import datetime, timezone
+
+    from exporter.aws.monitor import AwsMonitor
+    from exporter.baselines.derive import render, with_published
+    from exporter.baselines.from_cloudwatch import NodeSeries, derive_from_cloudwatch
+    from exporter.baselines.table import load_table
+    from exporter.capacity.history import fetch_history
+    from exporter.common.errors import UsageError
+    from exporter.common.progress import Progress
+
+    from .aws import RETENTION_DAYS, _aws_config, discover
+
+    if args.input_format or args.node_type or args.data_size or args.shards != 1:
+        raise UsageError("--from-cloudwatch reads CloudWatch: --input-format, --node-type, --data-size and --shards are for --from")
+    if not 1 <= args.days <= RETENTION_DAYS[-1][1]:
+        raise UsageError(f"--days: CloudWatch keeps hourly data {RETENTION_DAYS[-1][1]} days; give 1 to {RETENTION_DAYS[-1][1]}")
+    period = int(next(period for period, days in RETENTION_DAYS if args.days <= days))
+    config = _aws_config(vars(args), environ)
+    monitor = AwsMonitor(config.aws, log_failures=False)
+    discover(monitor)
+    now = (clock or time.time)()
+    series: list[NodeSeries] = []
+    for account, discovered in monitor.nodes_by_account().items():
+        nodes = [node for node in discovered if node.node_type]
+        progress = Progress(len(nodes) * len(IMPLIED_SIGNALS), command="baseline derive")
+        history = fetch_history(monitor.apis[account], nodes, args.days, now, progress.counter("CloudWatch history"), period, IMPLIED_SIGNALS)
+        progress.finish()
+        for node in nodes:
+            traffic = dict(history.get((node.key, "network_out"), []))
+            share = dict(history.get((node.key, "network_out_share"), []))
+            series.append(NodeSeries(node.node_type, "/".join(node.key), traffic, share))
+    date = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%d")
+    derived, notes = derive_from_cloudwatch(series, args.days, period, date)
+    for note in notes:
+        print(f"baseline derive: {note}", file=sys.stderr)
+    if not derived.node_types:
+        raise UsageError("no node type of the fleet had traffic enough to divide: no table written")
+    emit(render(with_published(derived, load_table()), args.output_format), args.out)
+    return 0
+
+
+# the series --from-cloudwatch reads per node: (name, metric, statistic, a Sum over the period turned into a rate)
+IMPLIED_SIGNALS = (
+    ("network_out", "NetworkBytesOut", "Sum", True),
+    ("network_out_share", "NetworkBaselineUsageOutPercentage", "Average", False),
+)
 
 
 def run_benchmark_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -108,14 +162,23 @@ def _add_derive_arguments(baseline: argparse.ArgumentParser) -> None:
         description="Read benchmark results and print the baselines: p90 bandwidth per node type at 100/90/80 %.",
         allow_abbrev=False,
     )
-    derive.add_argument(
+    source = derive.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--from",
         dest="sources",
-        required=True,
         action="append",
         metavar="FILE",
         help="benchmark results; repeat it for more passes, data sizes or node types (passes are averaged)",
     )
+    source.add_argument(
+        "--from-cloudwatch",
+        action="store_true",
+        help="the baseline AWS itself counts for the fleet's nodes (NetworkBytesOut over NetworkBaselineUsageOutPercentage), "
+        "per node type the fleet runs, from the accounts and regions of --config.file or --aws.region",
+    )
+    derive.add_argument("--days", type=int, default=14, help="--from-cloudwatch: days of history (default 14)")
+    derive.add_argument("--config.file", dest="config.file", metavar="FILE", help="--from-cloudwatch: the config file (its aws: section)")
+    derive.add_argument("--aws.region", dest="aws.region", help="--from-cloudwatch: regions, comma-separated (instead of the config file)")
     derive.add_argument("--input-format", choices=INPUT_FORMATS, help="format of --from (default: detected)")
     derive.add_argument(
         "--format",

@@ -137,7 +137,9 @@ def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = No
     if args.command in ("baseline", "benchmark"):
         from . import baseline
 
-        return baseline.run_baseline_derive(args) if args.command == "baseline" else baseline.run_benchmark_command(args, os.environ)
+        if args.command == "baseline":
+            return baseline.run_baseline_derive(args, os.environ, clock)
+        return baseline.run_benchmark_command(args, os.environ)
     if args.command in ("capacity", "alarms"):
         from . import aws
 
