@@ -262,3 +262,41 @@ def test_unknown_nodes_name_the_nearest_and_progress_speaks_of_capacity(aws_cred
     assert "455" in capsys.readouterr().err
     assert main(["capacity", "--aws.region", REGION, "--days", "30", "--period", "60s"]) == 2
     assert "300s or more" in capsys.readouterr().err
+
+
+def test_capacity_uses_aws_share_of_the_baseline_where_the_node_publishes_it(aws_credentials, capsys):
+    """A node at 40 % of the table's baseline that AWS counts at 95 % of its own, with bursts to 130 %: AWS's figure
+    decides, says so, and its busiest second is beside it."""
+    now = time.time()
+    with mock_aws():
+        seed_history(now)
+        boto3.client("elasticache", region_name=REGION).create_cache_cluster(
+            CacheClusterId="aws-001", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1
+        )
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        end = (now - 180) // 60 * 60
+        dims = [{"Name": "CacheClusterId", "Value": "aws-001"}, {"Name": "CacheNodeId", "Value": "0001"}]
+        data = []
+        for hour in range(14 * 24):
+            stamp = datetime.datetime.fromtimestamp(end - (14 * 24 - hour) * 3600 + 1800, datetime.timezone.utc)
+            for metric, value in (
+                ("NetworkBytesOut", 0.4 * BASELINE * 3600),
+                ("NetworkBaselineUsageOutPercentage", 95.0),
+                ("NetworkBaselineMaxUsageOutPercentage", 130.0),
+            ):
+                data.append({"MetricName": metric, "Timestamp": stamp, "Value": value, "Dimensions": dims})
+        for start in range(0, len(data), 500):
+            cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[start : start + 500])
+        assert main(["capacity", "--aws.region", REGION, "--period", "3600s", "--format", "json"], clock=lambda: now) == 0
+        reports = {r["node"]: r for r in json.loads(capsys.readouterr().out)}
+        assert main(["capacity", "--aws.region", REGION, "--period", "3600s", "--node", "aws-001", "--node", "hot-001"], clock=lambda: now) == 0
+        table = capsys.readouterr().out
+    aws, hot = reports["aws-001"], reports["hot-001"]
+    assert (aws["status"], aws["percent_of_baseline"], aws["percent_of_baseline_source"]) == ("critical", 95.0, "aws")
+    assert aws["peak_second_percent_of_baseline"] == 130.0
+    assert aws["network_out_p90_bytes_per_second"] == pytest.approx(0.4 * BASELINE)  # the table would have said 40 %
+    assert (hot["percent_of_baseline_source"], hot["peak_second_percent_of_baseline"]) == ("table", None)
+    row = next(line for line in table.splitlines() if line.startswith("aws-001"))
+    assert "95 % AWS" in " ".join(row.split())
+    assert "130 %" in row
+    assert "table" in next(line for line in table.splitlines() if line.startswith("hot-001"))

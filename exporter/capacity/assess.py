@@ -41,6 +41,8 @@ class NodeReport:
     network_in_p90: float | None = None
     peak_p90: float | None = None
     percent_of_baseline: float | None = None
+    percent_source: str = ""  # aws: AWS's NetworkBaselineUsage*Percentage; table: traffic over the table's baseline
+    peak_second_percent: float | None = None  # AWS: the busiest second's share of the baseline (daily p90), where published
     trend_bytes_per_second_per_day: float | None = None
     reaches_80: float | None = None  # the earliest date of the range: the model's upper band reaches 80 %
     reaches_100: float | None = None
@@ -78,6 +80,8 @@ class NodeReport:
             "network_out_p90_bytes_per_second": self.network_out_p90,
             "network_in_p90_bytes_per_second": self.network_in_p90,
             "percent_of_baseline": self.percent_of_baseline,
+            "percent_of_baseline_source": self.percent_source,
+            "peak_second_percent_of_baseline": self.peak_second_percent,
             "trend_bytes_per_second_per_day": self.trend_bytes_per_second_per_day,
             "reaches_80_percent": iso(self.reaches_80),
             "reaches_100_percent": iso(self.reaches_100),
@@ -137,29 +141,54 @@ def assess(node: Node, history: History, table: BaselineTable, now: float, days:
         report.reason = f"node type {node.node_type or '(unknown)'} is not in the baseline table; no recommendation"
         return report
     report.baseline_bytes_per_second, report.baseline_source = full
-    current = series[-1][1]
-    report.percent_of_baseline = round(current / full[0] * 100, 1)
-    projection = report.projection = project(series)
-    if projection is not None:
-        fit = projection.fit
-        # the rate of growth now: the slope of a line, the derivative of compound growth at today's value
-        report.trend_bytes_per_second_per_day = fit.slope * DAY * (fit.value_at(now) if fit.model == "compound" else 1.0)
-        report.reaches_80, report.reaches_80_central = projection.reaches(0.8 * full[0], now)
-        report.reaches_100, report.reaches_100_central = projection.reaches(full[0], now)
+    _against_table(report, series, full[0], now)
+    share = daily.get("aws_share_" + direction.removeprefix("network_"))
+    if share:
+        _against_aws(report, share, daily.get("aws_peak_" + direction.removeprefix("network_")), now)
+    if report.percent_of_baseline is None:
+        return report
     if report.percent_of_baseline >= 90:
         report.status = "critical"
     elif report.percent_of_baseline >= 80:
         report.status = "warning"
     elif report.reaches_80 is not None and report.reaches_80 - now < 30 * DAY:
         report.status = "watch"
+    _recommend(report, table, baseline.memory_gib if baseline else None, now)
+    return report
+
+
+def _against_table(report: NodeReport, series: list[tuple[float, float]], full: float, now: float) -> None:
+    """The traffic's percentage of the table's baseline, its trend and the dates it reaches 80 and 100 %."""
+    report.percent_of_baseline, report.percent_source = round(series[-1][1] / full * 100, 1), "table"
+    projection = report.projection = project(series)
+    if projection is not None:
+        fit = projection.fit
+        # the rate of growth now: the slope of a line, the derivative of compound growth at today's value
+        report.trend_bytes_per_second_per_day = fit.slope * DAY * (fit.value_at(now) if fit.model == "compound" else 1.0)
+        report.reaches_80, report.reaches_80_central = projection.reaches(0.8 * full, now)
+        report.reaches_100, report.reaches_100_central = projection.reaches(full, now)
+
+
+def _against_aws(report: NodeReport, share: list[tuple[float, float]], peak: list[tuple[float, float]] | None, now: float) -> None:
+    """Where the node publishes AWS's share of its baseline, that share (ground truth for shaping) sets the percentage
+    and the dates it reaches 80 and 100 %; the traffic's trend in bytes stays the table's."""
+    report.percent_of_baseline, report.percent_source = round(share[-1][1], 1), "aws"
+    report.peak_second_percent = round(peak[-1][1], 1) if peak else None
+    projection = project(share)
+    if projection is not None:
+        report.reaches_80, report.reaches_80_central = projection.reaches(80.0, now)
+        report.reaches_100, report.reaches_100_central = projection.reaches(100.0, now)
+
+
+def _recommend(report: NodeReport, table: BaselineTable, memory_gib: float | None, now: float) -> None:
     memory_needed = None
-    if report.memory_p90 is not None and baseline and baseline.memory_gib:
-        memory_needed = baseline.memory_gib * report.memory_p90 / 100 / 0.8
-    if report.status != "ok":
+    if report.memory_p90 is not None and memory_gib:
+        memory_needed = memory_gib * report.memory_p90 / 100 / 0.8
+    if report.status != "ok" and report.peak_p90 is not None:
         # size for the observed peak (of the latest regime) or where the upper band goes in 30 days, whichever is higher
+        projection = report.projection
         ahead = projection.fit.value_at(now + 30 * DAY, BAND_Z) if projection is not None else 0.0
         report.recommendation = recommend(table, max(report.peak_p90, ahead), memory_needed)
-    return report
 
 
 def build_reports(

@@ -22,6 +22,11 @@ SIGNALS = (
     ("engine_cpu", "EngineCPUUtilization", "Average", False),
     ("memory", "DatabaseMemoryUsagePercentage", "Maximum", False),
     ("connections", "CurrConnections", "Maximum", False),
+    # AWS's own view, where the node publishes it: the share of the instance's baseline (percent), and its busiest second
+    ("aws_share_out", "NetworkBaselineUsageOutPercentage", "Average", False),
+    ("aws_share_in", "NetworkBaselineUsageInPercentage", "Average", False),
+    ("aws_peak_out", "NetworkBaselineMaxUsageOutPercentage", "Maximum", False),
+    ("aws_peak_in", "NetworkBaselineMaxUsageInPercentage", "Maximum", False),
 )
 
 

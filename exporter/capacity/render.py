@@ -22,17 +22,19 @@ def _human_bytes(value: float | None) -> str:
 
 def render_text(reports: list[NodeReport]) -> str:
     header = (
-        f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'trend/day':>11} {'model':<9} "
+        f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'by':<5} {'peak s':>7} {'trend/day':>11} {'model':<9} "
         f"{'80 % on':>10} {'100 % on':>10}  suggestion"
     )
     lines = [header, "-" * len(header)]
     for report in reports:
         data = report.as_dict()
         percent = f"{report.percent_of_baseline:.0f} %" if report.percent_of_baseline is not None else "-"
+        peak = f"{report.peak_second_percent:.0f} %" if report.peak_second_percent is not None else "-"
+        source = "AWS" if report.percent_source == "aws" else ("table" if report.percent_source else "-")
         suggestion = report.recommendation["node_type"] if report.recommendation else (report.reason or "-")
         lines.append(
             f"{data['node']:<24.24} {report.node.node_type:<18.18} {report.status:<11} "
-            f"{_human_bytes(series_now(report)):>11} {percent:>8} "
+            f"{_human_bytes(series_now(report)):>11} {percent:>8} {source:<5} {peak:>7} "
             f"{_human_bytes(report.trend_bytes_per_second_per_day):>11} {data['model'] or '-':<9} {data['reaches_80_percent'] or '-':>10} "
             f"{data['reaches_100_percent'] or '-':>10}  {suggestion}"
         )
