@@ -198,3 +198,24 @@ def test_derive_from_cloudwatch_needs_its_own_flags_only():
 
     assert main(["baseline", "derive", "--from-cloudwatch", "--node-type", "cache.r6g.large", "--aws.region", REGION]) == 2
     assert main(["baseline", "derive", "--from-cloudwatch", "--days", "500", "--aws.region", REGION]) == 2
+
+
+def test_the_status_page_shows_aws_share_and_busiest_second_beside_the_tables(fleet):
+    from exporter.redis.addresses import parse_address
+    from exporter.redis.node import RedisNode
+    from exporter.redis.settings import Credentials
+    from exporter.service.collectors.aws_baseline import aws_shares
+    from exporter.service.status import render_status_page
+    from exporter.service.targets import Target
+
+    nodes, _ = fleet
+    monitor = _monitor()
+    cluster_id = next(iter(nodes))
+    shares = aws_shares(monitor, cluster_id, 0.0)
+    assert shares["out"] == (pytest.approx(0.05), pytest.approx(1.3))
+    assert "in" not in shares  # nothing published for that direction
+    target = Target(cluster_id, RedisNode(parse_address("redis://127.0.0.1:1").endpoint, Credentials()), nodes[cluster_id])
+    config = build_config({"redis": {"addr": ""}}, environ={})
+    page = render_status_page(config, [target], 0.0, load_table, None, [], lambda name: aws_shares(monitor, name, 0.0))
+    assert "AWS&#39;s share of the baseline" in page or "AWS's share of the baseline" in page
+    assert "out 5 % (busiest second 130 %)" in page

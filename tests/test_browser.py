@@ -122,10 +122,11 @@ baselines:
         assert a[3] == "master"
         assert a[4] == "cache.t3.micro"
         assert a[5].endswith("%")  # a utilization bar with its percentage
+        assert a[8] == "-"  # no AWS here: no share of AWS's baseline
         assert rows["cache-a"].find_elements(By.CSS_SELECTOR, ".bar > span")
         b = [cell.text for cell in rows["cache-b"].find_elements(By.TAG_NAME, "td")]
         assert b[2] == "down"
-        assert b[9] == "refused"
+        assert b[10] == "refused"
         c = [cell.text for cell in rows["cache-c"].find_elements(By.TAG_NAME, "td")]
         assert c[5] == "no baseline"
         assert "never-shown-pw" not in browser.page_source

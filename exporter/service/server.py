@@ -168,7 +168,13 @@ class ExporterApp:
                 monitor = self.aws_monitor
                 last_poll = monitor.last_poll if monitor is not None else None
                 events = monitor.fleet.newest_events() if monitor is not None and monitor.fleet is not None else []
-                body = render_status_page(self.config, self.targets.every(), self.started, lambda: self.baselines, last_poll, events).encode()
+                shares = None
+                if monitor is not None:
+                    from .collectors.aws_baseline import aws_shares
+
+                    fresh_after = time.time() - monitor.fresh_seconds()
+                    shares = lambda name: aws_shares(monitor, name, fresh_after)  # noqa: E731 - read once per target
+                body = render_status_page(self.config, self.targets.every(), self.started, lambda: self.baselines, last_poll, events, shares).encode()
                 return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
             return _plain(404, "not found\n")
         except Exception:

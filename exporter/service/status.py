@@ -41,6 +41,15 @@ def _bar(ratio: float | None) -> dict[str, Any] | None:
     return {"percent": round(ratio * 100, 1), "width": round(min(ratio, 1.0) * 100, 1), "level": level}
 
 
+def _aws_text(shares: dict[str, tuple[float | None, float | None]]) -> str:
+    """``out 45 % (busiest second 130 %) · in 3 %``: AWS's own figures, or empty."""
+    parts = []
+    for direction, (average, peak) in sorted(shares.items(), reverse=True):
+        text = f"{direction} {average * 100:.0f} %" if average is not None else f"{direction} -"
+        parts.append(text + (f" (busiest second {peak * 100:.0f} %)" if peak is not None else ""))
+    return " · ".join(parts)
+
+
 MAX_EVENTS = 50  # the newest event of each source, newest first: at most this many on the page
 
 
@@ -51,9 +60,11 @@ def render_status_page(
     table: Callable[[], BaselineTable],
     last_poll: float | None = None,
     events: list[Any] | None = None,
+    aws_shares: Callable[[str], dict[str, tuple[float | None, float | None]]] | None = None,
 ) -> str:
     """``table``: gives the baseline table, asked only for a target with a node type (reading it costs 1.5 MiB);
-    ``events``: the newest fleet event of each source (FleetEvent records), newest first."""
+    ``events``: the newest fleet event of each source (FleetEvent records), newest first; ``aws_shares``: a target's
+    share of the baseline AWS counts for it, and its busiest second's, per direction (where AWS publishes them)."""
     now = time.time()
     monotonic = time.monotonic()
     rows = []
@@ -71,6 +82,7 @@ def render_status_page(
                     "node_type": target.node_type,
                     "baseline_known": utilization is not None,
                     "bars": {key: _bar((utilization or {}).get(key)) for key in ("out", "in", "engine_cpu")},
+                    "aws": _aws_text(aws_shares(target.name) if aws_shares else {}),
                     "lag": ", ".join(f"{source} {lag:.1f} s" for source, lag in sorted(state.heartbeat_lag.items())),
                     "last_error": state.last_error,
                     "duration_ms": round(state.last_duration * 1000, 1),

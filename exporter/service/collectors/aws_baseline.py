@@ -12,33 +12,46 @@ from exporter.baselines.table import BaselineTable
 from exporter.common.families import GAUGE, FamilySet
 
 
+def aws_shares(monitor: AwsMonitor, instance: str, fresh_after: float) -> dict[str, tuple[float | None, float | None]]:
+    """Per direction with fresh data: (the minute's share of the baseline, its busiest second's), as ratios."""
+    shares: dict[str, tuple[float | None, float | None]] = {}
+    for direction, word in DIRECTIONS.items():
+        usage = monitor.latest(instance, f"NetworkBaselineUsage{word}Percentage", "Average")
+        peak = monitor.latest(instance, f"NetworkBaselineMaxUsage{word}Percentage", "Maximum")
+        average = usage.value / 100.0 if usage is not None and usage.timestamp >= fresh_after else None
+        busiest = peak.value / 100.0 if peak is not None and peak.timestamp >= fresh_after else None
+        if average is not None or busiest is not None:
+            shares[direction] = (average, busiest)
+    return shares
+
+
 def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: FamilySet) -> None:
     fresh_after = time.time() - monitor.fresh_seconds()
     implied_by_type: dict[tuple[str, str], list[float]] = {}
     for name, node in monitor.named_nodes():
         if not monitor.owns(name):
             continue
-        for direction, word in DIRECTIONS.items():
+        shares = aws_shares(monitor, name, fresh_after)
+        for direction in DIRECTIONS:
             labels = {"instance": name, "direction": direction, "node_type": node.node_type}
-            usage = monitor.latest(name, f"NetworkBaselineUsage{word}Percentage", "Average")
-            if usage is not None and usage.timestamp >= fresh_after:
+            usage, peak = shares.get(direction, (None, None))
+            if usage is not None:
                 out.add(
                     "elasticache_network_aws_baseline_usage_ratio",
                     GAUGE,
                     "Traffic of the minute as a fraction of the instance's baseline bandwidth, as AWS reports it "
                     "(NetworkBaselineUsage*Percentage / 100, Average; over 1 spends burst credits).",
                     labels,
-                    usage.value / 100.0,
+                    usage,
                 )
-            peak = monitor.latest(name, f"NetworkBaselineMaxUsage{word}Percentage", "Maximum")
-            if peak is not None and peak.timestamp >= fresh_after:
+            if peak is not None:
                 out.add(
                     "elasticache_network_aws_baseline_peak_usage_ratio",
                     GAUGE,
                     "The busiest second of the minute as a fraction of the instance's baseline bandwidth, as AWS reports it "
                     "(NetworkBaselineMaxUsage*Percentage / 100).",
                     labels,
-                    peak.value / 100.0,
+                    peak,
                 )
             implied = monitor.implied_baseline(name, direction)
             if implied is not None:
