@@ -9,12 +9,12 @@ good values keep being served and their age shows it.
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from exporter.common.implied_bandwidth import implied_baseline
 from exporter.common.records import record
 
 from .api import AwsApi, AwsCallError
@@ -33,7 +33,7 @@ from .cloudwatch import (
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
-from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, MinuteHistory, series_names
+from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, ImpliedMinutes, datapoints, series_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ class AwsMonitor:
         self._names: dict[NodeKey, str] = {}
         # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
         self._by_instance: dict[tuple[str, str, str], CachedValue] = {}
-        # the last hour's minutes of the series AWS's implied baseline is computed from, by (node, metric, statistic)
-        self._history: dict[tuple[NodeKey, str, str], MinuteHistory] = {}
+        # the last hour's implied baseline per minute, by (node, direction)
+        self._implied_minutes: dict[tuple[NodeKey, str], ImpliedMinutes] = {}
         self._implied: dict[tuple[str, str], float] = {}  # (instance, direction) → bytes/s, recomputed each poll
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
@@ -269,22 +269,23 @@ class AwsMonitor:
             self.polls += 1
 
     def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey]) -> None:
-        """Add this poll's minutes of the history series; drop minutes over an hour old and nodes gone. Lock held."""
+        """Add this poll's minutes of the implied baseline; drop minutes over an hour old and nodes gone. Lock held."""
         oldest = time.time() - HISTORY_SECONDS
+        polled: dict[tuple[NodeKey, str, str], dict[float, float]] = {}
         for key, result in minutes:
-            self._history.setdefault(key, MinuteHistory()).add(result.get("Timestamps", []), result.get("Values", []))
-        for key in list(self._history):
-            if key[0] not in live or not self._history[key].prune(oldest):
-                del self._history[key]
-        implied: dict[tuple[str, str], float] = {}
-        for node_key in {key[0] for key in self._history}:
+            polled.setdefault(key, {}).update(datapoints(result.get("Timestamps", []), result.get("Values", [])))
+        for node_key in {key[0] for key in polled}:
             for direction in DIRECTIONS:
                 traffic_metric, share_metric = series_names(direction)
-                traffic, share = self._history.get((node_key, traffic_metric, "Sum")), self._history.get((node_key, share_metric, "Average"))
-                per_second = {stamp: value / self.config.period for stamp, value in traffic.points.items()} if traffic else {}
-                value = implied_baseline(per_second, share.points) if share else None
-                if value is not None:
-                    implied[(self._names.get(node_key, node_key[2]), direction)] = value
+                traffic, share = polled.get((node_key, traffic_metric, "Sum")), polled.get((node_key, share_metric, "Average"))
+                if traffic and share:
+                    self._implied_minutes.setdefault((node_key, direction), ImpliedMinutes()).merge(traffic, share, self.config.period, oldest)
+        implied: dict[tuple[str, str], float] = {}
+        for (node_key, direction), kept in list(self._implied_minutes.items()):
+            if node_key not in live or not kept.merge({}, {}, self.config.period, oldest):
+                del self._implied_minutes[(node_key, direction)]
+            else:
+                implied[(self._names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
         self._implied = implied
 
     def implied_baseline(self, instance: str, direction: str) -> float | None:

@@ -14,9 +14,14 @@ from collections.abc import Mapping
 MIN_SHARE_PERCENT = 1.0
 
 
-def implied_minutes(traffic: Mapping[float, float], share_percent: Mapping[float, float]) -> list[float]:
+def implied_by_minute(traffic: Mapping[float, float], share_percent: Mapping[float, float]) -> dict[float, float]:
     """Per minute that has both (and a share of at least 1 %): bytes per second of traffic / (share / 100)."""
-    return [traffic[stamp] / (share / 100.0) for stamp, share in share_percent.items() if share >= MIN_SHARE_PERCENT and stamp in traffic]
+    return {stamp: traffic[stamp] / (share / 100.0) for stamp, share in share_percent.items() if share >= MIN_SHARE_PERCENT and stamp in traffic}
+
+
+def implied_minutes(traffic: Mapping[float, float], share_percent: Mapping[float, float]) -> list[float]:
+    """The values of :func:`implied_by_minute`."""
+    return list(implied_by_minute(traffic, share_percent).values())
 
 
 def implied_baseline(traffic: Mapping[float, float], share_percent: Mapping[float, float]) -> float | None:
