@@ -19,10 +19,11 @@ from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError
 from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.settings import Credentials, TargetConfig
+from exporter.redis.slot_stats import SlotStatsConfig
 
 from .auth_section import discovered_iam
 from .aws_section import aws_config
-from .declared import BASELINES, CREDENTIALS, KEYSPACE, LOG, SCRAPE, TARGET, TOP, WEB
+from .declared import BASELINES, CLUSTER, CREDENTIALS, KEYSPACE, LOG, SCRAPE, SLOT_STATS, TARGET, TOP, WEB
 from .keys_section import key_probes_config
 from .model import DEFAULT_LISTEN_ADDRESS, DEFAULT_REDIS_ADDR, Config
 from .readers import as_mapping, check_keys, listen_host_port, parse_duration
@@ -67,11 +68,17 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         heartbeat=heartbeat_config(as_mapping(raw, "heartbeat")),
         clients=clients_config(as_mapping(raw, "clients")),
         keyspace=KeyspaceConfig(**KEYSPACE.fields(as_mapping(raw, "keyspace"), "keyspace")),
+        slot_stats=_slot_stats(as_mapping(raw, "cluster")),
         targets=targets,
         keys=key_probes_config(raw.get("keys"), "keys"),
         allow=allow,
         source_file=source_file,
     )
+
+
+def _slot_stats(cluster: dict[str, Any]) -> SlotStatsConfig:
+    check_keys(cluster, "cluster", CLUSTER.keys())
+    return SlotStatsConfig(**SLOT_STATS.fields(as_mapping(cluster, "slot_stats"), "cluster.slot_stats"))
 
 
 def _targets(raw: Mapping[str, Any], timeout: float, environ: Mapping[str, str]) -> tuple[TargetConfig, ...]:

@@ -25,6 +25,7 @@ from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes, KeySpec, parse_key_list
 from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.settings import HeartbeatConfig, TlsOptions
+from exporter.redis.slot_stats import SlotStatsConfig
 
 from .model import DEFAULT_REDIS_ADDR, Config
 from .readers import as_bool, as_choice, as_int, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
@@ -396,6 +397,20 @@ KEYSPACE = Group(
 )  # fmt: skip
 
 
+SLOT_STATS = Group(
+    "cluster.slot_stats",
+    (
+        Setting("enabled", BOOL, "read CLUSTER SLOT-STATS of every primary among the targets in the background (Valkey 8.0+, "
+                "Redis 8.2+; the ACL user needs CLUSTER SLOT-STATS)", field="enabled"),
+        Setting("interval", duration(10), "how often", field="interval"),
+        Setting("top", integer(1, 1000), "slots served per node, by CPU and by keys", field="top"),
+    ),
+    record=SlotStatsConfig,
+)  # fmt: skip
+
+CLUSTER = Group("cluster", (Setting("slot_stats", None, "per-slot load: the cluster.slot_stats keys"),))
+
+
 def _key_list(value: Any, key: str) -> tuple[KeySpec, ...]:
     """redis_exporter's comma-separated text, or a YAML list of its entries."""
     if value in (None, ""):
@@ -525,6 +540,7 @@ TOP = Group(
             ("keys", "watched keys and streams of every target without keys of its own"),
             ("clients", "CLIENT LIST aggregates, read in the background"),
             ("keyspace", "the keyspace by prefix, sampled in the background"),
+            ("cluster", "a cluster's per-slot load, read in the background"),
         )
     ),
 )
@@ -541,6 +557,7 @@ GROUPS = (
     HEARTBEAT,
     CLIENTS,
     KEYSPACE,
+    SLOT_STATS,
     KEYS,
     BASELINES,
     AWS,

@@ -11,6 +11,7 @@ from exporter.redis.keys import KeyProbes
 from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
 from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
+from exporter.redis.slot_stats import SlotStatsConfig
 
 DEFAULT_LISTEN_ADDRESS = ":9769"
 DEFAULT_REDIS_ADDR = "redis://localhost:6379"
@@ -33,6 +34,7 @@ class Config:
     heartbeat: HeartbeatConfig = field(factory=HeartbeatConfig)
     clients: ClientsConfig = field(factory=ClientsConfig)  # CLIENT LIST aggregates, read in the background
     keyspace: KeyspaceConfig = field(factory=KeyspaceConfig)  # the keyspace by prefix, sampled in the background
+    slot_stats: SlotStatsConfig = field(factory=SlotStatsConfig)  # a cluster's per-slot load, read in the background
     aws: AwsConfig = field(factory=AwsConfig)
     discovered_credentials: Credentials = field(factory=Credentials)  # the config file's aws.discovered
     discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache

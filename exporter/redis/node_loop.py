@@ -110,6 +110,10 @@ class NodeProfiler(NodeLoop):
         """The node's profile; None where the node does not allow what it takes (nothing is kept, no error counted)."""
         raise NotImplementedError
 
+    def combine(self, previous: Any, result: Any) -> Any:
+        """What is kept of a read, given the one kept before it (rates between reads); the read itself by default."""
+        return result
+
     def visit(self, name: str, node: RedisNode) -> None:
         started = time.monotonic()
         try:
@@ -125,7 +129,7 @@ class NodeProfiler(NodeLoop):
         if result is None:
             return
         with self._lock:
-            self.profiles[name] = result
+            self.profiles[name] = self.combine(self.profiles.get(name), result)
             self.durations[name] = time.monotonic() - started
 
     def forget(self, name: str) -> None:

@@ -96,6 +96,15 @@ class ExporterApp:
             self.keyspace_profiler = self._start_profiler(
                 KeyspaceProfiler(config.keyspace, self._profiled_targets, config.scrape_max_reply_bytes), KeyspaceCollector
             )
+        self.slot_stats_profiler: Any = None
+        if config.slot_stats.enabled and profiled:
+            from exporter.redis.slot_stats import SlotStatsProfiler
+
+            from .collectors.slot_stats import SlotStatsCollector
+
+            self.slot_stats_profiler = self._start_profiler(
+                SlotStatsProfiler(config.slot_stats, self._profiled_targets, config.scrape_max_reply_bytes), SlotStatsCollector
+            )
         self.aws_monitor: Any = None
         if config.aws.enabled:
             from exporter.aws.monitor import AwsMonitor
@@ -125,7 +134,7 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
-        for profiler in (self.client_profiler, self.keyspace_profiler):
+        for profiler in (self.client_profiler, self.keyspace_profiler, self.slot_stats_profiler):
             if profiler is not None:
                 profiler.stop()
         self.pool.close()

@@ -1,0 +1,119 @@
+"""A cluster's load by slot and by shard, from the slot-stats profiler's latest read of each primary: the top slots of
+each node, its totals, each shard's share of its replication group's load and the group's skew."""
+
+from __future__ import annotations
+
+from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+from exporter.common.labels import instance_labels
+from exporter.redis.slot_stats import SlotProfile, SlotStatsProfiler
+
+RESOURCES = ("cpu", "network", "keys")
+
+
+class SlotStatsCollector(FamilyCollector):
+    def __init__(self, profiler: SlotStatsProfiler) -> None:
+        self._profiler = profiler
+
+    def write(self, out: FamilySet) -> None:
+        profiles, errors, durations = self._profiler.snapshot()
+        members = {target.name: target for target in self._profiler.members}
+        for name, result in sorted(profiles.items()):
+            _add_node(name, result, out)
+        groups: dict[str, dict[str, SlotProfile]] = {}
+        for name, result in profiles.items():
+            target = members.get(name)
+            group = target.replication_group if target is not None else ""
+            shard = (target.shard if target is not None else "") or result.node_id
+            groups.setdefault(group, {})[shard] = result
+        for group, shards in sorted(groups.items()):
+            add_shard_shares(group, shards, out)
+        for (name, kind), count in sorted(errors.items()):
+            out.add(
+                "elasticache_exporter_slot_stats_errors_total",
+                COUNTER,
+                "Failed reads of CLUSTER SLOT-STATS, by kind.",
+                {"instance": name, "kind": kind},
+                count,
+            )
+        for name, seconds in sorted(durations.items()):
+            out.add(
+                "elasticache_exporter_slot_stats_read_duration_seconds",
+                GAUGE,
+                "How long the last CLUSTER SLOT-STATS read of the node took.",
+                {"instance": name},
+                seconds,
+            )
+
+
+def _add_node(name: str, result: SlotProfile, out: FamilySet) -> None:
+    base = instance_labels(name)
+    for stat in result.top:
+        labels = {**base, "slot": str(stat.slot)}
+        out.add("redis_cluster_slot_keys", GAUGE, "Keys in the slot (the node's top slots by CPU and by keys).", labels, stat.keys)
+        if stat.cpu_usec is not None:
+            out.add(
+                "redis_cluster_slot_cpu_seconds_total",
+                COUNTER,
+                "CPU the slot's commands took (cluster-slot-stats-enabled).",
+                labels,
+                stat.cpu_usec / 1e6,
+            )
+        for direction, value in (("in", stat.bytes_in), ("out", stat.bytes_out)):
+            if value is not None:
+                out.add(
+                    "redis_cluster_slot_network_bytes_total",
+                    COUNTER,
+                    "Network bytes of the slot's commands (cluster-slot-stats-enabled).",
+                    {**labels, "direction": direction},
+                    value,
+                )
+    out.add("redis_cluster_node_slots", GAUGE, "Slots the primary serves.", base, result.slot_count)
+    out.add("redis_cluster_node_slots_keys", GAUGE, "Keys over all the primary's slots.", base, result.keys)
+    if result.cpu_usec is not None:
+        out.add("redis_cluster_node_slots_cpu_seconds_total", COUNTER, "CPU over all the primary's slots.", base, result.cpu_usec / 1e6)
+    for direction, value in (("in", result.bytes_in), ("out", result.bytes_out)):
+        if value is not None:
+            out.add(
+                "redis_cluster_node_slots_network_bytes_total",
+                COUNTER,
+                "Network bytes over all the primary's slots.",
+                {**base, "direction": direction},
+                value,
+            )
+
+
+def load(result: SlotProfile, resource: str) -> float | None:
+    """A shard's load of a resource: CPU seconds and network bytes per second since the read before, keys now."""
+    if resource == "cpu":
+        return result.cpu_per_second
+    if resource == "network":
+        return result.bytes_per_second
+    return float(result.keys)
+
+
+def add_shard_shares(group: str, shards: dict[str, SlotProfile], out: FamilySet) -> None:
+    """Each shard's share of the group's load, and the group's skew (the largest shard over the mean), per resource
+    that every shard of the group has a figure of."""
+    for resource in RESOURCES:
+        loads = {shard: load(result, resource) for shard, result in shards.items()}
+        if len(loads) < 2 or any(value is None for value in loads.values()):
+            continue
+        values = {shard: float(value or 0.0) for shard, value in loads.items()}
+        total = sum(values.values())
+        if total <= 0:
+            continue
+        for shard, value in sorted(values.items()):
+            out.add(
+                "elasticache_cluster_shard_share_ratio",
+                GAUGE,
+                "The shard's share of its replication group's load (cpu, network: since the last read; keys: now).",
+                {"replication_group": group, "shard": shard, "resource": resource},
+                value / total,
+            )
+        out.add(
+            "elasticache_cluster_skew_ratio",
+            GAUGE,
+            "The replication group's busiest shard over the mean of its shards (1: even).",
+            {"replication_group": group, "resource": resource},
+            max(values.values()) / (total / len(values)),
+        )

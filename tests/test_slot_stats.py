@@ -1,0 +1,156 @@
+"""Per-slot load from CLUSTER SLOT-STATS: the pure parts, and real 3-primary, 3-replica clusters on Valkey 8.1 and
+Redis 8.2 with a load whose keys share one hash tag (one slot hot); Redis 7.0, which has no SLOT-STATS, gets no
+command and no error reply."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import redis
+from helpers import parse_samples, sample
+from servers import ENGINES, start_redis, wait_until
+from tools import require
+
+from exporter.common.exposition import encode_text
+from exporter.config import build_config
+from exporter.redis.slot_stats import SlotStatsProfiler, parse_slot_stats, profile, with_rates
+from exporter.redis.slots import key_slot
+from exporter.service.collectors.slot_stats import SlotStatsCollector, add_shard_shares
+
+HOT_TAG = "{hot}"
+
+
+@pytest.mark.unit
+def test_a_reply_becomes_the_top_slots_and_the_totals():
+    reply = [
+        [0, [b"key-count", 5, b"cpu-usec", 100, b"network-bytes-in", 10, b"network-bytes-out", 20]],
+        [1, [b"key-count", 50, b"cpu-usec", 10, b"network-bytes-in", 1, b"network-bytes-out", 2]],
+        [2, [b"key-count", 1, b"cpu-usec", 900, b"network-bytes-in", 90, b"network-bytes-out", 800]],
+        [b"odd", []],
+    ]
+    stats = parse_slot_stats(reply)
+    assert [stat.slot for stat in stats] == [0, 1, 2]
+    one = profile(stats, "abc", 1, 100.0)
+    assert [stat.slot for stat in one.top] == [1, 2]  # the top slot by CPU (2) and by keys (1)
+    assert (one.slot_count, one.keys, one.cpu_usec, one.bytes_in, one.bytes_out) == (3, 56, 1010, 101, 822)
+    # without cluster-slot-stats-enabled: keys only, no CPU or network totals
+    keys_only = profile(parse_slot_stats([[7, [b"key-count", 3]]]), "abc", 20, 100.0)
+    assert (keys_only.keys, keys_only.cpu_usec, keys_only.bytes_in) == (3, None, None)
+    later = profile(parse_slot_stats([[0, [b"key-count", 5, b"cpu-usec", 2_100_100, b"network-bytes-in", 1010, b"network-bytes-out", 20]]]),
+                    "abc", 1, 110.0)  # fmt: skip
+    first = profile(parse_slot_stats([[0, [b"key-count", 5, b"cpu-usec", 100, b"network-bytes-in", 10, b"network-bytes-out", 20]]]), "abc", 1, 100.0)
+    rated = with_rates(first, later)
+    assert rated.cpu_per_second == pytest.approx(0.21)
+    assert rated.bytes_per_second == pytest.approx(100.0)
+    assert with_rates(first, profile(stats, "other-node", 1, 110.0)).cpu_per_second is None  # another node: no rate
+
+
+@pytest.mark.unit
+def test_shares_and_skew_of_a_group():
+    from exporter.common.families import FamilySet
+
+    def shard(cpu: float, keys: int):
+        return with_rates(profile([], "n", 1, 0.0), profile([], "n", 1, 1.0)).__class__(
+            node_id="n", slot_count=1, keys=keys, cpu_usec=0, bytes_in=0, bytes_out=0, top=(), read_at=1.0, cpu_per_second=cpu, bytes_per_second=None
+        )
+
+    out = FamilySet()
+    add_shard_shares("g", {"a": shard(0.6, 10), "b": shard(0.2, 10), "c": shard(0.2, 10)}, out)
+    samples = parse_samples(encode_text(out).decode())
+    assert sample(samples, "elasticache_cluster_shard_share_ratio", replication_group="g", shard="a", resource="cpu") == pytest.approx(0.6)
+    assert sample(samples, "elasticache_cluster_skew_ratio", replication_group="g", resource="cpu") == pytest.approx(1.8)
+    assert sample(samples, "elasticache_cluster_skew_ratio", replication_group="g", resource="keys") == pytest.approx(1.0)
+    assert not [key for key in samples if ("resource", "network") in key[1]]  # no shard has a network figure: none served
+
+
+def _cluster(engine: str, *extra: str) -> list:
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "5000", *extra, engine=engine) for _ in range(6)]
+    subprocess.run(
+        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for node in nodes:
+        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+    return nodes
+
+
+def _error_counter(nodes):
+    """The nodes' error replies, read on one connection each, opened now: a client's own handshake is not counted."""
+    clients = [node.client(single_connection_client=True) for node in nodes]
+    for client in clients:
+        client.ping()
+    return lambda: [client.info("stats")["total_error_replies"] for client in clients]
+
+
+@pytest.mark.parametrize("engine", ["valkey-8.1", "redis-8.2"])
+def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
+    if ENGINES.get(engine) is None:
+        pytest.skip(f"{engine} is not installed here")
+    nodes = _cluster(engine, "--cluster-slot-stats-enabled", "yes")
+    try:
+        config = build_config(
+            {"targets": [{"name": f"n{i}", "addr": node.addr, "replication_group": "rg"} for i, node in enumerate(nodes)],
+             "cluster": {"slot_stats": {"enabled": True, "top": 5}}},
+            environ={},
+        )  # fmt: skip
+        profiler = SlotStatsProfiler(config.slot_stats, list(config.targets), config.scrape_max_reply_bytes)
+        errors = _error_counter(nodes)
+        before = errors()
+        profiler.visit_all()
+        assert errors() == before  # nothing sent drew an error reply
+        client = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        for i in range(3000):  # one slot hot: every key shares the hash tag
+            client.incr(f"{HOT_TAG}:counter:{i % 50}")
+        for i in range(300):  # and a little everywhere else
+            client.set(f"cold:{i}", "x")
+        profiler.visit_all()
+        samples = parse_samples(encode_text(SlotStatsCollector(profiler).build()).decode())
+    finally:
+        profiler.stop()
+        for node in nodes:
+            node.stop()
+    hot_slot = str(key_slot(f"{HOT_TAG}:counter:0".encode()))
+    cpu = {
+        (dict(labels)["instance"], dict(labels)["slot"]): value
+        for (name, labels), value in samples.items()
+        if name == "redis_cluster_slot_cpu_seconds_total"
+    }
+    owner = next(instance for instance, slot in cpu if slot == hot_slot)
+    assert max((value, slot) for (instance, slot), value in cpu.items() if instance == owner)[1] == hot_slot
+    assert sample(samples, "redis_cluster_slot_keys", instance=owner, slot=hot_slot) == 50
+    primaries = {dict(labels)["instance"] for (name, labels) in samples if name == "redis_cluster_node_slots"}
+    assert len(primaries) == 3  # replicas are not read
+    assert sum(sample(samples, "redis_cluster_node_slots", instance=name) for name in primaries) == 16384
+    assert sample(samples, "elasticache_cluster_skew_ratio", replication_group="rg", resource="cpu") > 2
+    assert sample(samples, "redis_cluster_node_slots_keys", instance=owner) >= 50
+    shares = {dict(labels)["shard"]: value for (name, labels), value in samples.items() if name == "elasticache_cluster_shard_share_ratio"
+              and ("resource", "cpu") in labels}  # fmt: skip
+    assert len(shares) == 3
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_no_slot_stats_command_or_error_where_the_server_lacks_it():
+    nodes = _cluster("redis-7.0")
+    try:
+        config = build_config(
+            {"targets": [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(nodes)], "cluster": {"slot_stats": {"enabled": True}}},
+            environ={},
+        )
+        profiler = SlotStatsProfiler(config.slot_stats, list(config.targets), config.scrape_max_reply_bytes)
+        errors = _error_counter(nodes)
+        before = errors()
+        profiler.visit_all()
+        profiler.visit_all()
+        after = errors()
+        commands = [node.client().info("commandstats") for node in nodes]
+        samples = parse_samples(encode_text(SlotStatsCollector(profiler).build()).decode())
+    finally:
+        profiler.stop()
+        for node in nodes:
+            node.stop()
+    assert after == before
+    assert not any("cmdstat_cluster|slot-stats" in stats for stats in commands)
+    assert not [key for key in samples if key[0].startswith(("redis_cluster_slot", "redis_cluster_node_slots", "elasticache_cluster_"))]
