@@ -941,19 +941,25 @@ case(
     [
         # the same skew, its primary's engine at 30 % of the 90 % a core it may reach: not yet a problem
         *[(text.replace('"rg"', '"calm"'), values) for text, values in HOT_SHARD_INPUTS[:4]],
-        (series("elasticache_engine_cpu_utilization_percent", instance="n0", source="info", node_type="cache.r6g.large")
-         .replace("n0", "m0"), "30+0x40"),
-        (series("elasticache_shard_member_info", instance="m0", replication_group="calm", shard="a", role="master", shard_source="cluster"),
-         "1+0x40"),
+        (
+            series("elasticache_engine_cpu_utilization_percent", instance="n0", source="info", node_type="cache.r6g.large").replace("n0", "m0"),
+            "30+0x40",
+        ),
+        (
+            series("elasticache_shard_member_info", instance="m0", replication_group="calm", shard="a", role="master", shard_source="cluster"),
+            "1+0x40",
+        ),
         # an even group with a busy engine
         (series(SHARE, replication_group="even", shard="a", resource="cpu"), "0.34+0x40"),
         (series(SHARE, replication_group="even", shard="b", resource="cpu"), "0.33+0x40"),
         (series(SHARE, replication_group="even", shard="c", resource="cpu"), "0.33+0x40"),
-        (series("elasticache_shard_member_info", instance="e0", replication_group="even", shard="a", role="master", shard_source="cluster"),
-         "1+0x40"),
+        (
+            series("elasticache_shard_member_info", instance="e0", replication_group="even", shard="a", role="master", shard_source="cluster"),
+            "1+0x40",
+        ),
         (series("elasticache_engine_cpu_utilization_percent", instance="e0", source="info", node_type="cache.r6g.large"), "80+0x40"),
     ],
-)  # fmt: skip
+)
 
 SLCW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"}
 THROTTLED = "aws_elasticache_throttled_cmds_sum"

@@ -37,8 +37,9 @@ def test_a_reply_becomes_the_top_slots_and_the_totals():
     # without cluster-slot-stats-enabled: keys only, no CPU or network totals
     keys_only = profile(parse_slot_stats([[7, [b"key-count", 3]]]), "abc", 20, 100.0)
     assert (keys_only.keys, keys_only.cpu_usec, keys_only.bytes_in) == (3, None, None)
-    later = profile(parse_slot_stats([[0, [b"key-count", 5, b"cpu-usec", 2_100_100, b"network-bytes-in", 1010, b"network-bytes-out", 20]]]),
-                    "abc", 1, 110.0)  # fmt: skip
+    later = profile(
+        parse_slot_stats([[0, [b"key-count", 5, b"cpu-usec", 2_100_100, b"network-bytes-in", 1010, b"network-bytes-out", 20]]]), "abc", 1, 110.0
+    )
     first = profile(parse_slot_stats([[0, [b"key-count", 5, b"cpu-usec", 100, b"network-bytes-in", 10, b"network-bytes-out", 20]]]), "abc", 1, 100.0)
     rated = with_rates(first, later)
     assert rated.cpu_per_second == pytest.approx(0.21)
@@ -92,10 +93,12 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
     nodes = _cluster(engine, "--cluster-slot-stats-enabled", "yes")
     try:
         config = build_config(
-            {"targets": [{"name": f"n{i}", "addr": node.addr, "replication_group": "rg"} for i, node in enumerate(nodes)],
-             "cluster": {"slot_stats": {"enabled": True, "top": 5}}},
+            {
+                "targets": [{"name": f"n{i}", "addr": node.addr, "replication_group": "rg"} for i, node in enumerate(nodes)],
+                "cluster": {"slot_stats": {"enabled": True, "top": 5}},
+            },
             environ={},
-        )  # fmt: skip
+        )
         profiler = SlotStatsProfiler(config.slot_stats, list(config.targets), config.scrape_max_reply_bytes)
         errors = _error_counter(nodes)
         before = errors()
@@ -126,8 +129,11 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
     assert sum(sample(samples, "redis_cluster_node_slots", instance=name) for name in primaries) == 16384
     assert sample(samples, "elasticache_cluster_skew_ratio", replication_group="rg", resource="cpu") > 2
     assert sample(samples, "redis_cluster_node_slots_keys", instance=owner) >= 50
-    shares = {dict(labels)["shard"]: value for (name, labels), value in samples.items() if name == "elasticache_cluster_shard_share_ratio"
-              and ("resource", "cpu") in labels}  # fmt: skip
+    shares = {
+        dict(labels)["shard"]: value
+        for (name, labels), value in samples.items()
+        if name == "elasticache_cluster_shard_share_ratio" and ("resource", "cpu") in labels
+    }
     assert len(shares) == 3
     assert sum(shares.values()) == pytest.approx(1.0)
 
@@ -154,3 +160,68 @@ def test_no_slot_stats_command_or_error_where_the_server_lacks_it():
     assert after == before
     assert not any("cmdstat_cluster|slot-stats" in stats for stats in commands)
     assert not [key for key in samples if key[0].startswith(("redis_cluster_slot", "redis_cluster_node_slots", "elasticache_cluster_"))]
+
+
+@pytest.mark.unit
+def test_the_plan_moves_the_hot_shards_heaviest_slots_and_names_a_dominant_one():
+    from exporter.redis.cluster_plan import Shard, even_split_skew, plan
+
+    shards = [Shard("a", "10.0.0.1:6379", tuple(range(0, 5461))), Shard("b", "10.0.0.2:6379", tuple(range(5461, 10923))),
+              Shard("c", "10.0.0.3:6379", tuple(range(10923, 16384)))]  # fmt: skip
+    loads = {slot: 1.0 for slot in range(16384)}
+    for slot in range(0, 600):  # shard a's first 600 slots are ten times as busy
+        loads[slot] = 10.0
+    result = plan(shards, loads, "cpu", 1.2)
+    assert result.skew_before > 1.2
+    assert result.skew_after <= 1.2
+    assert result.moves
+    assert all(move.source == "a" for move in result.moves)  # the hot shard's load moves first, and only its
+    assert all(loads[slot] == 10.0 for move in result.moves for slot in range(move.first, move.last + 1))  # heaviest first
+    assert result.dominant == ()
+    # one slot with most of its shard's load: named, never moved
+    hot = {**{slot: 1.0 for slot in range(16384)}, 42: 20_000.0}
+    pinned = plan(shards, hot, "cpu", 1.2)
+    assert [slot for slot, _, _ in pinned.dominant] == [42]
+    assert all(not move.first <= 42 <= move.last for move in pinned.moves)
+    # ElastiCache's even spread: more shards help where the load is spread, not where one slot holds it
+    assert even_split_skew(loads, 3) == pytest.approx(result.rebalance_skew)
+    assert result.more_shards == 2  # five shards of 3,276 slots: the busiest holds 8,676 of today's mean 7,261 (under 1.2)
+    assert result.more_shards_peak <= 1.2
+    assert pinned.more_shards is None
+
+
+def test_cluster_plan_on_a_real_cluster(tmp_path, capsys):
+    """Keys piled into one shard's slots: the plan moves that shard's slots first and brings the skew (by keys) under
+    the limit; the commands it prints carry the moves out."""
+    import json
+
+    from exporter.cli.main import main
+    from exporter.redis.slots import owned_slots
+
+    engine = "valkey-8.1"
+    if ENGINES.get(engine) is None:
+        pytest.skip(f"{engine} is not installed here")
+    nodes = _cluster(engine, "--cluster-slot-stats-enabled", "yes")
+    try:
+        primary = next(node for node in nodes if node.info()["role"] == "master")
+        mine = owned_slots(primary.client().execute_command("CLUSTER", "NODES").decode())
+        client = redis.cluster.RedisCluster(host="127.0.0.1", port=primary.port)
+        piled = [key for key in (f"k:{i}" for i in range(20000)) if key_slot(key.encode()) in mine][:3000]
+        for key in piled:
+            client.set(key, "x")
+        for i in range(300):
+            client.set(f"spread:{i}", "x")
+        out = tmp_path / "plan.json"
+        args = ["cluster", "plan", "--target", primary.addr, "--resource", "keys", "--format", "json", "--out", str(out)]
+        assert main(args) == 0
+        result = json.loads(out.read_text())
+        assert main(["cluster", "plan", "--target", primary.addr, "--resource", "keys"]) == 0
+        text = capsys.readouterr().out
+    finally:
+        for node in nodes:
+            node.stop()
+    assert result["skew_before"] > 2
+    assert result["skew_after_moves"] <= 1.2
+    assert {move["from_address"] for move in result["moves"]} == {f"127.0.0.1:{primary.port}"}
+    assert "CLUSTER SETSLOT $slot IMPORTING" in text
+    assert "move(s) bring the skew to" in text

@@ -72,6 +72,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "alarms": ("aws", "create or update the CloudWatch alarms of the catalog directly (PutMetricAlarm) for the discovered nodes"),
     "capacity": ("aws", "which nodes approach their baseline, how fast, and what to change, from CloudWatch history"),
     "benchmark": ("baseline", "load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry"),
+    "cluster": ("cluster", "a cluster's shards: what would bring their skew under a limit, from the slots' measured load"),
 }  # fmt: skip
 
 
@@ -103,7 +104,8 @@ def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None
     args = parser.parse_args(words)
     if args.command is None:
         args = parser.parse_args([*words, "serve"])
-    command = " ".join(str(part) for part in (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None)) if part)
+    parts = (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None), getattr(args, "cluster_command", None))
+    command = " ".join(str(part) for part in parts if part)
     prefix = "elasticache-exporter: " if args.command in ("serve", "demo") else f"elasticache-exporter: {command}: "
     try:
         return run_command(args, clock)
@@ -140,6 +142,10 @@ def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = No
         if args.command == "baseline":
             return baseline.run_baseline_derive(args, os.environ, clock)
         return baseline.run_benchmark_command(args, os.environ)
+    if args.command == "cluster":
+        from .cluster import run_cluster
+
+        return run_cluster(args, os.environ)
     if args.command in ("capacity", "alarms"):
         from . import aws
 

@@ -71,8 +71,13 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
         if primary is None:
             return frozenset()
         owner = primary
+    return _slot_entries(owner[8:])
+
+
+def _slot_entries(entries: list[str]) -> frozenset[int]:
+    """The slots of ``CLUSTER NODES`` slot fields (``5``, ``0-5460``), leaving out those being migrated (``[...]``)."""
     slots: set[int] = set()
-    for entry in owner[8:]:
+    for entry in entries:
         if entry.startswith("["):
             continue
         low, _, high = entry.partition("-")
@@ -82,3 +87,16 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
         if 0 <= first <= last < SLOTS:
             slots.update(range(first, last + 1))
     return frozenset(slots)
+
+
+def primaries(cluster_nodes: str) -> list[tuple[str, str, frozenset[int]]]:
+    """(node id, host:port, slots) of every primary that serves slots, from ``CLUSTER NODES``."""
+    found = []
+    for fields in _lines(cluster_nodes)[0]:
+        if len(fields) < 8 or _is_replica(fields) or "fail" in fields[2].split(","):
+            continue
+        address = fields[1].split("@", 1)[0].split(",", 1)[0]
+        slots = _slot_entries(fields[8:])
+        if slots:
+            found.append((fields[0], address, slots))
+    return found
