@@ -63,5 +63,7 @@ OURS_ONLY: frozenset[str] = frozenset(
         "redis_master_sync_last_io_seconds_ago", "redis_master_sync_left_bytes", "redis_master_sync_read_bytes",
         "redis_master_sync_total_bytes", "redis_memory_used_dataset_ratio", "redis_memory_used_peak_ratio", "redis_server_time_seconds",
         "redis_slave_read_only", "redis_total_system_memory_bytes", "redis_instance_role", "redis_module_info", "redis_db_<field>",
+        "redis_cluster_slot_keys", "redis_cluster_slot_cpu_seconds_total", "redis_cluster_slot_network_bytes_total", "redis_cluster_node_slots",
+        "redis_cluster_node_slots_keys", "redis_cluster_node_slots_cpu_seconds_total", "redis_cluster_node_slots_network_bytes_total",
     }
 )  # fmt: skip

@@ -247,6 +247,25 @@ KEYS = [
         "the maximum length configured for a watched key that is a queue, `+Inf` when none; the queue alerts watch these keys"),
 ]  # fmt: skip
 
+SLOTS = [
+    Doc("redis_cluster_slot_keys", "gauge", f"{T}, `slot` (the node's top `cluster.slot_stats.top` slots by CPU and by keys)",
+        "`CLUSTER SLOT-STATS` (background, `cluster.slot_stats.enabled`)", "keys in the slot"),
+    Doc("redis_cluster_slot_cpu_seconds_total", "counter", f"{T}, `slot`", "`CLUSTER SLOT-STATS` (`cluster-slot-stats-enabled`)",
+        "CPU the slot's commands took"),
+    Doc("redis_cluster_slot_network_bytes_total", "counter", f"{T}, `slot`, `direction` (`in`, `out`)", "`CLUSTER SLOT-STATS`",
+        "network bytes of the slot's commands"),
+    Doc("redis_cluster_node_slots", "gauge", T, "`CLUSTER SLOT-STATS`", "slots the primary serves"),
+    Doc("redis_cluster_node_slots_keys", "gauge", T, "`CLUSTER SLOT-STATS`", "keys over all its slots"),
+    Doc("redis_cluster_node_slots_cpu_seconds_total", "counter", T, "`CLUSTER SLOT-STATS`", "CPU over all its slots"),
+    Doc("redis_cluster_node_slots_network_bytes_total", "counter", f"{T}, `direction`", "`CLUSTER SLOT-STATS`", "network bytes over all its slots"),
+    Doc("elasticache_cluster_shard_share_ratio", "gauge", "`replication_group`, `shard`, `resource` (`cpu`, `network`, `keys`)",
+        "`CLUSTER SLOT-STATS`", "the shard's share of its group's load (cpu, network: since the previous read; keys: now)"),
+    Doc("elasticache_cluster_skew_ratio", "gauge", "`replication_group`, `resource`", "`CLUSTER SLOT-STATS`",
+        "the group's busiest shard over the mean of its shards (1: even)"),
+    Doc("elasticache_exporter_slot_stats_errors_total", "counter", f"{T}, `kind`", "the slot-stats profiler", "failed reads"),
+    Doc("elasticache_exporter_slot_stats_read_duration_seconds", "gauge", T, "the slot-stats profiler", "how long the last read took"),
+]  # fmt: skip
+
 SECTIONS: dict[str, list[Doc]] = {
     "structured": STRUCTURED,
     "replication": REPLICATION,
@@ -255,6 +274,7 @@ SECTIONS: dict[str, list[Doc]] = {
     "aws": AWS,
     "clients": CLIENTS,
     "keyspace": KEYSPACE,
+    "slots": SLOTS,
     "exporter": EXPORTER,
 }
 
