@@ -923,6 +923,71 @@ case(
     ],
 )
 
+BUCKET = "redis_commands_latencies_usec_bucket"
+
+
+def _latency_histogram(instance: str, cmd: str, slow: bool) -> list[tuple[str, str]]:
+    """100 calls a minute, all under 1 ms, or all between 1 ms and 100 ms (a p99 near 99 ms)."""
+    low = "0+100x40" if not slow else "0+0x40"
+    return [
+        (series(BUCKET, instance=instance, cmd=cmd, le="1000"), low),
+        (series(BUCKET, instance=instance, cmd=cmd, le="100000"), "0+100x40"),
+        (series(BUCKET, instance=instance, cmd=cmd, le="+Inf"), "0+100x40"),
+    ]
+
+
+ENGINE = "elasticache_engine_cpu_utilization_percent"
+BENCH = "elasticache:baseline_command_p99_seconds"
+case(
+    "RedisCommandLatencyAboveBenchmark",
+    [
+        *_latency_histogram("a", "get", slow=True),
+        (series(ENGINE, instance="a", source="info", node_type="cache.r6g.large"), "30+0x40"),
+        (series(BENCH, node_type="cache.r6g.large", command_class="read"), "0.0008+0x40"),  # as a table with latency renders it
+    ],
+    "16m",
+    "9m",  # the rate has samples from the first minute; 10 minutes of `for` after that
+    {"instance": "a", "cmd": "get", "command_class": "read", "node_type": "cache.r6g.large"},
+    [
+        *_latency_histogram("quick", "get", slow=False),
+        (series(ENGINE, instance="quick", source="info", node_type="cache.r6g.large"), "30+0x40"),
+        # slow, but its node type's benchmark p99 was 50 ms: 10 times that is 500 ms
+        *_latency_histogram("tolerant", "get", slow=True),
+        (series(ENGINE, instance="tolerant", source="info", node_type="cache.m5.large"), "30+0x40"),
+        (series(BENCH, node_type="cache.m5.large", command_class="read"), "0.05+0x40"),
+    ],
+)
+case(
+    "RedisCommandLatencyHigh",
+    [*_latency_histogram("b", "set", slow=True), (series(ENGINE, instance="b", source="info", node_type="cache.z9.huge"), "30+0x40")],
+    "16m",
+    "9m",
+    {"instance": "b", "cmd": "set", "command_class": "write"},
+    [
+        *_latency_histogram("quick", "set", slow=False),
+        # slow too, but its node type has a benchmark latency: the alert above speaks for it
+        *_latency_histogram("benchmarked", "set", slow=True),
+        (series(ENGINE, instance="benchmarked", source="info", node_type="cache.r6g.large"), "30+0x40"),
+        (series(BENCH, node_type="cache.r6g.large", command_class="write"), "0.0009+0x40"),
+    ],
+)
+HITS, MISSES = "redis_keyspace_hits_total", "redis_keyspace_misses_total"
+ARMED = [(series("elasticache:hit_ratio_min"), "0.8+0x40"), (series("elasticache:miss_rate_min"), "10+0x40")]
+case(
+    "RedisCacheHitRateLow",
+    # 1,200 hits and 1,800 misses a minute: a ratio of 0.4, 30 misses a second
+    [(series(HITS, instance="a"), "0+1200x40"), (series(MISSES, instance="a"), "0+1800x40"), *ARMED],
+    "26m",
+    "14m",
+    {"instance": "a"},
+    [
+        (series(HITS, instance="few"), "0+12x40"),  # the same ratio, 0.3 misses a second: too few to matter
+        (series(MISSES, instance="few"), "0+18x40"),
+        (series(HITS, instance="good"), "0+9000x40"),  # 30 misses a second, but 0.83 of reads hit
+        (series(MISSES, instance="good"), "0+1800x40"),
+    ],
+)
+
 SHARE = "elasticache_cluster_shard_share_ratio"
 HOT_SHARD_INPUTS = [
     (series(SHARE, replication_group="rg", shard="a", resource="cpu"), "0.7+0x40"),
@@ -1316,3 +1381,28 @@ def test_no_suggested_node_type_has_less_memory_than_the_node_it_relieves():
     smaller = [(node_type, to) for node_type, to in suggested.items() if (table.get(node_type).memory_gib or 0) > (table.get(to).memory_gib or 0)]
     assert smaller == []
     assert suggested["cache.m3.2xlarge"] != "cache.m6g.large"  # 27.9 GiB was told to move to 6.38 GiB
+
+
+@pytest.mark.unit
+def test_a_table_with_benchmark_latency_renders_a_p99_per_node_type_and_command_class():
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.baselines.latency import LatencyFigure
+    from exporter.common.records import replace
+
+    table = load_table()
+    figures = (
+        LatencyFigure("GET", 100_000.0, p99_ms=0.5, data_size=100),
+        LatencyFigure("GET", 90_000.0, p99_ms=0.9, data_size=1000),
+        LatencyFigure("GET", 80_000.0, p99_ms=1.5, data_size=10000),
+        LatencyFigure("SET", 70_000.0, p99_ms=2.0, data_size=1000),
+    )
+    node = replace(table.node_types["cache.r6g.large"], latency=figures)
+    rendered = render_prometheus(load_catalog(), replace(table, node_types={**table.node_types, "cache.r6g.large": node}), hit_rate=(0.8, 100.0))
+    document = yaml.safe_load(rendered)
+    records = [rule for group in document["groups"] for rule in group["rules"] if rule.get("record") == "elasticache:baseline_command_p99_seconds"]
+    assert {(r["labels"]["node_type"], r["labels"]["command_class"], r["expr"]) for r in records} == {
+        ("cache.r6g.large", "read", "vector(0.0009)"),  # the median of the GET figures' p99
+        ("cache.r6g.large", "write", "vector(0.002)"),
+    }
+    armed = {rule["record"]: rule["expr"] for group in document["groups"] for rule in group["rules"] if rule.get("record", "").endswith("_min")}
+    assert armed == {"elasticache:hit_ratio_min": "vector(0.8)", "elasticache:miss_rate_min": "vector(100.0)"}

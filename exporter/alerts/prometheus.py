@@ -7,7 +7,7 @@ from exporter.common.records import record
 
 from .catalog import DEFAULT_RUNBOOK_BASE, SIGNALS, Alert, guarded
 from .templating import render
-from .thresholds import ENGINE_CPU_FLOOR_PERCENT, node_type_thresholds
+from .thresholds import COMMAND_CLASSES, ENGINE_CPU_FLOOR_PERCENT, command_latency_baselines, node_type_thresholds
 
 
 @record(frozen=True)
@@ -88,6 +88,21 @@ def as_prometheus_rule(rules_text: str, name: str = "elasticache-exporter") -> s
     return "\n".join([*head, *(f"  {line}" if line else "" for line in body)]) + "\n"
 
 
-def render_prometheus(alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> str:
-    """``tags``: ``tag_*`` labels (aws.export_tags) each node's alert carries, for Alertmanager routes."""
-    return render("prometheus.rules.yml.j2", node_types=node_type_thresholds(table), rules=rules(alerts, runbook_base, tags), basis=table.basis)
+def render_prometheus(
+    alerts: list[Alert],
+    table: BaselineTable,
+    runbook_base: str = DEFAULT_RUNBOOK_BASE,
+    tags: tuple[str, ...] = (),
+    hit_rate: tuple[float, float] | None = None,
+) -> str:
+    """``tags``: ``tag_*`` labels (aws.export_tags) each node's alert carries, for Alertmanager routes; ``hit_rate``: the
+    lowest hit ratio and the miss rate (per second) above which a lower one alerts (RedisCacheHitRateLow, opt-in)."""
+    return render(
+        "prometheus.rules.yml.j2",
+        node_types=node_type_thresholds(table),
+        latency=command_latency_baselines(table),
+        command_classes={name: "|".join(commands) for name, (_, commands) in COMMAND_CLASSES.items()},
+        hit_rate=hit_rate,
+        rules=rules(alerts, runbook_base, tags),
+        basis=table.basis,
+    )

@@ -116,3 +116,26 @@ def threshold_sentence(alert: Alert, baseline: str, node_type: str) -> str | Non
     if alert.cloudwatch and alert.cloudwatch.per_node_type == "host_cpu":
         return f"Threshold: 90 % divided by the vCPUs of {node_type}."
     return None
+
+
+# A command's class, by redis_commands_latencies_usec's cmd label: the benchmark command whose latency stands for it
+READ_COMMANDS = ("get", "mget", "getex", "hget", "hmget", "hgetall", "exists", "ttl", "pttl", "type", "strlen", "llen", "lrange",
+                 "lindex", "scard", "smembers", "sismember", "zscore", "zrange", "zrangebyscore", "zcard", "xrange", "xlen")  # fmt: skip
+WRITE_COMMANDS = ("set", "setex", "psetex", "mset", "del", "unlink", "incr", "incrby", "decr", "hset", "hmset", "hdel", "lpush", "rpush",
+                  "lpop", "rpop", "sadd", "srem", "zadd", "zrem", "xadd", "expire", "pexpire")  # fmt: skip
+COMMAND_CLASSES = {"read": ("GET", READ_COMMANDS), "write": ("SET", WRITE_COMMANDS)}
+
+
+def command_latency_baselines(table: BaselineTable) -> list[tuple[str, str, float]]:
+    """(node type, command class, p99 seconds) where the table keeps benchmark latency of the class's command: the
+    median p99 over its figures (data sizes, client counts, tools)."""
+    import statistics
+
+    rows = []
+    for node_type in sorted(table.node_types):
+        figures = table.node_types[node_type].latency
+        for command_class, (command, _) in COMMAND_CLASSES.items():
+            p99s = [figure.p99_ms for figure in figures if figure.command == command and figure.p99_ms]
+            if p99s:
+                rows.append((node_type, command_class, round(statistics.median(p99s) / 1000, 6)))
+    return rows

@@ -29,10 +29,19 @@ def run_render(args: argparse.Namespace) -> int:
     tags = [key.strip() for key in args.tags.split(",") if key.strip()]
     if tags and args.what == "cloudformation":
         raise UsageError("--tags: only the Prometheus rules join tags in (a CloudWatch alarm has no labels)")
+    if (args.hit_ratio is None) != (args.min_miss_rate is None):
+        raise UsageError("--hit-ratio and --min-miss-rate go together (RedisCacheHitRateLow needs both)")
+    hit_rate = None
+    if args.hit_ratio is not None:
+        if args.what == "cloudformation":
+            raise UsageError("--hit-ratio: only the Prometheus rules have RedisCacheHitRateLow")
+        if not 0 < args.hit_ratio < 1 or args.min_miss_rate < 0:
+            raise UsageError(f"--hit-ratio: a ratio between 0 and 1, and --min-miss-rate not negative, got {args.hit_ratio} and {args.min_miss_rate}")
+        hit_rate = (args.hit_ratio, args.min_miss_rate)
     if args.what == "prometheus":
-        text = render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags))
+        text = render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags), hit_rate)
     elif args.what == "prometheus-operator":
-        text = as_prometheus_rule(render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags)))
+        text = as_prometheus_rule(render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags), hit_rate))
     else:
         text = render_cloudformation(alerts, table, args.runbook_base_url)
     _say_skipped_types(args.what, table)
@@ -97,6 +106,8 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
 
 def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
     render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation"))
+    render.add_argument("--hit-ratio", type=float, help="prometheus: arm RedisCacheHitRateLow below this hit ratio, e.g. 0.8 (off by default)")
+    render.add_argument("--min-miss-rate", type=float, help="prometheus: ... while misses per second are above this, e.g. 100")
     render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
     render.add_argument("--basis", choices=("lower", "measured", "published"), help="which figure thresholds use (default: the table's)")
     render.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped rules/catalog.yml)")
