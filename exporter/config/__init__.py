@@ -69,6 +69,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         clients=clients_config(as_mapping(raw, "clients")),
         keyspace=KeyspaceConfig(**KEYSPACE.fields(as_mapping(raw, "keyspace"), "keyspace")),
         slot_stats=_slot_stats(as_mapping(raw, "cluster")),
+        cluster_refresh=CLUSTER.value(as_mapping(raw, "cluster"), "refresh", "cluster"),
         targets=targets,
         keys=key_probes_config(raw.get("keys"), "keys"),
         allow=allow,

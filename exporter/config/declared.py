@@ -323,6 +323,8 @@ TARGET = Group(
         Setting("shard", checked_string(_printable), "the node's shard within replication_group"),
         Setting("keys", None, "the target's own watched keys and streams (as the keys section)", shown_default="the keys section"),
         Setting("iam_auth", None, "ElastiCache IAM authentication: cache, region, serverless, max_connection_age"),
+        Setting("discover", optional_choice("cluster"), "cluster: the address is a cluster's (configuration) endpoint, and every node "
+                "of the cluster is a target instead, found with CLUSTER SHARDS (CLUSTER NODES before 7.0)", flag="redis.discover"),
     ),
     flag_path="redis",
     more_keys=tuple(setting.key for setting in CREDENTIALS.settings),
@@ -400,15 +402,28 @@ KEYSPACE = Group(
 SLOT_STATS = Group(
     "cluster.slot_stats",
     (
-        Setting("enabled", BOOL, "read CLUSTER SLOT-STATS of every primary among the targets in the background (Valkey 8.0+, "
-                "Redis 8.2+; the ACL user needs CLUSTER SLOT-STATS)", field="enabled"),
+        Setting(
+            "enabled",
+            BOOL,
+            "read CLUSTER SLOT-STATS of every primary among the targets in the background (Valkey 8.0+, "
+            "Redis 8.2+; the ACL user needs CLUSTER SLOT-STATS)",
+            field="enabled",
+        ),
         Setting("interval", duration(10), "how often", field="interval"),
         Setting("top", integer(1, 1000), "slots served per node, by CPU and by keys", field="top"),
     ),
     record=SlotStatsConfig,
-)  # fmt: skip
+)
 
-CLUSTER = Group("cluster", (Setting("slot_stats", None, "per-slot load: the cluster.slot_stats keys"),))
+CLUSTER = Group(
+    "cluster",
+    (
+        Setting("slot_stats", None, "per-slot load: the cluster.slot_stats keys"),
+        Setting("refresh", duration(5), "how often a cluster found from one endpoint (discover: cluster) is read again",
+                field="cluster_refresh"),
+    ),
+    record=Config,
+)  # fmt: skip
 
 
 def _key_list(value: Any, key: str) -> tuple[KeySpec, ...]:

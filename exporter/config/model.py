@@ -35,6 +35,7 @@ class Config:
     clients: ClientsConfig = field(factory=ClientsConfig)  # CLIENT LIST aggregates, read in the background
     keyspace: KeyspaceConfig = field(factory=KeyspaceConfig)  # the keyspace by prefix, sampled in the background
     slot_stats: SlotStatsConfig = field(factory=SlotStatsConfig)  # a cluster's per-slot load, read in the background
+    cluster_refresh: float = 60.0  # how often a cluster found from one endpoint is read again
     aws: AwsConfig = field(factory=AwsConfig)
     discovered_credentials: Credentials = field(factory=Credentials)  # the config file's aws.discovered
     discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache

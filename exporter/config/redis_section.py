@@ -62,7 +62,8 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
         raise ConfigError(f"{key}.shard", "needs replication_group beside it (a shard is named within its group)")
     keys = key_probes_config(item["keys"], f"{key}.keys") if item.get("keys") is not None else None
     node_type = TARGET.value(item, "node_type", key) or ""
-    return TargetConfig(name, endpoint, credentials, node_type, replication_group=group, shard=shard, keys=keys)
+    discover = TARGET.value(item, "discover", key) or ""
+    return TargetConfig(name, endpoint, credentials, node_type, replication_group=group, shard=shard, keys=keys, discover=discover)
 
 
 def allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:

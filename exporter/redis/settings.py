@@ -38,6 +38,7 @@ class TargetConfig:
     replication_group: str = ""  # with shard: where the node belongs, for counting masters per shard
     shard: str = ""
     keys: KeyProbes | None = None  # watched keys and streams of this target; None: the config's top-level keys
+    discover: str = ""  # cluster: the address is a cluster's endpoint; every node of the cluster is a target instead
 
     @property
     def display(self) -> str:

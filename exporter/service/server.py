@@ -96,6 +96,12 @@ class ExporterApp:
             self.keyspace_profiler = self._start_profiler(
                 KeyspaceProfiler(config.keyspace, self._profiled_targets, config.scrape_max_reply_bytes), KeyspaceCollector
             )
+        self.cluster_discovery: Any = None
+        if self.targets.cluster_seeds:
+            from .cluster_discovery import ClusterDiscovery
+
+            self.cluster_discovery = ClusterDiscovery(self.targets, config.cluster_refresh)
+            self.cluster_discovery.start()
         self.slot_stats_profiler: Any = None
         if config.slot_stats.enabled and profiled:
             from exporter.redis.slot_stats import SlotStatsProfiler
@@ -134,7 +140,7 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
-        for profiler in (self.client_profiler, self.keyspace_profiler, self.slot_stats_profiler):
+        for profiler in (self.client_profiler, self.keyspace_profiler, self.slot_stats_profiler, self.cluster_discovery):
             if profiler is not None:
                 profiler.stop()
         self.pool.close()
@@ -248,6 +254,19 @@ class ExporterApp:
                 },
             }
             for target, node in self.targets.discovered_nodes()
+        ]
+        groups += [
+            {
+                "targets": [f"{'rediss' if target.node.endpoint.tls else 'redis'}://{target.node.endpoint.host_port}"],
+                "labels": {
+                    "__meta_elasticache_node": target.name,
+                    "__meta_elasticache_replication_group": target.replication_group,
+                    "__meta_elasticache_shard": target.shard,
+                    "__meta_elasticache_role": role,
+                    "__meta_elasticache_node_type": target.node_type,
+                },
+            }
+            for target, role in self.targets.cluster_members()
         ]
         import json  # only discovery answers in JSON
 

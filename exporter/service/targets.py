@@ -18,10 +18,11 @@ from exporter.config import Config
 from exporter.redis.addresses import AddressError, Endpoint, parse_address
 from exporter.redis.heartbeat import ELASTICACHE_KEY, SOURCE_ELASTICACHE, SOURCE_EXPORTER
 from exporter.redis.node import RedisNode
-from exporter.redis.settings import Credentials
+from exporter.redis.settings import Credentials, TargetConfig
 
 if TYPE_CHECKING:
     from exporter.aws.discovery import Node
+    from exporter.redis.cluster_members import Member
 
 MAX_AD_HOC_NODES = 512
 # targets whose rendered lines are kept for their next scrape (about 90 KiB each): granted as targets are made
@@ -87,7 +88,13 @@ class TargetSet:
         keys = tuple(key for _, key in self.heartbeat_sources)
         self.max_reply_bytes = config.scrape_max_reply_bytes
         self.shard = config.shard
+        # a target with discover: cluster stands for the nodes of its cluster: those are its targets, under host:port
+        self.cluster_seeds = tuple(item for item in config.targets if item.discover == "cluster")
+        self._members: dict[str, Target] = {}
+        self._member_roles: dict[str, str] = {}
         for item in config.targets:
+            if item.discover == "cluster":
+                continue
             node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
             node.key_probes = item.keys if item.keys is not None else config.keys
             target = Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay())
@@ -146,7 +153,8 @@ class TargetSet:
         """The targets /metrics serves: those of the configuration, then, with ``aws.scrape_discovered``, the discovered
         ones (of this shard only, when the exporter is one of several shards)."""
         with self._lock:
-            targets = list(self._by_name.values()) + (list(self._discovered.values()) if self._discovered_on_metrics else [])
+            targets = [*self._by_name.values(), *self._members.values()]
+            targets += list(self._discovered.values()) if self._discovered_on_metrics else []
         if self.shard is None:
             return targets
         return [target for target in targets if self.owns(target.name)]
@@ -187,6 +195,38 @@ class TargetSet:
                 self._discovered_nodes[name] = node
                 self.address_names[(endpoint.host, endpoint.port)] = name
 
+    def set_cluster_members(self, seed: TargetConfig, members: list[Member]) -> None:
+        """The nodes of ``seed``'s cluster as targets (``host:port``, the seed's credentials and TLS), each labelled with
+        its shard (its primary's node id) and role; a node that left is dropped with its connection."""
+        keys = tuple(key for _, key in self.heartbeat_sources)
+        group = seed.replication_group or seed.name
+        wanted = {member.name: member for member in members if member.name not in self._by_name}
+        with self._lock:
+            self._ad_hoc_texts.clear()
+            mine = [name for name, target in self._members.items() if target.replication_group == group]
+            for name in mine:
+                member = wanted.get(name)
+                if member is None:
+                    self._drop(self._members.pop(name))
+                    self._member_roles.pop(name, None)
+                else:
+                    self._members[name].shard = member.shard  # a failover moves a node to another primary's shard
+                    self._member_roles[name] = member.role
+            for name, member in wanted.items():
+                if name in self._members:
+                    continue
+                endpoint = Endpoint(member.host.lower(), member.port, seed.endpoint.tls, 0, seed.credentials.username)
+                node = RedisNode(endpoint, seed.credentials, keys, self.max_reply_bytes)
+                node.key_probes = seed.keys if seed.keys is not None else self._key_probes
+                self._members[name] = Target(name, node, seed.node_type, group, member.shard, replay=self._grant_replay())
+                self._member_roles[name] = member.role
+                self.address_names[(endpoint.host, endpoint.port)] = name
+
+    def cluster_members(self) -> list[tuple[Target, str]]:
+        """(target, role as the cluster last said) of every node found from a cluster endpoint."""
+        with self._lock:
+            return [(self._members[name], self._member_roles.get(name, "")) for name in sorted(self._members)]
+
     def discovered_nodes(self) -> list[tuple[Target, Node]]:
         with self._lock:
             return [(self._discovered[name], self._discovered_nodes[name]) for name in sorted(self._discovered)]
@@ -194,7 +234,7 @@ class TargetSet:
     def resolve(self, text: str) -> Target:
         """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
         with self._lock:
-            target = self._by_name.get(text) or self._discovered.get(text)
+            target = self._by_name.get(text) or self._members.get(text) or self._discovered.get(text)
             key = self._ad_hoc_texts.get(text) if target is None else None
             discoveries = self._discoveries
             if key is not None and (target := self._ad_hoc.get(key)) is not None:
@@ -261,7 +301,7 @@ class TargetSet:
         """Every target this set holds, each once: configured, discovered (whatever /metrics serves of them) and the
         ad hoc ones of /scrape. Each may hold a connection."""
         with self._lock:
-            targets = [*self._by_name.values(), *self._discovered.values(), *self._ad_hoc.values()]
+            targets = [*self._by_name.values(), *self._members.values(), *self._discovered.values(), *self._ad_hoc.values()]
         return list({id(target): target for target in targets}.values())
 
     def close(self) -> None:

@@ -1,0 +1,82 @@
+"""A cluster found from one endpoint: every node of it, with its role and shard, from ``CLUSTER SHARDS`` (7.0+; its
+``endpoint`` is the address clients are told to use, a hostname where the cluster announces one) or ``CLUSTER NODES``
+before that. Parsing is pure; :func:`read_members` asks a node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.common.records import record
+
+from .node import RedisNode
+from .slots import _is_replica, _lines
+
+
+@record(frozen=True)
+class Member:
+    node_id: str
+    host: str
+    port: int
+    role: str  # primary | replica
+    shard: str  # the node id of its shard's primary (CLUSTER SHARDS' shard id where no primary answers)
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(items: Any) -> dict[str, Any]:
+    return {_text(k): v for k, v in zip(items[::2], items[1::2], strict=False)} if isinstance(items, list) else {}
+
+
+def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
+    """CLUSTER SHARDS (RESP2: flat name/value lists); nodes marked failed are left out."""
+    members = []
+    for shard_items in reply if isinstance(reply, list) else []:
+        shard = _pairs(shard_items)
+        nodes = [_pairs(node) for node in shard.get("nodes", [])]
+        primary = next((node for node in nodes if _text(node.get("role", "")) == "master"), None)
+        shard_id = _text(primary.get("id", "")) if primary else _text(shard.get("id", ""))
+        for node in nodes:
+            if _text(node.get("health", "online")) != "online":
+                continue
+            host = _text(node.get("endpoint") or node.get("ip") or "")
+            port = node.get("tls-port") if tls and node.get("tls-port") else node.get("port")
+            if not host or host == "?" or not isinstance(port, int) or port <= 0:
+                continue
+            role = "primary" if _text(node.get("role", "")) == "master" else "replica"
+            members.append(Member(_text(node.get("id", "")), host, port, role, shard_id))
+    return members
+
+
+def parse_cluster_nodes(text: str) -> list[Member]:
+    """CLUSTER NODES (before 7.0): a node's address is its ``ip:port``; failed and handshaking nodes are left out."""
+    members = []
+    for fields in _lines(text)[0]:
+        if len(fields) < 8 or {"fail", "handshake", "noaddr"} & set(fields[2].split(",")):
+            continue
+        address = fields[1].split("@", 1)[0].split(",", 1)[0]
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or int(port) <= 0:
+            continue
+        replica = _is_replica(fields)
+        members.append(Member(fields[0], host, int(port), "replica" if replica else "primary", fields[3] if replica else fields[0]))
+    return members
+
+
+def read_members(node: RedisNode) -> list[Member] | None:
+    """The cluster's nodes as ``node`` sees them; None where it is not a cluster node (or CLUSTER is renamed away)."""
+    (server, cluster) = node.call_many([("INFO", "server"), ("INFO", "cluster")])
+    if not isinstance(cluster, bytes) or b"cluster_enabled:1" not in cluster:
+        return None
+    version = next((line.split(":", 1)[1] for line in _text(server).splitlines() if line.startswith(("valkey_version:", "redis_version:"))), "")
+    major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
+    if major >= 7 or "valkey_version:" in _text(server):
+        reply = node.call_if_allowed("cluster", ("CLUSTER", "SHARDS"))
+        return None if reply is None else parse_cluster_shards(reply, node.endpoint.tls)
+    reply = node.call_if_allowed("cluster", ("CLUSTER", "NODES"))
+    return None if not isinstance(reply, bytes) else parse_cluster_nodes(reply.decode())

@@ -1,0 +1,60 @@
+"""A cluster found from one endpoint: for each target with ``discover: cluster``, one background thread reads its
+cluster's nodes every ``cluster.refresh`` (and at start) and makes them the target set's members."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from exporter.redis.cluster_members import read_members
+from exporter.redis.failures import classify
+from exporter.redis.node import RedisNode
+
+from .targets import TargetSet
+
+log = logging.getLogger(__name__)
+
+
+class ClusterDiscovery:
+    def __init__(self, targets: TargetSet, interval: float) -> None:
+        self._targets = targets
+        self._interval = interval
+        self._stop = threading.Event()
+        self._seeds = [(seed, RedisNode(seed.endpoint, seed.credentials)) for seed in targets.cluster_seeds]
+        self._logged: set[tuple[str, str]] = set()
+        self.refreshes = 0
+        self._thread = threading.Thread(target=self._run, name="cluster-discovery", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2)
+        for _, node in self._seeds:
+            node.close()
+
+    def refresh(self) -> None:
+        """Read every seed's cluster once; a seed that fails keeps its last members (and is logged once per kind)."""
+        for seed, node in self._seeds:
+            try:
+                members = read_members(node)
+            except Exception as err:  # noqa: BLE001 - a failing seed must not stop the others, nor the exporter
+                kind = classify(err)
+                if (seed.name, kind) not in self._logged:
+                    self._logged.add((seed.name, kind))
+                    log.warning("cluster discovery from %s (%s) failed (%s): %.200s", seed.name, seed.display, kind, err)
+                continue
+            if members is None:
+                if (seed.name, "not a cluster") not in self._logged:
+                    self._logged.add((seed.name, "not a cluster"))
+                    log.warning("cluster discovery from %s (%s): not a cluster node (or CLUSTER is renamed away)", seed.name, seed.display)
+                continue
+            self._targets.set_cluster_members(seed, members)
+        self.refreshes += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh()
+            self._stop.wait(self._interval)

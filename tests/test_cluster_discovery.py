@@ -1,0 +1,118 @@
+"""A cluster found from one endpoint (``discover: cluster``): every node a target with its shard and role, on /metrics
+and /discovery, following a failover; tested on real 3-primary, 3-replica clusters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from helpers import call, make_app, sample
+from servers import ENGINES, start_redis, wait_until
+from tools import require
+
+from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
+
+NODES_TEXT = """\
+aaa 10.0.0.1:6379@16379 myself,master - 0 0 1 connected 0-5460
+bbb 10.0.0.2:6379@16379 slave aaa 0 0 1 connected
+ccc 10.0.0.3:6379@16379 master - 0 0 2 connected 5461-16383
+ddd 10.0.0.4:6379@16379 slave,fail ccc 0 0 2 connected
+"""
+
+
+@pytest.mark.unit
+def test_members_from_cluster_nodes_and_cluster_shards():
+    members = parse_cluster_nodes(NODES_TEXT)
+    assert [(m.name, m.role, m.shard) for m in members] == [
+        ("10.0.0.1:6379", "primary", "aaa"),
+        ("10.0.0.2:6379", "replica", "aaa"),
+        ("10.0.0.3:6379", "primary", "ccc"),
+    ]  # the failed replica is left out
+    shards = [
+        [b"slots", [0, 5460], b"nodes", [
+            [b"id", b"aaa", b"port", 6379, b"ip", b"10.0.0.1", b"endpoint", b"n1.example", b"role", b"master", b"health", b"online"],
+            [b"id", b"bbb", b"port", 6379, b"tls-port", 6380, b"ip", b"10.0.0.2", b"endpoint", b"n2.example", b"role", b"replica",
+             b"health", b"online"],
+            [b"id", b"zzz", b"port", 6379, b"ip", b"10.0.0.9", b"endpoint", b"n9.example", b"role", b"replica", b"health", b"loading"],
+        ]],
+    ]  # fmt: skip
+    assert [(m.name, m.role, m.shard) for m in parse_cluster_shards(shards, tls=False)] == [
+        ("n1.example:6379", "primary", "aaa"),
+        ("n2.example:6379", "replica", "aaa"),
+    ]
+    assert parse_cluster_shards(shards, tls=True)[1].port == 6380  # the TLS port where the seed speaks TLS
+
+
+def _cluster(engine: str) -> list:
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "3000", engine=engine) for _ in range(6)]
+    subprocess.run(
+        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for node in nodes:
+        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+    return nodes
+
+
+def _discovered(app) -> dict[str, dict[str, str]]:
+    return {group["labels"]["__meta_elasticache_node"]: group["labels"] for group in json.loads(call(app, "/discovery").text)}
+
+
+@pytest.mark.parametrize("engine", ["valkey-8.1", "redis-8.2"])
+def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
+    if ENGINES.get(engine) is None:
+        pytest.skip(f"{engine} is not installed here")
+    nodes = _cluster(engine)
+    app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "5s"}})
+    try:
+        names = {f"127.0.0.1:{node.port}" for node in nodes}
+        wait_until(lambda: set(_discovered(app)) == names, timeout=30, what="six nodes found")
+        found = _discovered(app)
+        assert sorted(labels["__meta_elasticache_role"] for labels in found.values()) == ["primary"] * 3 + ["replica"] * 3
+        assert {labels["__meta_elasticache_replication_group"] for labels in found.values()} == {"orders"}
+        samples = call(app, "/metrics").samples()
+        assert all(sample(samples, "redis_up", instance=name) == 1 for name in names)
+        assert "orders" not in {dict(labels).get("instance") for _, labels in samples}  # the endpoint itself is no target
+        replica = next(node for node in nodes if node.info()["role"] == "slave")
+        replica_name = f"127.0.0.1:{replica.port}"
+        replica_id = replica.client().execute_command("CLUSTER", "MYID").decode()
+        replica.client().execute_command("CLUSTER", "FAILOVER")
+        wait_until(lambda: replica.info()["role"] == "master", timeout=30, what="the failover")
+        wait_until(
+            lambda: _discovered(app)[replica_name]["__meta_elasticache_role"] == "primary", timeout=60, interval=1.0, what="the new primary found"
+        )
+        assert _discovered(app)[replica_name]["__meta_elasticache_shard"] == replica_id
+        samples = call(app, "/metrics").samples()
+        member = [labels for name, labels in samples if name == "elasticache_shard_member_info" and ("instance", replica_name) in labels]
+        assert dict(member[0])["role"] == "master"
+        assert dict(member[0])["shard"] == replica_id
+    finally:
+        app.close()
+        for node in nodes:
+            node.stop()
+
+
+@pytest.mark.unit
+def test_a_node_that_leaves_is_dropped_with_its_connection_and_the_flag_sets_discovery():
+    from exporter.cli.config_flags import load_config
+    from exporter.cli.main import build_parser
+    from exporter.redis.cluster_members import Member
+    from exporter.service.targets import TargetSet
+
+    config = load_config(build_parser().parse_args(["serve", "--redis.addr", "redis://10.0.0.1:6379", "--redis.discover", "cluster"]), {})
+    assert config.targets[0].discover == "cluster"
+    targets = TargetSet(config)
+    assert targets.on_metrics() == []  # the endpoint stands for its nodes, none known yet
+    seed = targets.cluster_seeds[0]
+    first = [Member("aaa", "10.0.0.1", 6379, "primary", "aaa"), Member("bbb", "10.0.0.2", 6379, "replica", "aaa")]
+    targets.set_cluster_members(seed, first)
+    kept = {target.name: target for target in targets.on_metrics()}
+    assert set(kept) == {"10.0.0.1:6379", "10.0.0.2:6379"}
+    assert {(t.replication_group, t.shard) for t in kept.values()} == {("10.0.0.1:6379", "aaa")}  # the seed's name as its group
+    targets.set_cluster_members(seed, first[:1])
+    assert [target.name for target in targets.on_metrics()] == ["10.0.0.1:6379"]
+    assert kept["10.0.0.2:6379"].node._closed  # dropped with its connection
+    assert targets.resolve("10.0.0.1:6379") is kept["10.0.0.1:6379"]
