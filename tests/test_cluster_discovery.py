@@ -69,9 +69,14 @@ def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
     app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "5s"}})
     try:
         names = {f"127.0.0.1:{node.port}" for node in nodes}
+
+        def roles() -> list[str]:
+            return sorted(labels["__meta_elasticache_role"] for labels in _discovered(app).values())
+
         wait_until(lambda: set(_discovered(app)) == names, timeout=30, what="six nodes found")
+        # just after the cluster is made, a replica may still stand alone as a primary: read again until it settles
+        wait_until(lambda: roles() == ["primary"] * 3 + ["replica"] * 3, timeout=30, interval=1.0, what="three primaries, three replicas")
         found = _discovered(app)
-        assert sorted(labels["__meta_elasticache_role"] for labels in found.values()) == ["primary"] * 3 + ["replica"] * 3
         assert {labels["__meta_elasticache_replication_group"] for labels in found.values()} == {"orders"}
         samples = call(app, "/metrics").samples()
         assert all(sample(samples, "redis_up", instance=name) == 1 for name in names)
@@ -116,3 +121,27 @@ def test_a_node_that_leaves_is_dropped_with_its_connection_and_the_flag_sets_dis
     assert [target.name for target in targets.on_metrics()] == ["10.0.0.1:6379"]
     assert kept["10.0.0.2:6379"].node._closed  # dropped with its connection
     assert targets.resolve("10.0.0.1:6379") is kept["10.0.0.1:6379"]
+
+
+def test_a_node_that_fails_a_scrape_makes_the_cluster_be_read_again_and_leaves():
+    engine = "valkey-8.1"
+    if ENGINES.get(engine) is None:
+        pytest.skip(f"{engine} is not installed here")
+    nodes = _cluster(engine)
+    # refreshed once an hour: only a failed scrape brings the next look sooner
+    app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "1h"}})
+    try:
+        wait_until(lambda: len(_discovered(app)) == 6, timeout=30, what="six nodes found")
+        gone = next(node for node in nodes if node.info()["role"] == "slave")
+        gone.stop()
+
+        def left() -> bool:
+            call(app, "/metrics")  # its scrape fails, and asks for a new look at the cluster
+            return f"127.0.0.1:{gone.port}" not in _discovered(app)
+
+        wait_until(left, timeout=60, interval=1.0, what="the stopped node dropped")
+        assert len(_discovered(app)) == 5
+    finally:
+        app.close()
+        for node in nodes:
+            node.stop()

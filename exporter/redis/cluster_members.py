@@ -33,8 +33,18 @@ def _pairs(items: Any) -> dict[str, Any]:
     return {_text(k): v for k, v in zip(items[::2], items[1::2], strict=False)} if isinstance(items, list) else {}
 
 
+def settled(reply: Any) -> bool:
+    """Whether every node CLUSTER SHARDS names is online (not loading, syncing or failed): a cluster in flux is read
+    again soon."""
+    return all(
+        _text(_pairs(node).get("health", "online")) == "online"
+        for shard in (reply if isinstance(reply, list) else [])
+        for node in _pairs(shard).get("nodes", [])
+    )
+
+
 def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
-    """CLUSTER SHARDS (RESP2: flat name/value lists); nodes marked failed are left out."""
+    """CLUSTER SHARDS (RESP2: flat name/value lists); nodes not online are left out."""
     members = []
     for shard_items in reply if isinstance(reply, list) else []:
         shard = _pairs(shard_items)
@@ -68,8 +78,9 @@ def parse_cluster_nodes(text: str) -> list[Member]:
     return members
 
 
-def read_members(node: RedisNode) -> list[Member] | None:
-    """The cluster's nodes as ``node`` sees them; None where it is not a cluster node (or CLUSTER is renamed away)."""
+def read_members(node: RedisNode) -> tuple[list[Member], bool] | None:
+    """The cluster's nodes as ``node`` sees them, and whether all of them are online; None where it is not a cluster
+    node (or CLUSTER is renamed away)."""
     (server, cluster) = node.call_many([("INFO", "server"), ("INFO", "cluster")])
     if not isinstance(cluster, bytes) or b"cluster_enabled:1" not in cluster:
         return None
@@ -77,6 +88,9 @@ def read_members(node: RedisNode) -> list[Member] | None:
     major = int(version.split(".", 1)[0]) if version.split(".", 1)[0].isdigit() else 0
     if major >= 7 or "valkey_version:" in _text(server):
         reply = node.call_if_allowed("cluster", ("CLUSTER", "SHARDS"))
-        return None if reply is None else parse_cluster_shards(reply, node.endpoint.tls)
+        return None if reply is None else (parse_cluster_shards(reply, node.endpoint.tls), settled(reply))
     reply = node.call_if_allowed("cluster", ("CLUSTER", "NODES"))
-    return None if not isinstance(reply, bytes) else parse_cluster_nodes(reply.decode())
+    if not isinstance(reply, bytes):
+        return None
+    text = reply.decode()
+    return parse_cluster_nodes(text), len(parse_cluster_nodes(text)) == len([line for line in text.splitlines() if line.strip()])

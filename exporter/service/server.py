@@ -101,6 +101,7 @@ class ExporterApp:
             from .cluster_discovery import ClusterDiscovery
 
             self.cluster_discovery = ClusterDiscovery(self.targets, config.cluster_refresh)
+            self.targets.member_down = self.cluster_discovery.wake
             self.cluster_discovery.start()
         self.slot_stats_profiler: Any = None
         if config.slot_stats.enabled and profiled:

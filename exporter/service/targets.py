@@ -68,6 +68,7 @@ class Target:
     state: TargetState = field(factory=TargetState)
     lock: threading.Lock = field(factory=threading.Lock)
     replay: bool = True  # whether its rendered lines are kept for its next scrape (the target set grants it)
+    on_down: Callable[[], None] | None = None  # a node found from a cluster endpoint: a failed scrape asks for a new look
 
     def __post_init__(self) -> None:
         self.rendering = TargetRendering(self.name, self.replay)
@@ -92,6 +93,7 @@ class TargetSet:
         self.cluster_seeds = tuple(item for item in config.targets if item.discover == "cluster")
         self._members: dict[str, Target] = {}
         self._member_roles: dict[str, str] = {}
+        self.member_down: Callable[[], None] | None = None  # the cluster discovery's wake-up (set by the app)
         for item in config.targets:
             if item.discover == "cluster":
                 continue
@@ -218,9 +220,15 @@ class TargetSet:
                 endpoint = Endpoint(member.host.lower(), member.port, seed.endpoint.tls, 0, seed.credentials.username)
                 node = RedisNode(endpoint, seed.credentials, keys, self.max_reply_bytes)
                 node.key_probes = seed.keys if seed.keys is not None else self._key_probes
-                self._members[name] = Target(name, node, seed.node_type, group, member.shard, replay=self._grant_replay())
+                self._members[name] = Target(
+                    name, node, seed.node_type, group, member.shard, replay=self._grant_replay(), on_down=self._on_member_down
+                )
                 self._member_roles[name] = member.role
                 self.address_names[(endpoint.host, endpoint.port)] = name
+
+    def _on_member_down(self) -> None:
+        if self.member_down is not None:
+            self.member_down()
 
     def cluster_members(self) -> list[tuple[Target, str]]:
         """(target, role as the cluster last said) of every node found from a cluster endpoint."""

@@ -139,6 +139,8 @@ def _record_state(
             state.up = False
             state.last_error = kind
             state.errors[kind] = state.errors.get(kind, 0) + 1
+            if target.on_down is not None:  # a cluster's node that fails may have left the cluster, or failed over
+                target.on_down()
         for key in heartbeat_errors:
             state.heartbeat_errors[key] = state.heartbeat_errors.get(key, 0) + 1
         add_target_health(
