@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 
-from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+from exporter.common.families import GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import LabelSet, instance_labels
 from exporter.redis.clients import ClientProfile, ClientProfiler
+
+from .profiles import add_failures
 
 # redis_exporter's gauges of one connection (--export-client-list): name, help, the CLIENT LIST field
 CONNECTION_GAUGES = (
@@ -77,14 +79,7 @@ class ClientProfileCollector(FamilyCollector):
                 base,
                 durations.get(name, 0.0),
             )
-        for (name, kind), count in sorted(errors.items()):
-            out.add(
-                "elasticache_exporter_client_list_errors_total",
-                COUNTER,
-                "CLIENT LIST reads that failed, by kind.",
-                {"instance": name, "kind": kind},
-                float(count),
-            )
+        add_failures(out, "elasticache_exporter_client_list_errors_total", "CLIENT LIST reads that failed, by kind.", errors)
 
     def _add_connections(self, out: FamilySet, base: LabelSet, result: ClientProfile) -> None:
         """One connection's series as redis_exporter serves them: the info labels, then id and name on each gauge."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 
-from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
+from exporter.common.families import GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.keyspace import KeyspaceProfiler
+
+from .profiles import add_failures
 
 ESTIMATE = "estimated from the latest sample, scaled to the database's key count"
 
@@ -78,11 +80,4 @@ class KeyspaceCollector(FamilyCollector):
                 base,
                 durations.get(name, 0.0),
             )
-        for (name, kind), count in sorted(errors.items()):
-            out.add(
-                "elasticache_exporter_keyspace_sample_errors_total",
-                COUNTER,
-                "Keyspace samples that failed, by kind.",
-                {"instance": name, "kind": kind},
-                float(count),
-            )
+        add_failures(out, "elasticache_exporter_keyspace_sample_errors_total", "Keyspace samples that failed, by kind.", errors)

@@ -7,6 +7,8 @@ from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.slot_stats import SlotProfile, SlotStatsProfiler
 
+from .profiles import add_failures
+
 RESOURCES = ("cpu", "network", "keys")
 
 
@@ -27,14 +29,7 @@ class SlotStatsCollector(FamilyCollector):
             groups.setdefault(group, {})[shard] = result
         for group, shards in sorted(groups.items()):
             add_shard_shares(group, shards, out)
-        for (name, kind), count in sorted(errors.items()):
-            out.add(
-                "elasticache_exporter_slot_stats_errors_total",
-                COUNTER,
-                "Failed reads of CLUSTER SLOT-STATS, by kind.",
-                {"instance": name, "kind": kind},
-                count,
-            )
+        add_failures(out, "elasticache_exporter_slot_stats_errors_total", "Failed reads of CLUSTER SLOT-STATS, by kind.", errors)
         for name, seconds in sorted(durations.items()):
             out.add(
                 "elasticache_exporter_slot_stats_read_duration_seconds",
