@@ -369,3 +369,17 @@ def seed_watched_keys(client: redis.Redis) -> None:
     client.xadd("events", {"f": "v"})
     client.xgroup_create("events", "workers", id="0")
     client.xreadgroup("workers", "worker-1", {"events": ">"}, count=1)
+
+
+def start_cluster(engine: str, *extra: str, node_timeout_ms: int = 5000) -> list[RedisProcess]:
+    """Three primaries with a replica each, made with ``redis-cli --cluster create``, once every node says the state is ok."""
+    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), *extra, engine=engine) for _ in range(6)]
+    subprocess.run(
+        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for node in nodes:
+        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+    return nodes

@@ -4,12 +4,10 @@ and /discovery, following a failover; tested on real 3-primary, 3-replica cluste
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from helpers import call, make_app, sample
-from servers import ENGINES, start_redis, wait_until
-from tools import require
+from servers import ENGINES, start_cluster, wait_until
 
 from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
 
@@ -44,19 +42,6 @@ def test_members_from_cluster_nodes_and_cluster_shards():
     assert parse_cluster_shards(shards, tls=True)[1].port == 6380  # the TLS port where the seed speaks TLS
 
 
-def _cluster(engine: str) -> list:
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "3000", engine=engine) for _ in range(6)]
-    subprocess.run(
-        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    for node in nodes:
-        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
-    return nodes
-
-
 def _discovered(app) -> dict[str, dict[str, str]]:
     return {group["labels"]["__meta_elasticache_node"]: group["labels"] for group in json.loads(call(app, "/discovery").text)}
 
@@ -65,7 +50,7 @@ def _discovered(app) -> dict[str, dict[str, str]]:
 def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
     if ENGINES.get(engine) is None:
         pytest.skip(f"{engine} is not installed here")
-    nodes = _cluster(engine)
+    nodes = start_cluster(engine, node_timeout_ms=3000)
     app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "5s"}})
     try:
         names = {f"127.0.0.1:{node.port}" for node in nodes}
@@ -127,7 +112,7 @@ def test_a_node_that_fails_a_scrape_makes_the_cluster_be_read_again_and_leaves()
     engine = "valkey-8.1"
     if ENGINES.get(engine) is None:
         pytest.skip(f"{engine} is not installed here")
-    nodes = _cluster(engine)
+    nodes = start_cluster(engine, node_timeout_ms=3000)
     # refreshed once an hour: only a failed scrape brings the next look sooner
     app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "1h"}})
     try:

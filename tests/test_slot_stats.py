@@ -4,13 +4,10 @@ command and no error reply."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 import redis
 from helpers import parse_samples, sample
-from servers import ENGINES, start_redis, wait_until
-from tools import require
+from servers import ENGINES, start_cluster
 
 from exporter.common.exposition import encode_text
 from exporter.config import build_config
@@ -65,19 +62,6 @@ def test_shares_and_skew_of_a_group():
     assert not [key for key in samples if ("resource", "network") in key[1]]  # no shard has a network figure: none served
 
 
-def _cluster(engine: str, *extra: str) -> list:
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "5000", *extra, engine=engine) for _ in range(6)]
-    subprocess.run(
-        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    for node in nodes:
-        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
-    return nodes
-
-
 def _error_counter(nodes):
     """The nodes' error replies, read on one connection each, opened now: a client's own handshake is not counted."""
     clients = [node.client(single_connection_client=True) for node in nodes]
@@ -90,7 +74,7 @@ def _error_counter(nodes):
 def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
     if ENGINES.get(engine) is None:
         pytest.skip(f"{engine} is not installed here")
-    nodes = _cluster(engine, "--cluster-slot-stats-enabled", "yes")
+    nodes = start_cluster(engine, "--cluster-slot-stats-enabled", "yes")
     try:
         config = build_config(
             {
@@ -139,7 +123,7 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
 
 
 def test_no_slot_stats_command_or_error_where_the_server_lacks_it():
-    nodes = _cluster("redis-7.0")
+    nodes = start_cluster("redis-7.0")
     try:
         config = build_config(
             {"targets": [{"name": f"n{i}", "addr": node.addr} for i, node in enumerate(nodes)], "cluster": {"slot_stats": {"enabled": True}}},
@@ -201,7 +185,7 @@ def test_cluster_plan_on_a_real_cluster(tmp_path, capsys):
     engine = "valkey-8.1"
     if ENGINES.get(engine) is None:
         pytest.skip(f"{engine} is not installed here")
-    nodes = _cluster(engine, "--cluster-slot-stats-enabled", "yes")
+    nodes = start_cluster(engine, "--cluster-slot-stats-enabled", "yes")
     try:
         primary = next(node for node in nodes if node.info()["role"] == "master")
         mine = owned_slots(primary.client().execute_command("CLUSTER", "NODES").decode())

@@ -9,7 +9,7 @@ from typing import Any
 from exporter.common.records import record
 
 from .node import RedisNode
-from .slots import _is_replica, _lines
+from .slots import is_replica, node_lines
 
 
 @record(frozen=True)
@@ -66,14 +66,14 @@ def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
 def parse_cluster_nodes(text: str) -> list[Member]:
     """CLUSTER NODES (before 7.0): a node's address is its ``ip:port``; failed and handshaking nodes are left out."""
     members = []
-    for fields in _lines(text)[0]:
+    for fields in node_lines(text)[0]:
         if len(fields) < 8 or {"fail", "handshake", "noaddr"} & set(fields[2].split(",")):
             continue
         address = fields[1].split("@", 1)[0].split(",", 1)[0]
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or int(port) <= 0:
             continue
-        replica = _is_replica(fields)
+        replica = is_replica(fields)
         members.append(Member(fields[0], host, int(port), "replica" if replica else "primary", fields[3] if replica else fields[0]))
     return members
 
@@ -93,4 +93,5 @@ def read_members(node: RedisNode) -> tuple[list[Member], bool] | None:
     if not isinstance(reply, bytes):
         return None
     text = reply.decode()
-    return parse_cluster_nodes(text), len(parse_cluster_nodes(text)) == len([line for line in text.splitlines() if line.strip()])
+    members = parse_cluster_nodes(text)
+    return members, len(members) == len([line for line in text.splitlines() if line.strip()])

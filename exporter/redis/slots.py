@@ -36,13 +36,13 @@ def key_slot(key: bytes) -> int:
     return crc16(key) % SLOTS
 
 
-def _lines(cluster_nodes: str) -> tuple[list[list[str]], list[str] | None]:
+def node_lines(cluster_nodes: str) -> tuple[list[list[str]], list[str] | None]:
     lines = [line.split() for line in cluster_nodes.splitlines() if line.strip()]
     myself = next((fields for fields in lines if len(fields) >= 8 and "myself" in fields[2].split(",")), None)
     return lines, myself
 
 
-def _is_replica(fields: list[str]) -> bool:
+def is_replica(fields: list[str]) -> bool:
     flags = fields[2].split(",")
     return "slave" in flags or "replica" in flags
 
@@ -50,10 +50,10 @@ def _is_replica(fields: list[str]) -> bool:
 def shard_primary(cluster_nodes: str) -> str | None:
     """The node id of the primary of this node's shard (its own id for a primary), from ``CLUSTER NODES``:
     the same for every node of a shard, and unique across clusters."""
-    _, myself = _lines(cluster_nodes)
+    _, myself = node_lines(cluster_nodes)
     if myself is None:
         return None
-    if _is_replica(myself):
+    if is_replica(myself):
         return myself[3] if len(myself[3]) == 40 else None
     return myself[0]
 
@@ -62,11 +62,11 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
     """The slots this node serves reads of, from its ``CLUSTER NODES`` reply: its own slots for a
     primary, its primary's for a replica (which answers them after READONLY). Slots being migrated
     (``[slot->-id]``) are left out: a read there may be redirected."""
-    lines, myself = _lines(cluster_nodes)
+    lines, myself = node_lines(cluster_nodes)
     if myself is None:
         return frozenset()
     owner = myself
-    if _is_replica(myself):
+    if is_replica(myself):
         primary = next((fields for fields in lines if fields[0] == myself[3]), None)
         if primary is None:
             return frozenset()
@@ -92,8 +92,8 @@ def _slot_entries(entries: list[str]) -> frozenset[int]:
 def primaries(cluster_nodes: str) -> list[tuple[str, str, frozenset[int]]]:
     """(node id, host:port, slots) of every primary that serves slots, from ``CLUSTER NODES``."""
     found = []
-    for fields in _lines(cluster_nodes)[0]:
-        if len(fields) < 8 or _is_replica(fields) or "fail" in fields[2].split(","):
+    for fields in node_lines(cluster_nodes)[0]:
+        if len(fields) < 8 or is_replica(fields) or "fail" in fields[2].split(","):
             continue
         address = fields[1].split("@", 1)[0].split(",", 1)[0]
         slots = _slot_entries(fields[8:])
