@@ -41,6 +41,7 @@ _TOKENS = {
     "describe_events": ("Marker", "Marker"),
     "describe_update_actions": ("Marker", "Marker"),
     "describe_service_updates": ("Marker", "Marker"),
+    "describe_global_replication_groups": ("Marker", "Marker"),
     "get_metric_data": ("NextToken", "NextToken"),
     "list_metrics": ("NextToken", "NextToken"),
     "describe_alarms": ("NextToken", "NextToken"),

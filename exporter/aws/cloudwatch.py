@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,10 @@ METRIC_GROUPS: dict[str, tuple[MetricSpec, ...]] = {
     ),
     "pubsub": (MetricSpec("PubSubChannels", ("Maximum",)), MetricSpec("PubSubShardChannels", ("Maximum",))),
     "throughput": (MetricSpec("ProcessedCommands", ("Sum",)),),
+    "request_latency": (  # microseconds, server side, as percentiles of the minute (Valkey 7.2+, Redis OSS 7.0.7+)
+        MetricSpec("SuccessfulReadRequestLatency", ("p50", "p99")),
+        MetricSpec("SuccessfulWriteRequestLatency", ("p50", "p99")),
+    ),
     "host_peaks": (  # host-level: per-second maxima within the minute, ElastiCache's own throttling, link-local shaping
         MetricSpec("NetworkMaxBytesIn", ("Maximum",)),
         MetricSpec("NetworkMaxBytesOut", ("Maximum",)),
@@ -123,12 +127,21 @@ def node_type_metrics(node_type: str) -> tuple[MetricSpec, ...]:
     return next((specs for prefix, specs in NODE_TYPE_METRICS if node_type.startswith(prefix)), ())
 
 
+# Polled for the primary nodes of a Global Datastore's secondary clusters: how far (seconds) the secondary region's
+# primary is behind the primary region's.
+GLOBAL_DATASTORE_METRICS: tuple[MetricSpec, ...] = (MetricSpec("GlobalDatastoreReplicationLag", ("Maximum",)),)
+
+
 # A serverless cache's usage, set against its CacheUsageLimits (ECPUs per second, data storage), and its throttling.
 SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ElastiCacheProcessingUnits", ("Sum",)),
     MetricSpec("BytesUsedForCache", ("Maximum",)),
     MetricSpec("ThrottledCmds", ("Sum",)),
     MetricSpec("CurrConnections", ("Maximum",)),
+    MetricSpec("SuccessfulReadRequestLatency", ("p50", "p99")),  # microseconds
+    MetricSpec("SuccessfulWriteRequestLatency", ("p50", "p99")),
+    MetricSpec("TotalCmdsCount", ("Sum",)),
+    MetricSpec("CacheHitRate", ("Average",)),  # percent
 )
 
 
@@ -180,14 +193,17 @@ class Query:
         }
 
 
-def build_queries(nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0, by_node_type: bool = False) -> list[Query]:
-    """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call); ``by_node_type`` adds
-    the metrics of :data:`NODE_TYPE_METRICS` that the set lacks."""
+def build_queries(
+    nodes: Iterable[Node], metrics: Sequence[MetricSpec], *, first: int = 0, extra: Callable[[Node], Sequence[MetricSpec]] | None = None
+) -> list[Query]:
+    """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call); ``extra`` gives the
+    metrics polled for one node beside the set (those the set lacks: :data:`NODE_TYPE_METRICS`,
+    :data:`GLOBAL_DATASTORE_METRICS`)."""
     queries: list[Query] = []
     names = {spec.name for spec in metrics}
     for node in nodes:
-        extra = [spec for spec in node_type_metrics(node.node_type) if spec.name not in names] if by_node_type else []
-        for spec in (*metrics, *extra):
+        more = [spec for spec in extra(node) if spec.name not in names] if extra is not None else []
+        for spec in (*metrics, *more):
             for statistic in spec.statistics:
                 queries.append(Query(f"q{first + len(queries)}", node, spec.name, statistic))
     return queries

@@ -17,7 +17,11 @@ from exporter.common.records import record
 
 # first match wins: a failed failover is a failover, a failed snapshot an error. Matched against the message with its
 # CamelCase words apart, so that SNS-style names (ElastiCache:CacheNodeReplaceComplete) read as words too.
+_GLOBAL = r"\bglobal (datastore|replication group)s?\b"
+_FAILOVER = r"\bfail ?over\b|\bpromot(ed|ion)\b"
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # a Global Datastore's primary region moved: before "failover", whose words it shares
+    ("global_failover", re.compile(rf"({_GLOBAL}).*({_FAILOVER})|({_FAILOVER}).*({_GLOBAL})", re.IGNORECASE)),
     ("failover", re.compile(r"\bfail ?over\b|\bpromot(ed|ion)\b", re.IGNORECASE)),
     ("node_replaced", re.compile(r"\breplac(e|ed|ing|ement)\b|\brecover(y|ing|ed)\b", re.IGNORECASE)),
     ("error", re.compile(r"\bfail(ed|ure|s)?\b|\berror\b|\binsufficient\b|\bunable\b|\bcould not\b|\bincompatible\b", re.IGNORECASE)),

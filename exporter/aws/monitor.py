@@ -20,6 +20,7 @@ from exporter.common.records import record
 from .api import AwsApi, AwsCallError
 from .cloudwatch import (
     FRESH_SECONDS,
+    GLOBAL_DATASTORE_METRICS,
     SERVERLESS_METRICS,
     Datapoint,
     MetricSpec,
@@ -28,11 +29,13 @@ from .cloudwatch import (
     build_queries,
     get_metric_data,
     newest_datapoints,
+    node_type_metrics,
     polled_metrics,
     window,
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
+from .global_datastores import GlobalDatastore, describe_global_datastores, merge_global_datastores, secondary_groups
 from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, ImpliedMinutes, datapoints, series_names
 from .settings import AwsAccount, AwsConfig
 
@@ -68,6 +71,8 @@ class AwsMonitor:
         self._discovered = threading.Event()
         self._nodes: dict[tuple[AwsAccount, str], list[Node]] = {}
         self._serverless: dict[tuple[AwsAccount, str], list[ServerlessCache]] = {}
+        self._global_datastores: dict[tuple[AwsAccount, str], list[GlobalDatastore]] = {}
+        self._secondaries: set[tuple[str, str, str]] = set()  # (account, region, replication group) of global secondaries
         self._cache: dict[SeriesKey, CachedValue] = {}
         self._names: dict[NodeKey, str] = {}
         # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
@@ -155,11 +160,15 @@ class AwsMonitor:
                     failures.append((_place(api, region), err))
                     continue
                 ok = True
+                datastores = self._describe_global(api, region, api.account_id or next((n.account_id for n in nodes if n.account_id), ""))
                 with self._lock:
                     self._nodes[(account, region)] = nodes
                     self._serverless[(account, region)] = serverless
+                    if datastores is not None:
+                        self._global_datastores[(account, region)] = datastores
         with self._lock:
             self._names = instance_names(node for nodes in self._nodes.values() for node in nodes)
+            self._secondaries = secondary_groups(d for listing in self._global_datastores.values() for d in listing)
             self._index()
         if ok:
             self.last_discovery = time.time()
@@ -170,6 +179,30 @@ class AwsMonitor:
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())
         return failures
+
+    def _describe_global(self, api: AwsApi, region: str, account_id: str) -> list[GlobalDatastore] | None:
+        """The global datastores listed in the region, or None where the call failed (the last listing is kept)."""
+        try:
+            return describe_global_datastores(api, region, account_id)
+        except AwsCallError as err:
+            self._report(err, f"global datastores in {_place(api, region)}")
+            return None
+
+    def global_datastores(self) -> list[GlobalDatastore]:
+        """Every global datastore an account's regions list, once each."""
+        with self._lock:
+            listings = list(self._global_datastores.values())
+        return merge_global_datastores(listings)
+
+    def extra_metrics(self, node: Node) -> tuple[MetricSpec, ...]:
+        """What is polled for this node beside the metric set: its node type's metrics, and the Global Datastore lag of a
+        secondary cluster's primary (or of a node whose role the API does not say, as in cluster mode)."""
+        specs = node_type_metrics(node.node_type) if self.config.node_type_metrics else ()
+        with self._lock:
+            secondary = (node.account_id, node.region, node.replication_group) in self._secondaries
+        if secondary and node.role in ("primary", ""):
+            specs = (*specs, *GLOBAL_DATASTORE_METRICS)
+        return specs
 
     def credentials_for(self, node: Node) -> Callable[[], Any]:
         """Where a node's IAM tokens get their credentials: the session of the account that discovered it (its role,
@@ -223,7 +256,7 @@ class AwsMonitor:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = build_queries(groups.get((account, region), []), self.node_metrics, by_node_type=self.config.node_type_metrics)
+            queries = build_queries(groups.get((account, region), []), self.node_metrics, extra=self.extra_metrics)
             queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
             total_queries += len(queries)
             if not queries:

@@ -73,12 +73,14 @@ def print_cost(config: Config) -> int:
     print(f"metrics: {len(metrics)}, queries per node: {per_node}; per serverless cache: {per_cache} (metric x statistic)")
     left_out = ", ".join(config.aws.exclude_groups) or "none"
     print(f"AWS's node metric groups (aws.cloudwatch.exclude_groups to leave one out): left out {left_out}")
-    places: dict[tuple[str, str], list[int]] = {}  # nodes, serverless caches, and the node-type metrics of the nodes
+    secondaries = sum(len(d.members_of("secondary")) for d in monitor.global_datastores())
+    if secondaries:
+        print(f"Global Datastore secondary clusters: {secondaries}; each primary's GlobalDatastoreReplicationLag is polled (1 query)")
+    places: dict[tuple[str, str], list[int]] = {}  # nodes, serverless caches, and the nodes' extras (node type, global lag)
     for node in nodes:
         counts = places.setdefault((node.account_id, node.region), [0, 0, 0])
         counts[0] += 1
-        if config.aws.node_type_metrics:
-            counts[2] += len(build_queries([node], metrics, by_node_type=True)) - per_node
+        counts[2] += len(build_queries([node], metrics, extra=monitor.extra_metrics)) - per_node
     for cache in caches:
         places.setdefault((cache.account_id, cache.region), [0, 0, 0])[1] += 1
 

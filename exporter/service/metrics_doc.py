@@ -97,7 +97,7 @@ AWS = [
         "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),
     Doc("elasticache_serverless_cache_info", "gauge", "`account_id`, `region`, `cache`, `engine`, `engine_version`, `status`, `tag_<key>` "
         "(each of `aws.export_tags`)", "discovery", "always 1, one per serverless cache"),
-    Doc("elasticache_events_total", "counter", "`account_id`, `region`, `source_type`, `source_id`, `category` (`failover`, "
+    Doc("elasticache_events_total", "counter", "`account_id`, `region`, `source_type`, `source_id`, `category` (`global_failover`, `failover`, "
         "`node_replaced`, `maintenance`, `scaling`, `snapshot`, `error`, `other`)", "DescribeEvents",
         "events, each counted once, by the category of their message"),
     Doc("elasticache_event_last_timestamp_seconds", "gauge", "`account_id`, `region`, `source_type`, `source_id`, `category`", "DescribeEvents",
@@ -112,6 +112,22 @@ AWS = [
         "the next start of the preferred maintenance window (UTC); a cluster outside any group stands for a group of its own"),
     Doc("elasticache_pending_modification_info", "gauge", "`account_id`, `region`, `replication_group`, `field`", "discovery",
         "always 1, one per field of the PendingModifiedValues of a group or its clusters"),
+    Doc("elasticache_global_datastore_info", "gauge", "`account_id`, `global_replication_group`, `status`, `engine`, `engine_version`",
+        "DescribeGlobalReplicationGroups", "always 1, one per Global Datastore (listed in several regions, served once)"),
+    Doc("elasticache_global_datastore_members", "gauge", "`account_id`, `global_replication_group`, `role` (`primary`, `secondary`)",
+        "DescribeGlobalReplicationGroups", "the member clusters of each role (0 secondaries: it replicates nowhere)"),
+    Doc("elasticache_global_datastore_member_info", "gauge", "`account_id`, `global_replication_group`, `replication_group`, `region`, `role`",
+        "DescribeGlobalReplicationGroups", "always 1, one per member cluster, in the member's own region"),
+    Doc("elasticache_global_datastore_member_associated", "gauge", "`account_id`, `global_replication_group`, `replication_group`, `region`, "
+        "`role`", "DescribeGlobalReplicationGroups", "1 while the member is associated (replicating), else 0"),
+    Doc("elasticache_engine_support_end_timestamp_seconds", "gauge", "`account_id`, `region`, `replication_group`, `engine`, "
+        "`engine_version`, `phase` (`standard`, `extended`)", "discovery and the engine support table",
+        "the end of the engine major version's standard support (Extended Support is billed from the next month) or of its "
+        "Extended Support (ElastiCache then upgrades the cache itself); only for versions with an announced end"),
+    Doc("elasticache_engine_support_upgrade_info", "gauge", "`account_id`, `region`, `replication_group`, `engine`, `engine_version`, "
+        "`upgrade_to`", "the engine support table", "always 1: the version AWS recommends moving to, beside each end above"),
+    Doc("elasticache_engine_support_unknown_clusters", "gauge", "`account_id`, `region`, `engine`, `engine_version`",
+        "discovery and the engine support table", "clusters on a version the table lacks (its dates are not guessed)"),
     Doc("elasticache_network_aws_baseline_usage_ratio", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch",
         "NetworkBaselineUsage{In,Out}Percentage (Average) / 100: the minute's traffic as AWS counts it against the instance's "
         "baseline bandwidth (over 1 spends burst credits); while fresh"),

@@ -7,20 +7,23 @@ import time
 
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name
 from exporter.aws.discovery import ServerlessCache
+from exporter.aws.engine_support import SupportRow, cluster_support, load_support_table
 from exporter.aws.monitor import AwsMonitor, series_key
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 
 from .aws_baseline import add_aws_baseline
 from .aws_fleet import add_fleet, tag_labels
+from .aws_lifecycle import add_engine_support, add_global_datastores
 
 
 class AwsCollector(FamilyCollector):
     """Serves the monitor's cache: CloudWatch series, node info, and the AWS side's own health."""
 
-    def __init__(self, monitor: AwsMonitor, baselines: BaselineTable | None = None) -> None:
+    def __init__(self, monitor: AwsMonitor, baselines: BaselineTable | None = None, support_table: list[SupportRow] | None = None) -> None:
         self._monitor = monitor
         self._baselines = baselines
+        self._support_table = support_table if support_table is not None else load_support_table()
 
     def write(self, out: FamilySet) -> None:
         monitor = self._monitor
@@ -66,6 +69,8 @@ class AwsCollector(FamilyCollector):
             _add_serverless(monitor, cache, out)
         add_aws_baseline(monitor, self._baselines, out)
         add_fleet(monitor, time.time(), out)
+        add_global_datastores(monitor.global_datastores(), out)
+        add_engine_support(cluster_support(monitor.nodes(), self._support_table), out)
         _add_api_health(monitor, out)
 
 
