@@ -6,6 +6,7 @@ extended with them, tests/moto_percentiles.py)."""
 from __future__ import annotations
 
 import datetime
+import json
 import time
 
 import boto3
@@ -15,6 +16,7 @@ from moto import mock_aws
 from moto_global_datastores import add_global_datastore, global_datastores_in_moto
 from moto_percentiles import percentiles_in_moto
 from moto_serverless import serverless_in_moto
+from servers import wait_until
 
 from exporter.aws.cloudwatch import window
 from exporter.aws.discovery import Node
@@ -126,6 +128,27 @@ def test_global_datastores_over_three_regions_are_served_once_with_their_seconda
     assert lagged == LAG
 
 
+def test_cost_counts_the_lag_queries_of_the_secondaries(aws_credentials, capsys, tmp_path):
+    import yaml
+
+    from exporter.cli.main import main
+
+    config = tmp_path / "fleet.yml"
+    config.write_text(yaml.safe_dump({"redis": {"addr": ""}, "aws": {"accounts": [{"regions": REGIONS}], "events": False}}))
+    with mock_aws(), global_datastores_in_moto():
+        seed_global()
+        assert main(["cost", "--config.file", str(config)]) == 0
+        monitor = monitor_of()
+        monitor.discover_once()
+        polled = [n for n in monitor.nodes() if monitor.extra_metrics(n)]
+    out = capsys.readouterr().out
+    assert "Global Datastore secondary clusters: 3" in out
+    per_node = sum(len(spec.statistics) for spec in monitor.node_metrics)
+    configured = next(line.split() for line in out.splitlines() if line.endswith("(configured)"))
+    assert configured[1] == f"{len(monitor.nodes()) * per_node + len(polled):,}"
+    assert {n.replication_group for n in polled} == {"orders-euw1", "orders-apse1", "carts-use1"}
+
+
 def test_an_endpoint_without_global_datastores_lists_none_and_discovery_goes_on(aws_credentials):
     with mock_aws():  # moto alone answers DescribeGlobalReplicationGroups as not implemented
         seed_clusters = boto3.client("elasticache", region_name=US)
@@ -231,22 +254,25 @@ def test_a_bad_table_row_is_named_in_one_line(row, message):
     assert "\n" not in str(caught.value)
 
 
+VERSIONS = [("old", "redis", "5.0.6"), ("mid", "redis", "6.2.6"), ("new", "valkey", "8.1.0"), ("odd", "redis", "8.0.0")]
+
+
+def seed_versions() -> None:
+    elasticache = boto3.client("elasticache", region_name=US)
+    for group, engine, version in VERSIONS:
+        elasticache.create_replication_group(
+            ReplicationGroupId=group, ReplicationGroupDescription="d", Engine=engine, EngineVersion=version, NumCacheClusters=1
+        )
+        for suffix in ("001", "002"):
+            elasticache.create_cache_cluster(
+                CacheClusterId=f"{group}-{suffix}", ReplicationGroupId=group, CacheNodeType="cache.r6g.large", Engine=engine, EngineVersion=version
+            )
+
+
 def test_engine_support_is_served_per_cluster_and_an_unknown_version_is_counted(aws_credentials):
     now = time.time()
     with mock_aws():
-        elasticache = boto3.client("elasticache", region_name=US)
-        for group, engine, version in [("old", "redis", "5.0.6"), ("mid", "redis", "6.2.6"), ("new", "valkey", "8.1.0"), ("odd", "redis", "8.0.0")]:
-            elasticache.create_replication_group(
-                ReplicationGroupId=group, ReplicationGroupDescription="d", Engine=engine, EngineVersion=version, NumCacheClusters=1
-            )
-            for suffix in ("001", "002"):
-                elasticache.create_cache_cluster(
-                    CacheClusterId=f"{group}-{suffix}",
-                    ReplicationGroupId=group,
-                    CacheNodeType="cache.r6g.large",
-                    Engine=engine,
-                    EngineVersion=version,
-                )
+        seed_versions()
         monitor = monitor_of()
         assert monitor.discover_once() == []
         samples = served(monitor, support_table=relative_table(now))
@@ -262,6 +288,52 @@ def test_engine_support_is_served_per_cluster_and_an_unknown_version_is_counted(
     assert sample(samples, "elasticache_engine_support_upgrade_info", **where, upgrade_to="valkey 8") == 1
     assert sample(samples, "elasticache_engine_support_unknown_clusters", account_id=ACCOUNT, region=US, engine="redis", engine_version="8.0.0") == 1
     assert not [labels for name, labels in samples if name.startswith("elasticache_engine_support") and dict(labels).get("engine") == "valkey"]
+
+
+DECEMBER = datetime.datetime(2026, 12, 15, 12, tzinfo=datetime.timezone.utc).timestamp()  # Redis OSS 6 ends in 48 days
+
+
+def test_capacity_and_the_status_page_list_the_clusters_affected(aws_credentials, capsys, tmp_path):
+    import yaml
+    from helpers import call, make_app
+
+    from exporter.cli.main import main
+
+    raw = {"redis": {"addr": ""}, "aws": {"accounts": [{"regions": [US]}], "events": False}}
+    config = tmp_path / "fleet.yml"
+    config.write_text(yaml.safe_dump(raw))
+    with mock_aws():
+        seed_versions()
+        base = ["capacity", "--config.file", str(config), "--days", "1", "--period", "60s"]
+        assert main(base, clock=lambda: DECEMBER) == 0
+        text = capsys.readouterr().out
+        assert main([*base, "--format", "json"], clock=lambda: DECEMBER) == 0
+        reports = json.loads(capsys.readouterr().out)
+        assert main([*base, "--format", "html"], clock=lambda: DECEMBER) == 0
+        html = capsys.readouterr().out
+        app = make_app({**raw, "aws": {**raw["aws"], "discovery_interval": "1h", "cloudwatch": {"interval": "1h"}}})
+        try:
+            wait_until(lambda: app.aws_monitor.last_discovery > 0, timeout=30, what="discovery")
+            page = call(app, "/").text
+        finally:
+            app.close()
+    # the text report: the most pressing first, with the version to move to; the current version is not listed
+    section = text[text.index("engine support") :].splitlines()[3:]
+    assert [line.split()[0] for line in section] == ["old", "mid", "odd"]
+    assert section[0].split()[5:8] == ["extended", "2026-01-31", "2029-01-31"]
+    assert section[1].split()[5:8] == ["ending", "2027-01-31", "2030-01-31"]
+    assert section[2].split()[5] == "unknown"
+    # each node's JSON report names its cluster's support, or null
+    by_node = {report["node"]: report["engine_support"] for report in reports}
+    assert by_node["old-002"]["phase"] == "extended"
+    assert by_node["mid-001"]["upgrade_to"].startswith("valkey 8")
+    assert by_node["new-001"] is None
+    assert 'id="engine-support-table"' in html
+    assert html.index(">old<") < html.index(">mid<")
+    # the status page, at the wall clock's date: every cluster past or near its end, none that is current
+    assert 'id="engine-support"' in page
+    assert ">old<" in page
+    assert ">new<" not in page
 
 
 # --- serverless latency -----------------------------------------------------------------------------------------------

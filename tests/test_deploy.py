@@ -73,7 +73,7 @@ def test_every_dashboard_query_names_a_metric_the_exporter_serves(plain_redis):
     for expr in expressions:
         without_strings = re.sub(r'"[^"]*"', "", re.sub(r"\[[^\]]*\]", "", expr))
         words = {w for w in PROMQL_WORD.findall(without_strings) if w not in PROMQL_KEYWORDS and not w.startswith("$")}
-        labels = set(re.findall(r"(\w+)\s*=~?", expr)) | set(re.findall(r"(?:by|on) \(([^)]*)\)", expr))
+        labels = set(re.findall(r"(\w+)\s*[=!]~?", expr)) | set(re.findall(r"(?:by|on|group_left|group_right) \(([^)]*)\)", expr))
         metrics = {w for w in words if ("_" in w or ":" in w) and w not in labels and not any(w in group for group in labels)}
         assert metrics, expr
         for metric in metrics:

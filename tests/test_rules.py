@@ -604,7 +604,11 @@ case(
 )
 EVENT = {"account_id": "111111111111", "region": "eu-west-1", "source_type": "cache-cluster", "source_id": "orders-0001-001"}
 LAST_EVENT = "elasticache_event_last_timestamp_seconds"
-for alert, category, other in (("ElastiCacheFailover", "failover", "node_replaced"), ("ElastiCacheNodeReplaced", "node_replaced", "failover")):
+for alert, category, other in (
+    ("ElastiCacheFailover", "failover", "node_replaced"),
+    ("ElastiCacheNodeReplaced", "node_replaced", "failover"),
+    ("ElastiCacheGlobalFailover", "global_failover", "failover"),
+):
     # an event of now (promtool's time() is the evaluation time: +60 a minute), one 83 minutes old, one of another category
     case(
         alert,
@@ -637,6 +641,76 @@ case(
             "1+0x40",
         ),
     ],
+)
+GLOBAL_LAG = "aws_elasticache_global_datastore_replication_lag_maximum"
+SECONDARY = {**CW, "dimension_CacheClusterId": "orders-euw1-001"}
+
+
+def _node_of(dims: dict[str, str], group: str) -> tuple[str, str]:
+    return (series("elasticache_node_info", **dims, instance=dims["dimension_CacheClusterId"], replication_group=group, role="primary"), "1+0x30")
+
+
+case(
+    "ElastiCacheGlobalDatastoreReplicationLag",
+    [(series(GLOBAL_LAG, **SECONDARY), "25+0x30"), _node_of(SECONDARY, "orders-euw1")],
+    "6m",
+    "4m",
+    {**SECONDARY, "replication_group": "orders-euw1"},
+    [
+        (series(GLOBAL_LAG, **{**SECONDARY, "dimension_CacheClusterId": "carts-euw1-001"}), "3+0x30"),
+        _node_of({**SECONDARY, "dimension_CacheClusterId": "carts-euw1-001"}, "carts-euw1"),
+    ],
+)
+GDS = {"account_id": "111111111111", "global_replication_group": "ldgnf-orders"}
+case(
+    "ElastiCacheGlobalDatastoreSecondaryMissing",
+    [(series("elasticache_global_datastore_members", **GDS, role="secondary"), "0+0x30")],
+    "16m",
+    "14m",
+    {**GDS, "role": "secondary"},
+    [
+        (series("elasticache_global_datastore_members", **{**GDS, "global_replication_group": "ldgnf-carts"}, role="secondary"), "1+0x30"),
+        (series("elasticache_global_datastore_members", **{**GDS, "global_replication_group": "ldgnf-carts"}, role="primary"), "0+0x30"),
+    ],
+)
+MEMBER = {**GDS, "replication_group": "orders-apse1", "region": "ap-southeast-1", "role": "secondary"}
+case(
+    "ElastiCacheGlobalDatastoreMemberNotAssociated",
+    [(series("elasticache_global_datastore_member_associated", **MEMBER), "0+0x30")],
+    "16m",
+    "14m",
+    MEMBER,
+    [
+        (series("elasticache_global_datastore_member_associated", **{**MEMBER, "replication_group": "orders-euw1"}), "1+0x30"),
+        (series("elasticache_global_datastore_member_associated", **{**MEMBER, "replication_group": "orders-use1"}), "0x5 1x20"),
+    ],
+)
+SUPPORT_END, UPGRADE = "elasticache_engine_support_end_timestamp_seconds", "elasticache_engine_support_upgrade_info"
+
+
+def _engine(group: str, version: str, standard_end: int, upgrade_to: str = "valkey 8") -> list[tuple[str, str]]:
+    """A cluster's end of standard support (seconds after the test's start: promtool's time() counts from 0) and the
+    version to move to."""
+    where = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": group, "engine": "redis", "engine_version": version}
+    return [(series(SUPPORT_END, **where, phase="standard"), f"{standard_end}+0x90"), (series(UPGRADE, **where, upgrade_to=upgrade_to), "1+0x90")]
+
+
+ENDING = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "mid", "engine": "redis", "engine_version": "6.2.6"}
+case(
+    "ElastiCacheEngineStandardSupportEnding",
+    _engine("mid", "6.2.6", 60 * 86400),
+    "61m",
+    "59m",
+    {**ENDING, "phase": "standard", "upgrade_to": "valkey 8"},
+    [*_engine("new", "6.2.6", 120 * 86400), *_engine("old", "5.0.6", -300 * 86400)],
+)
+case(
+    "ElastiCacheEngineOnExtendedSupport",
+    _engine("old", "5.0.6", -300 * 86400),
+    "61m",
+    "59m",
+    {**ENDING, "replication_group": "old", "engine_version": "5.0.6", "phase": "standard", "upgrade_to": "valkey 8"},
+    [*_engine("mid", "6.2.6", 60 * 86400)],
 )
 GROUP = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders"}
 WINDOW, NODE = "elasticache_maintenance_window_next_start_timestamp_seconds", "elasticache_node_info"
@@ -1037,6 +1111,19 @@ case(
     [
         (series(THROTTLED, **{**SLCW, "dimension_clusterId": "calm"}), "0+0x10"),
         (series(THROTTLED, **{**SLCW, "account_id": "222222222222"}), "0 0 0 5 0 0 0 0 0 0"),
+    ],
+)
+READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
+case(
+    "ElastiCacheRequestLatencyHigh",
+    [(series(READ_P99, **SLCW), "3000+0x20"), (series(WRITE_P99, **CW), "2500+0x20"), (series(READ_P99, **CW), "400+0x20")],
+    "11m",
+    "9m",
+    [{**SLCW, "operation": "read"}, {**CW, "operation": "write"}],
+    [
+        (series(READ_P99, **{**SLCW, "dimension_clusterId": "calm"}), "1500+0x20"),
+        (series(WRITE_P99, **{**SLCW, "dimension_clusterId": "calm"}), "1800+0x20"),
+        (series(READ_P99, **{**SLCW, "dimension_clusterId": "spiky"}), "0 0 0 0 5000 0 0 0 0 0 0 0 0 0 0"),
     ],
 )
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}

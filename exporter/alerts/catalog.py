@@ -34,7 +34,7 @@ SERVED_WHILE_FRESH = re.compile(r"\belasticache_(serverless_[a-z_]+_utilization_
 # discovery still succeeds somewhere
 FLEET_SERIES = re.compile(
     r"\belasticache_(events_total|event_last_timestamp_seconds|service_update_[a-z_]+|maintenance_window_[a-z_]+"
-    r"|pending_modification_info)\b"
+    r"|pending_modification_info|global_datastore_[a-z_]+|engine_support_[a-z_]+)\b"
 )
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"

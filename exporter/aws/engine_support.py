@@ -148,3 +148,38 @@ def cluster_support(nodes: Iterable[Node], table: list[SupportRow]) -> list[Clus
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+AFFECTED = ("ended", "extended", "ending", "unknown")  # the phases a report lists, the most pressing first
+
+
+def _day(stamp: float | None) -> str:
+    """The day AWS names for an end (the stamp is the end of that day), or ""."""
+    if stamp is None:
+        return ""
+    return (datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc) - datetime.timedelta(days=1)).date().isoformat()
+
+
+def affected_rows(clusters: Iterable[ClusterSupport], now: float) -> list[dict[str, str]]:
+    """The clusters a report lists: past or within 90 days of their end of standard support, or on a version the table
+    lacks; as text fields, the most pressing first."""
+    rows = []
+    for cluster in clusters:
+        phase = cluster.phase(now)
+        if phase not in AFFECTED:
+            continue
+        row = cluster.row
+        rows.append(
+            {
+                "account_id": cluster.account_id,
+                "region": cluster.region,
+                "replication_group": cluster.replication_group,
+                "engine": cluster.engine,
+                "engine_version": cluster.engine_version,
+                "phase": phase,
+                "standard_end": _day(row.standard_end) if row else "",
+                "extended_end": _day(row.extended_end) if row else "",
+                "upgrade_to": row.upgrade_to if row else "",
+            }
+        )
+    return sorted(rows, key=lambda r: (AFFECTED.index(r["phase"]), r["account_id"], r["region"], r["replication_group"]))

@@ -20,6 +20,23 @@ def _human_bytes(value: float | None) -> str:
     return "-"
 
 
+def render_support_text(support: list[dict[str, str]]) -> str:
+    """The clusters past or near their engine's end of standard support, or on a version the table lacks; "" for none."""
+    if not support:
+        return ""
+    header = (
+        f"{'replication group':<28} {'account':<14} {'region':<16} {'engine':<16} {'phase':<9} {'standard end':<12} {'extended end':<12}  upgrade to"
+    )
+    lines = ["", "engine support (Extended Support is billed from the month after standard support ends)", header, "-" * len(header)]
+    for row in support:
+        engine = f"{row['engine']} {row['engine_version']}"
+        lines.append(
+            f"{row['replication_group']:<28.28} {row['account_id'] or '-':<14} {row['region']:<16} {engine:<16.16} {row['phase']:<9} "
+            f"{row['standard_end'] or '-':<12} {row['extended_end'] or '-':<12}  {row['upgrade_to'] or '-'}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def render_text(reports: list[NodeReport]) -> str:
     header = (
         f"{'node':<24} {'type':<18} {'status':<11} {'p90 now':>11} {'of base':>8} {'by':<5} {'peak s':>7} {'trend/day':>11} {'model':<9} "
@@ -113,7 +130,7 @@ def chart(report: NodeReport, width: int = 640, height: int = 220) -> dict[str, 
     }
 
 
-def render_html(reports: list[NodeReport], days: int, generated: float) -> str:
+def render_html(reports: list[NodeReport], days: int, generated: float, support: list[dict[str, str]] | None = None) -> str:
     import jinja2
 
     environment = jinja2.Environment(
@@ -132,4 +149,4 @@ def render_html(reports: list[NodeReport], days: int, generated: float) -> str:
             }
         )
     generated_text = datetime.fromtimestamp(generated, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return environment.get_template("capacity.html").render(rows=rows, days=days, generated=generated_text)
+    return environment.get_template("capacity.html").render(rows=rows, days=days, generated=generated_text, support=support or [])

@@ -127,11 +127,12 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
     import json
     import time
 
+    from exporter.aws.engine_support import affected_rows, cluster_support, load_support_table
     from exporter.aws.monitor import AwsMonitor
     from exporter.baselines.table import load_table
     from exporter.capacity.assess import build_reports
     from exporter.capacity.history import SIGNALS, fetch_history
-    from exporter.capacity.render import render_html, render_text
+    from exporter.capacity.render import render_html, render_support_text, render_text
     from exporter.common.progress import Progress
 
     if not 1 <= args.days <= RETENTION_DAYS[-1][1]:
@@ -161,14 +162,23 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
         progress.finish()
         reports += build_reports(nodes, history, table, args.days, now, names={node.key: name for name, node in named}, period=int(period))
     reports.sort(key=lambda r: (r.urgency, r.node.key))
+    support = affected_rows(cluster_support([node for _, node in named if node.key in wanted], load_support_table()), now)
     if args.output_format == "json":
-        text = json.dumps([report.as_dict() for report in reports], indent=2, sort_keys=True) + "\n"
+        by_group = {(row["account_id"], row["region"], row["replication_group"]): row for row in support}
+        items = [{**report.as_dict(), "engine_support": by_group.get(_group_of(report.node))} for report in reports]
+        text = json.dumps(items, indent=2, sort_keys=True) + "\n"
     elif args.output_format == "html":
-        text = render_html(reports, args.days, now)
+        text = render_html(reports, args.days, now, support)
     else:
-        text = render_text(reports)
+        text = render_text(reports) + render_support_text(support)
     emit(text, args.out)
     return 0
+
+
+def _group_of(node: Any) -> tuple[str, str, str]:
+    """The replication group a node belongs to (a cluster outside any group stands for its own), as the engine support
+    rows name it."""
+    return (node.account_id, node.region, node.replication_group or node.cluster_id)
 
 
 def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

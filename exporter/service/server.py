@@ -113,15 +113,21 @@ class ExporterApp:
                 SlotStatsProfiler(config.slot_stats, self._profiled_targets, config.scrape_max_reply_bytes), SlotStatsCollector
             )
         self.aws_monitor: Any = None
+        self._aws_collector: Any = None
         if config.aws.enabled:
-            from exporter.aws.monitor import AwsMonitor
+            self._start_aws(config)
 
-            from .collectors.aws import AwsCollector
+    def _start_aws(self, config: Config) -> None:
+        """Discovery and CloudWatch in the background, served by the AWS collector."""
+        from exporter.aws.monitor import AwsMonitor
 
-            self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
-            self.targets.credentials_for = self.aws_monitor.credentials_for
-            self._extra_collectors.append(AwsCollector(self.aws_monitor, self._baselines))
-            self.aws_monitor.start()
+        from .collectors.aws import AwsCollector
+
+        self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
+        self.targets.credentials_for = self.aws_monitor.credentials_for
+        self._aws_collector = AwsCollector(self.aws_monitor, self._baselines)
+        self._extra_collectors.append(self._aws_collector)
+        self.aws_monitor.start()
 
     def _start_profiler(self, profiler: Any, collector: Any) -> Any:
         """A background profiler of the targets, served by its collector."""
@@ -184,13 +190,18 @@ class ExporterApp:
                 monitor = self.aws_monitor
                 last_poll = monitor.last_poll if monitor is not None else None
                 events = monitor.fleet.newest_events() if monitor is not None and monitor.fleet is not None else []
-                shares = None
+                shares, support = None, None
                 if monitor is not None:
+                    from exporter.aws.engine_support import affected_rows, cluster_support
+
                     from .collectors.aws_baseline import aws_shares
 
                     fresh_after = time.time() - monitor.fresh_seconds()
                     shares = lambda name: aws_shares(monitor, name, fresh_after)  # noqa: E731 - read once per target
-                body = render_status_page(self.config, self.targets.every(), self.started, lambda: self.baselines, last_poll, events, shares).encode()
+                    support = affected_rows(cluster_support(monitor.nodes(), self._aws_collector.support_table), time.time())
+                body = render_status_page(
+                    self.config, self.targets.every(), self.started, lambda: self.baselines, last_poll, events, shares, support
+                ).encode()
                 return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
             return _plain(404, "not found\n")
         except Exception:

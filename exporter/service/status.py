@@ -61,10 +61,12 @@ def render_status_page(
     last_poll: float | None = None,
     events: list[Any] | None = None,
     aws_shares: Callable[[str], dict[str, tuple[float | None, float | None]]] | None = None,
+    support: list[dict[str, str]] | None = None,
 ) -> str:
     """``table``: gives the baseline table, asked only for a target with a node type (reading it costs 1.5 MiB);
     ``events``: the newest fleet event of each source (FleetEvent records), newest first; ``aws_shares``: a target's
-    share of the baseline AWS counts for it, and its busiest second's, per direction (where AWS publishes them)."""
+    share of the baseline AWS counts for it, and its busiest second's, per direction (where AWS publishes them);
+    ``support``: the clusters past or near their engine's end of standard support (engine_support.affected_rows)."""
     now = time.time()
     monotonic = time.monotonic()
     rows = []
@@ -112,5 +114,6 @@ def render_status_page(
                 }
                 for event in (events or [])[:MAX_EVENTS]
             ],
+            support=support or [],
         )
     )

@@ -23,7 +23,7 @@ class AwsCollector(FamilyCollector):
     def __init__(self, monitor: AwsMonitor, baselines: BaselineTable | None = None, support_table: list[SupportRow] | None = None) -> None:
         self._monitor = monitor
         self._baselines = baselines
-        self._support_table = support_table if support_table is not None else load_support_table()
+        self.support_table = support_table if support_table is not None else load_support_table()
 
     def write(self, out: FamilySet) -> None:
         monitor = self._monitor
@@ -70,7 +70,7 @@ class AwsCollector(FamilyCollector):
         add_aws_baseline(monitor, self._baselines, out)
         add_fleet(monitor, time.time(), out)
         add_global_datastores(monitor.global_datastores(), out)
-        add_engine_support(cluster_support(monitor.nodes(), self._support_table), out)
+        add_engine_support(cluster_support(monitor.nodes(), self.support_table), out)
         _add_api_health(monitor, out)
 
 
