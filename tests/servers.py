@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from tools import require
+from tools import alertmanager, require
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -297,20 +298,20 @@ class PrometheusProcess:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
-def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict]) -> PrometheusProcess:
-    """A real Prometheus on loopback scraping every second and evaluating ``rules`` every second."""
+def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict], alertmanager_port: int | None = None) -> PrometheusProcess:
+    """A real Prometheus on loopback scraping every second and evaluating ``rules`` every second; its alerts go to the
+    Alertmanager on ``alertmanager_port``, if given."""
     import yaml
 
     config = directory / "prometheus.yml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-                "rule_files": [str(rules)],
-                "scrape_configs": scrape_configs,
-            }
-        )
-    )
+    document: dict = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+        "rule_files": [str(rules)],
+        "scrape_configs": scrape_configs,
+    }
+    if alertmanager_port is not None:
+        document["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
+    config.write_text(yaml.safe_dump(document))
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     process = subprocess.Popen(
@@ -383,3 +384,53 @@ def start_cluster(engine: str, *extra: str, node_timeout_ms: int = 5000) -> list
     for node in nodes:
         wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
     return nodes
+
+
+@dataclass
+class AlertmanagerProcess:
+    port: int
+    process: subprocess.Popen
+    data: Path
+
+    def api(self, path: str, body: object = None) -> object:
+        """A call of Alertmanager's API v2: GET, or POST of ``body`` as JSON."""
+        data = None if body is None else json.dumps(body).encode()
+        url = f"http://127.0.0.1:{self.port}/api/v2{path}"
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST")
+        with urllib.request.urlopen(request, timeout=5) as response:
+            text = response.read()
+        return json.loads(text) if text.strip() else None
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=20)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+def start_alertmanager(config: Path) -> AlertmanagerProcess:
+    """A real Alertmanager on loopback with ``config``, alone (no cluster), answering its API."""
+    port = free_port()
+    data = Path(tempfile.mkdtemp(prefix="ecx-alertmanager-"))
+    process = subprocess.Popen(
+        [
+            alertmanager(),
+            f"--config.file={config}",
+            f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    started = AlertmanagerProcess(port, process, data)
+
+    def ready() -> bool:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_until(ready, timeout=30, what="Alertmanager ready")
+    return started

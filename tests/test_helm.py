@@ -176,6 +176,22 @@ def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):
     (dashboard,) = [item for item in by_kind["ConfigMap"] if "dashboard" in item["metadata"]["name"]]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["elasticache-exporter.json"]) == json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
+    operator_object = yaml.safe_load((ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.alertmanagerconfig.yaml").read_text())
+    if "AlertmanagerConfig" not in by_kind:  # off by default
+        return
+    (config,) = by_kind["AlertmanagerConfig"]
+    assert config["apiVersion"] == operator_object["apiVersion"]
+    assert config["spec"]["route"] == operator_object["spec"]["route"]
+    assert config["spec"]["inhibitRules"] == operator_object["spec"]["inhibitRules"]
+    # a receiver the values give replaces the rendered one of its name; the others stay as rendered
+    receivers = {receiver["name"]: receiver for receiver in config["spec"]["receivers"]}
+    assert set(receivers) == {receiver["name"] for receiver in operator_object["spec"]["receivers"]}
+    assert receivers["elasticache-critical"]["webhookConfigs"] == [{"url": "http://pager.example.internal/elasticache"}]
+    assert receivers["elasticache-info"] == {"name": "elasticache-info"}
+
+
+def test_the_alertmanager_config_is_off_by_default():
+    assert "kind: AlertmanagerConfig" not in template()
 
 
 @pytest.mark.unit
@@ -186,6 +202,11 @@ def test_the_charts_copies_are_up_to_date():
     )
     assert (CHART / "files" / "elasticache-exporter.json").read_text() == (ROOT / "dashboards" / "elasticache-exporter.json").read_text(), (
         "stale: cp dashboards/elasticache-exporter.json deploy/helm/elasticache-exporter/files/"
+    )
+    operator_object = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.alertmanagerconfig.yaml"
+    assert (CHART / "files" / operator_object.name).read_text() == operator_object.read_text(), (
+        "stale: elasticache-exporter render prometheus-operator --out rules/prometheus-operator, and cp its "
+        "elasticache-exporter.alertmanagerconfig.yaml into deploy/helm/elasticache-exporter/files/"
     )
 
 

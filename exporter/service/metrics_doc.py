@@ -98,10 +98,11 @@ AWS = [
     Doc("elasticache_serverless_cache_info", "gauge", "`account_id`, `region`, `cache`, `engine`, `engine_version`, `status`, `tag_<key>` "
         "(each of `aws.export_tags`)", "discovery", "always 1, one per serverless cache"),
     Doc("elasticache_events_total", "counter", "`account_id`, `region`, `source_type`, `source_id`, `category` (`global_failover`, `failover`, "
-        "`node_replaced`, `maintenance`, `scaling`, `snapshot`, `error`, `other`)", "DescribeEvents",
-        "events, each counted once, by the category of their message"),
-    Doc("elasticache_event_last_timestamp_seconds", "gauge", "`account_id`, `region`, `source_type`, `source_id`, `category`", "DescribeEvents",
-        "when the newest event of that source and category happened"),
+        "`node_replaced`, `maintenance`, `scaling`, `snapshot`, `error`, `other`), `replication_group`", "DescribeEvents",
+        "events, each counted once, by the category of their message; `replication_group`: the source's group (a cache cluster's as "
+        "discovery knows it), for inhibitions"),
+    Doc("elasticache_event_last_timestamp_seconds", "gauge", "`account_id`, `region`, `source_type`, `source_id`, `category`, "
+        "`replication_group`", "DescribeEvents", "when the newest event of that source and category happened"),
     Doc("elasticache_service_update_info", "gauge", "`account_id`, `region`, `replication_group`, `service_update`, `severity`, "
         "`update_type`, `status`", "DescribeUpdateActions", "always 1, one per service update not yet applied to a group"),
     Doc("elasticache_service_update_apply_by_timestamp_seconds", "gauge", "`account_id`, `region`, `replication_group`, `service_update`",

@@ -19,11 +19,30 @@ def tag_labels(tags: Iterable[tuple[str, str]], export: tuple[str, ...]) -> dict
     return {label: present.get(key, "") for key in export if (label := tag_label(key)) is not None}
 
 
+def event_group(source_type: str, source_id: str, groups: dict[tuple[str, str, str], str], account_id: str, region: str) -> str:
+    """The replication group an event's source belongs to: the group itself, or a cache cluster's group as discovery
+    knows it (a cluster outside any group stands for its own); "" for other sources (parameter groups, users)."""
+    if source_type == "replication-group":
+        return source_id
+    if source_type == "cache-cluster":
+        return groups.get((account_id, region, source_id), source_id)
+    return ""
+
+
 def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
     fleet = monitor.fleet
+    nodes = monitor.nodes()
     if fleet is not None:
+        groups = {(node.account_id, node.region, node.cluster_id): node.replication_group or node.cluster_id for node in nodes}
         for (account_id, region, source_type, source_id, category), total, last in fleet.event_counts():
-            labels = {"account_id": account_id, "region": region, "source_type": source_type, "source_id": source_id, "category": category}
+            labels = {
+                "account_id": account_id,
+                "region": region,
+                "source_type": source_type,
+                "source_id": source_id,
+                "category": category,
+                "replication_group": event_group(source_type, source_id, groups, account_id, region),
+            }
             out.add(
                 "elasticache_events_total",
                 COUNTER,
@@ -58,7 +77,7 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
                     where,
                     action.auto_update_start,
                 )
-    _add_groups(monitor.nodes(), now, out)
+    _add_groups(nodes, now, out)
 
 
 def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:

@@ -1,0 +1,179 @@
+"""Alertmanager routing and inhibitions from the catalog, checked with the real amtool and a real Alertmanager: the
+committed fragment and operator object are a fresh render; amtool accepts the fragment merged into a minimal config;
+every catalog alert routes to its severity's receiver; every inhibit rule silences its targets where the equal labels
+match, and nothing where they differ or are missing."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from servers import start_alertmanager, wait_until
+from tools import amtool
+
+from exporter.alerts.alertmanager import inhibit_rules, render_alertmanager, render_alertmanager_config, routed_alerts, routing
+from exporter.alerts.catalog import RenderError, load_catalog
+from exporter.alerts.inhibitions import Inhibition, resolve
+
+ROOT = Path(__file__).parent.parent
+FRAGMENT = ROOT / "rules" / "alertmanager" / "elasticache-exporter.alertmanager.yml"
+OPERATOR = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.alertmanagerconfig.yaml"
+WHERE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders", "instance": "orders-001"}
+
+
+def merged(fragment: dict, receivers: dict[str, dict] | None = None) -> dict:
+    """A minimal alertmanager.yml with the fragment merged in as its README says: its route first under the root."""
+    given = receivers or {}
+    return {
+        "route": {"receiver": "default", "routes": [fragment["route"]]},
+        "receivers": [{"name": "default"}, *(given.get(r["name"], r) for r in fragment["receivers"])],
+        "inhibit_rules": fragment["inhibit_rules"],
+    }
+
+
+@pytest.mark.unit
+def test_the_committed_fragment_and_operator_object_are_a_fresh_render():
+    alerts = load_catalog()
+    assert render_alertmanager(alerts) == render_alertmanager(load_catalog()) == FRAGMENT.read_text(), (
+        "stale: run elasticache-exporter render alertmanager --out rules/alertmanager"
+    )
+    assert render_alertmanager_config(alerts) == OPERATOR.read_text(), (
+        "stale: run elasticache-exporter render prometheus-operator --out rules/prometheus-operator"
+    )
+
+
+def _from_operator(matchers: list[dict]) -> list[str]:
+    return [f'{m["name"]}{m["matchType"]}"{m["value"]}"' for m in matchers]
+
+
+@pytest.mark.unit
+def test_the_operator_object_holds_the_fragment_s_routes_and_inhibitions():
+    fragment = yaml.safe_load(FRAGMENT.read_text())
+    operator_object = yaml.safe_load(OPERATOR.read_text())
+    assert (operator_object["apiVersion"], operator_object["kind"]) == ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig")
+    spec = operator_object["spec"]
+    assert spec["receivers"] == fragment["receivers"]
+    route = spec["route"]
+    assert _from_operator(route["matchers"]) == fragment["route"]["matchers"]
+    assert (route["receiver"], route["groupBy"], route["groupWait"], route["groupInterval"], route["repeatInterval"]) == (
+        fragment["route"]["receiver"],
+        fragment["route"]["group_by"],
+        fragment["route"]["group_wait"],
+        fragment["route"]["group_interval"],
+        fragment["route"]["repeat_interval"],
+    )
+    assert [(r["receiver"], _from_operator(r["matchers"])) for r in route["routes"]] == [
+        (r["receiver"], r["matchers"]) for r in fragment["route"]["routes"]
+    ]
+    assert [(_from_operator(r["sourceMatch"]), _from_operator(r["targetMatch"]), r["equal"]) for r in spec["inhibitRules"]] == [
+        (r["source_matchers"], r["target_matchers"], r["equal"]) for r in fragment["inhibit_rules"]
+    ]
+
+
+@pytest.mark.unit
+def test_every_inhibition_the_issue_names_is_in_the_catalog():
+    by_source: dict[str, list] = {}
+    for rule in inhibit_rules(load_catalog()):
+        by_source.setdefault(rule.source, []).append(rule)
+    down = {rule.equal: set(rule.targets) for rule in by_source["RedisDown"]}
+    assert {"RedisMasterLinkDown", "RedisOutOfSystemMemory", "ElastiCacheNetworkOutAtBaseline"} <= down[("instance",)]
+    assert {"RedisMissingMaster", "RedisMasterLinkDown"} <= down[("replication_group", "shard")]
+    for cause in ("ElastiCacheFailover", "ElastiCacheNodeReplaced", "ElastiCacheGlobalFailover", "ElastiCacheMaintenanceUnderWay"):
+        (rule,) = by_source[cause]
+        assert rule.equal == ("account_id", "region", "replication_group")
+        assert {"RedisFailover", "ElastiCachePrimaryChanged", "RedisMasterLinkDown", "ElastiCacheReplicationLag"} <= set(rule.targets)
+    (discovery,) = by_source["ElastiCacheDiscoveryFailing"]
+    assert {"ElastiCacheServiceUpdateDue", "ElastiCacheEngineOnExtendedSupport", "ElastiCacheFailover"} <= set(discovery.targets)
+    # every label an inhibition matches on is given to its alerts, or is theirs already: checked by the Alertmanager
+    # test below with the labels the rules carry; here that no rule silences its own source
+    assert all(rule.source not in rule.targets for rules in by_source.values() for rule in rules)
+
+
+@pytest.mark.unit
+def test_an_inhibition_that_names_nothing_is_refused_in_one_line():
+    typo = Inhibition(("RedisDwon*",), ("instance",))
+    with pytest.raises(RenderError) as caught:
+        resolve("RedisDown", typo, ["RedisDown", "RedisFailover"], "catalog.yml: alerts[3].inhibits[0]", RenderError)
+    assert str(caught.value) == "catalog.yml: alerts[3].inhibits[0]: 'RedisDwon*' names no other alert of the catalog"
+
+
+def check_config(tmp_path: Path, document: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return subprocess.run([amtool(), "check-config", str(path)], capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("tags", [(), ("tag_team", "tag_env")])
+def test_amtool_accepts_the_fragment_merged_into_a_minimal_config(tmp_path, tags):
+    fragment = yaml.safe_load(render_alertmanager(load_catalog(), tags))
+    result = check_config(tmp_path, merged(fragment))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+    assert f" - {len(fragment['inhibit_rules'])} inhibit rules" in result.stdout
+    assert fragment["route"]["group_by"][-len(tags) or None :] == list(tags or fragment["route"]["group_by"])
+
+
+def test_every_catalog_alert_routes_to_its_severity_s_receiver(tmp_path):
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(merged(routing(load_catalog()))))
+    cases = [
+        ({"alertname": alert.name, "severity": alert.severity, **WHERE}, f"elasticache-{alert.severity}") for alert in routed_alerts(load_catalog())
+    ]
+    cases.append(({"alertname": "SomeoneElsesAlert", "severity": "critical", **WHERE}, "default"))  # not ours: the root's receiver
+    for labels, receiver in cases:
+        matchers = [f"{k}={v}" for k, v in labels.items()]
+        result = subprocess.run(
+            [amtool(), "config", "routes", "test", f"--config.file={path}", f"--verify.receivers={receiver}", *matchers],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, (labels, result.stdout + result.stderr)
+        assert result.stdout.strip() == receiver
+    assert len(cases) > 80
+
+
+def _severity(name: str) -> str:
+    return next(alert.severity for alert in load_catalog() if alert.name == name)
+
+
+def test_each_inhibit_rule_silences_its_targets_only_where_its_labels_match(tmp_path):
+    """One real Alertmanager; per rule its source, every target with the same equal labels (silenced), the first
+    target with one of them different (not silenced), and a source and target that both lack them (not silenced:
+    Alertmanager would count missing labels as equal)."""
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(yaml.safe_dump(merged(routing(load_catalog()))))
+    manager = start_alertmanager(config)
+    try:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        window = {"startsAt": now.isoformat(), "endsAt": (now + datetime.timedelta(hours=1)).isoformat()}
+        posted, expected = [], {}
+        for index, rule in enumerate(inhibit_rules(load_catalog())):
+            equal = {label: f"{label}-{index}" for label in rule.equal}
+            posted.append({"labels": {"alertname": rule.source, "severity": _severity(rule.source), **equal, "case": f"{index}"}, **window})
+            for target in rule.targets:
+                labels = {"alertname": target, "severity": _severity(target), **equal, "case": f"{index}-same"}
+                posted.append({"labels": labels, **window})
+                expected[tuple(sorted(labels.items()))] = "suppressed"
+            other = {"alertname": rule.targets[0], "severity": _severity(rule.targets[0]), **equal, rule.equal[0]: "other", "case": f"{index}-other"}
+            posted.append({"labels": other, **window})
+            expected[tuple(sorted(other.items()))] = "active"
+            bare_source = {"alertname": rule.source, "severity": _severity(rule.source), "case": f"{index}-bare"}
+            bare_target = {"alertname": rule.targets[0], "severity": _severity(rule.targets[0]), "case": f"{index}-bare"}
+            posted += [{"labels": bare_source, **window}, {"labels": bare_target, **window}]
+            expected[tuple(sorted(bare_target.items()))] = "active"
+        manager.api("/alerts", posted)
+
+        def states() -> dict:
+            return {tuple(sorted(alert["labels"].items())): alert["status"]["state"] for alert in manager.api("/alerts")}  # type: ignore[union-attr]
+
+        wait_until(lambda: len(states()) == len(posted), timeout=30, what="every posted alert listed")
+        wait_until(lambda: {key: states().get(key) for key in expected} == expected, timeout=30, what="the inhibitions applied")
+        sources = {tuple(sorted(p["labels"].items())) for p in posted if not p["labels"]["case"].endswith(("same", "other", "bare"))}
+        assert all(states()[key] == "active" for key in sources)  # no source silences another rule's source
+    finally:
+        manager.stop()
