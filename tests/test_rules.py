@@ -608,6 +608,7 @@ for alert, category, other in (
     ("ElastiCacheFailover", "failover", "node_replaced"),
     ("ElastiCacheNodeReplaced", "node_replaced", "failover"),
     ("ElastiCacheGlobalFailover", "global_failover", "failover"),
+    ("ElastiCacheMaintenanceUnderWay", "maintenance", "failover"),
 ):
     # an event of now (promtool's time() is the evaluation time: +60 a minute), one 83 minutes old, one of another category
     case(
@@ -1126,6 +1127,15 @@ case(
         (series(READ_P99, **{**SLCW, "dimension_clusterId": "spiky"}), "0 0 0 0 5000 0 0 0 0 0 0 0 0 0 0"),
     ],
 )
+DISCOVERY = "elasticache_exporter_discovery_last_success_timestamp_seconds"
+case(
+    "ElastiCacheDiscoveryFailing",
+    [(series(DISCOVERY, instance="exporter-a:9769", job="elasticache"), "-2000+0x40")],  # 2000 s before the test's start
+    "16m",
+    "14m",
+    {"instance": "exporter-a:9769", "job": "elasticache"},
+    [(series(DISCOVERY, instance="exporter-b:9769", job="elasticache"), "0+60x40")],  # succeeding every minute
+)
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}
 case(
     "ElastiCacheCloudWatchDataStale",
@@ -1270,6 +1280,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "ElastiCacheCloudWatchDataStale",
         "ElastiCacheCloudWatchPollFailing",
         "ElastiCacheBaselineMissing",
+        "ElastiCacheDiscoveryFailing",
         "RedisAllocatorFragmentation",  # two sources, each guarded in its own part of the expression
         "RedisClusterHotShard",  # joined with the engine CPU, which is served only while fresh
     }
@@ -1319,6 +1330,60 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
             sort_keys=False,
         )
     )
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+
+
+def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
+    """RedisDown carries the shard its node had before it went down, its replica's RedisMasterLinkDown that shard and the
+    discovered node's account, region and group, and a CloudWatch alert its node's group: so Alertmanager's equal labels
+    find them (tests/test_alertmanager.py). A node without membership or discovery still alerts, without them."""
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_without_annotations(RULES.read_text()))
+    shard = {"replication_group": "orders", "shard": "0001"}
+    node = {"account_id": CW["account_id"], "region": CW["region"], "replication_group": "orders"}
+    replica_dims = {**CW, "dimension_CacheClusterId": "orders-002"}
+    dims = {k: v for k, v in replica_dims.items() if k.startswith("dim")}
+    lag = "aws_elasticache_replication_lag_maximum"
+    inputs = [
+        # the primary answers for 3 minutes, then is down: its membership series ends with it
+        (series("elasticache_shard_member_info", instance="orders-001", **shard, shard_source="config", role="master"), "1 1 1"),
+        (series("redis_up", instance="orders-001"), "1 1 1 0x20"),
+        (series("redis_up", instance="solo"), "0x20"),  # no membership ever: alerts without the labels
+        (series("elasticache_shard_member_info", instance="orders-002", **shard, shard_source="config", role="slave"), "1x20"),
+        (series("redis_up", instance="orders-002"), "1x20"),
+        (series("redis_master_link_up", instance="orders-002"), "1 1 1 0x20"),
+        (series("elasticache_node_info", instance="orders-002", **node, **dims), "1x20"),
+        (series(lag, **replica_dims), "45x20"),
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **replica_dims, metric=lag), "0+60x20"),
+    ]
+    checks = [
+        {
+            "eval_time": "6m",
+            "alertname": "RedisDown",
+            "exp_alerts": [
+                {"exp_labels": {"instance": "orders-001", **shard, "severity": "critical"}},
+                {"exp_labels": {"instance": "solo", "severity": "critical"}},
+            ],
+        },
+        {
+            "eval_time": "6m",
+            "alertname": "RedisMasterLinkDown",
+            "exp_alerts": [{"exp_labels": {"instance": "orders-002", **shard, **node, "severity": "critical"}}],
+        },
+        {
+            "eval_time": "6m",
+            "alertname": "ElastiCacheReplicationLag",
+            "exp_alerts": [{"exp_labels": {**replica_dims, "replication_group": "orders", "severity": "warning"}}],
+        },
+    ]
+    test_file = tmp_path / "joins.test.yml"
+    document = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}],
+    }
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
 
