@@ -117,7 +117,7 @@ def test_bandwidth_and_heartbeat_alerts_fire_and_resolve(stack):
     query = api(port, "/api/v1/query?query=" + urllib.request.quote('redis_up{job="elasticache-nodes"}'))
     assert query["data"]["result"][0]["value"][1] == "1"  # the multi-target job scrapes through /scrape
     rules = api(port, "/api/v1/rules")["data"]["groups"]
-    assert {group["name"] for group in rules} == {"elasticache-baselines", "elasticache-commands", "elasticache-alerts"}
+    assert {group["name"] for group in rules} == {"elasticache-baselines", "elasticache-commands", "elasticache-membership", "elasticache-alerts"}
 
     stack["primary"].client().set("key:__rand_int__", "x" * 1000)  # what redis-benchmark's GET reads
     benchmark = require("redis-benchmark")

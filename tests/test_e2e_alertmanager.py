@@ -1,0 +1,163 @@
+"""End to end, as shipped: a real Prometheus scrapes the exporter over a primary and its replica (one shard of group
+"orders"), evaluates the rendered rules and sends its alerts to a real Alertmanager configured with the rendered
+fragment, whose receivers post to a webhook in this test. Stopping the primary notifies RedisDown alone: the replica's
+lost link and the shard's missing master fire in Prometheus and are silenced by the inhibit rules. Restarting it
+notifies RedisDown resolved. The rules' `for` are 5 s and the fragment's group timings 1 s, so the test takes seconds,
+not minutes; the expressions, labels, routes and inhibit rules are the rendered ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from servers import start_alertmanager, start_exporter, start_prometheus, start_redis, wait_until
+from test_e2e_prometheus import api, firing
+
+
+class Webhook:
+    """Alertmanager's webhook receiver: every notification it posts, kept in order."""
+
+    def __init__(self) -> None:
+        received: list[dict] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.append({"receiver": self.path.strip("/"), **json.loads(body)})
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def notified(self) -> list[tuple[str, str, str, str]]:
+        """(receiver, status, alertname, instance) of every alert of every notification."""
+        return [
+            (note["receiver"], alert["status"], alert["labels"]["alertname"], alert["labels"].get("instance", ""))
+            for note in list(self.received)
+            for alert in note["alerts"]
+        ]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def shortened(rules_text: str) -> str:
+    """Every `for` at 5 s and RedisDown's keep_firing_for at 15 s (time for its echoes to clear, as 2 m is in production)."""
+    document = yaml.safe_load(rules_text)
+    for group in document["groups"]:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                rule["for"] = "5s"
+                if "keep_firing_for" in rule:
+                    rule["keep_firing_for"] = "15s"
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def render(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "exporter", "render", *args], capture_output=True, text=True, check=True, timeout=60).stdout
+
+
+def alertmanager_config(fragment: dict, webhook_port: int) -> dict:
+    """The fragment merged as the README says, each receiver a webhook to this test, its group timings shortened."""
+    route = {**fragment["route"], "group_wait": "1s", "group_interval": "1s"}
+    receivers = [
+        {"name": receiver["name"], "webhook_configs": [{"url": f"http://127.0.0.1:{webhook_port}/{receiver['name']}", "send_resolved": True}]}
+        for receiver in fragment["receivers"]
+    ]
+    return {
+        "route": {"receiver": "default", "routes": [route]},
+        "receivers": [{"name": "default", "webhook_configs": [{"url": f"http://127.0.0.1:{webhook_port}/default"}]}, *receivers],
+        "inhibit_rules": fragment["inhibit_rules"],
+    }
+
+
+@pytest.fixture
+def stack(tmp_path):
+    primary = start_redis()
+    replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
+    wait_until(lambda: replica.info().get("master_link_status") == "up", what="replica link")
+    config = tmp_path / "exporter.yml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "targets": [
+                    {"name": "orders-001", "addr": primary.addr, "replication_group": "orders", "shard": "0001"},
+                    {"name": "orders-002", "addr": replica.addr, "replication_group": "orders", "shard": "0001"},
+                ]
+            }
+        )
+    )
+    exporter = start_exporter("--config.file", str(config))
+    webhook = Webhook()
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(yaml.safe_load(render("alertmanager")), webhook.port)))
+    manager = start_alertmanager(tmp_path / "alertmanager.yml")
+    rules = tmp_path / "rules.yml"
+    rules.write_text(shortened(render("prometheus")))
+    scrape = [{"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
+    prometheus = start_prometheus(tmp_path, rules, scrape, alertmanager_port=manager.port)
+    try:
+        wait_until(lambda: _scraped(prometheus.port), timeout=60, what="Prometheus scraping both nodes")
+        yield {"primary": primary, "prometheus": prometheus.port, "manager": manager, "webhook": webhook}
+    finally:
+        prometheus.stop()
+        manager.stop()
+        webhook.close()
+        exporter.stop()
+        replica.stop()
+        primary.stop()
+
+
+def _scraped(port: int) -> bool:
+    try:
+        result = api(port, "/api/v1/query?query=" + urllib.request.quote("sum(redis_up)"))["data"]["result"]
+    except OSError:
+        return False
+    return bool(result) and result[0]["value"][1] == "2"
+
+
+def test_a_node_down_notifies_its_down_alert_alone_and_then_its_resolution(stack):
+    port, manager, webhook = stack["prometheus"], stack["manager"], stack["webhook"]
+    wait_until(lambda: api(port, "/api/v1/query?query=elasticache%3Ashard_membership")["data"]["result"], what="the shard membership recorded")
+    assert webhook.notified() == []  # nothing fires while both nodes are up and in sync
+
+    stack["primary"].stop()
+    wait_until(lambda: firing(port, "RedisDown", instance="orders-001", replication_group="orders", shard="0001"), timeout=60, what="RedisDown")
+    # the echoes fire in Prometheus and reach Alertmanager, which silences them
+    link_down = {"instance": "orders-002", "replication_group": "orders", "shard": "0001"}
+    wait_until(lambda: firing(port, "RedisMasterLinkDown", **link_down), timeout=60, what="link down")
+    wait_until(lambda: firing(port, "RedisMissingMaster", replication_group="orders", shard="0001"), timeout=60, what="missing master")
+
+    def suppressed() -> set[str]:
+        return {alert["labels"]["alertname"] for alert in manager.api("/alerts") if alert["status"]["state"] == "suppressed"}
+
+    wait_until(lambda: {"RedisMasterLinkDown", "RedisMissingMaster"} <= suppressed(), timeout=30, what="the echoes silenced")
+    wait_until(webhook.notified, timeout=30, what="a notification")
+    assert webhook.notified() == [("elasticache-critical", "firing", "RedisDown", "orders-001")]
+
+    stack["primary"].start()
+    wait_until(lambda: ("elasticache-critical", "resolved", "RedisDown", "orders-001") in webhook.notified(), timeout=90, what="RedisDown resolved")
+    # the echoes cleared while RedisDown kept firing: none of them was ever notified
+    assert not firing(port, "RedisMasterLinkDown")
+    assert not firing(port, "RedisMissingMaster")
+    echoes = {"RedisMasterLinkDown", "RedisMissingMaster"}
+    listed = "/alerts?active=true&silenced=true&inhibited=true"
+    wait_until(lambda: not echoes & {alert["labels"]["alertname"] for alert in manager.api(listed)}, what="echoes gone")
+    # the whole outage and recovery, at 1 s group intervals, was the quiet period: nothing else was notified
+    assert webhook.notified() == [
+        ("elasticache-critical", "firing", "RedisDown", "orders-001"),
+        ("elasticache-critical", "resolved", "RedisDown", "orders-001"),
+    ]
