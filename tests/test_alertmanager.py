@@ -177,3 +177,32 @@ def test_each_inhibit_rule_silences_its_targets_only_where_its_labels_match(tmp_
         assert all(states()[key] == "active" for key in sources)  # no source silences another rule's source
     finally:
         manager.stop()
+
+
+def test_the_readme_s_team_route_goes_in_front_of_the_fragment_and_both_route(tmp_path):
+    """The README's example, with the fragment's route after its own: a payments page reaches payments-oncall, the rest
+    of the catalog its severity's receiver, as amtool routes them."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- alertmanager example: begin -->", 1)[1].split("<!-- alertmanager example: end -->", 1)[0]
+    example = yaml.safe_load(block.split("```yaml", 1)[1].split("```", 1)[0])
+    fragment = routing(load_catalog(), ("tag_team",))
+    example["route"]["routes"].append(fragment["route"])
+    example["receivers"] += fragment["receivers"]
+    example["inhibit_rules"] = fragment["inhibit_rules"]
+    result = check_config(tmp_path, example)
+    assert result.returncode == 0, result.stdout + result.stderr
+    path = tmp_path / "alertmanager.yml"
+    for labels, receiver in (
+        ({"alertname": "RedisDown", "severity": "critical", "tag_team": "payments"}, "payments-oncall"),
+        ({"alertname": "RedisDown", "severity": "critical", "tag_team": "search"}, "elasticache-critical"),
+        ({"alertname": "RedisEvictions", "severity": "warning", "tag_team": "payments"}, "elasticache-warning"),
+    ):
+        matchers = [f"{k}={v}" for k, v in labels.items()]
+        result = subprocess.run(
+            [amtool(), "config", "routes", "test", f"--config.file={path}", f"--verify.receivers={receiver}", *matchers],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, (labels, result.stdout + result.stderr)
