@@ -322,22 +322,27 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict], a
     return PrometheusProcess(port, process, data)
 
 
+def wait_ready(process: subprocess.Popen, port: int, what: str) -> None:
+    """Until ``process`` answers 200 on /-/ready at 127.0.0.1:``port``; one that exits first fails with its stderr."""
+
+    def answering() -> bool:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_until(answering, timeout=30, what=what)
+
+
 @contextlib.contextmanager
 def serving(argv: list[str], port: int, *, what: str, **popen: object) -> Iterator[str]:
     """Runs ``argv``, a `serve` listening on 127.0.0.1:``port``, until /-/ready answers; yields its /metrics text
     and stops it afterwards (a process that exits early fails the wait with its stderr)."""
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
     try:
-
-        def answering() -> bool:
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
-                    return response.status == 200
-            except OSError:
-                return False
-
-        wait_until(answering, timeout=30, what=what)
+        wait_ready(process, port, what)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             yield response.read().decode()
     finally:
@@ -422,15 +427,5 @@ def start_alertmanager(config: Path) -> AlertmanagerProcess:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    started = AlertmanagerProcess(port, process, data)
-
-    def ready() -> bool:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    wait_until(ready, timeout=30, what="Alertmanager ready")
-    return started
+    wait_ready(process, port, "Alertmanager ready")
+    return AlertmanagerProcess(port, process, data)

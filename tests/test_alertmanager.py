@@ -116,6 +116,16 @@ def test_amtool_accepts_the_fragment_merged_into_a_minimal_config(tmp_path, tags
     assert fragment["route"]["group_by"][-len(tags) or None :] == list(tags or fragment["route"]["group_by"])
 
 
+def routes_to(config: Path, labels: dict[str, str]) -> str:
+    """The receiver amtool routes an alert of these labels to (one: every route here stops at its first match)."""
+    matchers = [f"{k}={v}" for k, v in labels.items()]
+    result = subprocess.run(
+        [amtool(), "config", "routes", "test", f"--config.file={config}", *matchers], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, (labels, result.stdout + result.stderr)
+    return result.stdout.strip()
+
+
 def test_every_catalog_alert_routes_to_its_severity_s_receiver(tmp_path):
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(merged(routing(load_catalog()))))
@@ -124,16 +134,7 @@ def test_every_catalog_alert_routes_to_its_severity_s_receiver(tmp_path):
     ]
     cases.append(({"alertname": "SomeoneElsesAlert", "severity": "critical", **WHERE}, "default"))  # not ours: the root's receiver
     for labels, receiver in cases:
-        matchers = [f"{k}={v}" for k, v in labels.items()]
-        result = subprocess.run(
-            [amtool(), "config", "routes", "test", f"--config.file={path}", f"--verify.receivers={receiver}", *matchers],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, (labels, result.stdout + result.stderr)
-        assert result.stdout.strip() == receiver
+        assert routes_to(path, labels) == receiver
     assert len(cases) > 80
 
 
@@ -192,17 +193,6 @@ def test_the_readme_s_team_route_goes_in_front_of_the_fragment_and_both_route(tm
     result = check_config(tmp_path, example)
     assert result.returncode == 0, result.stdout + result.stderr
     path = tmp_path / "alertmanager.yml"
-    for labels, receiver in (
-        ({"alertname": "RedisDown", "severity": "critical", "tag_team": "payments"}, "payments-oncall"),
-        ({"alertname": "RedisDown", "severity": "critical", "tag_team": "search"}, "elasticache-critical"),
-        ({"alertname": "RedisEvictions", "severity": "warning", "tag_team": "payments"}, "elasticache-warning"),
-    ):
-        matchers = [f"{k}={v}" for k, v in labels.items()]
-        result = subprocess.run(
-            [amtool(), "config", "routes", "test", f"--config.file={path}", f"--verify.receivers={receiver}", *matchers],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, (labels, result.stdout + result.stderr)
+    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", "tag_team": "payments"}) == "payments-oncall"
+    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", "tag_team": "search"}) == "elasticache-critical"
+    assert routes_to(path, {"alertname": "RedisEvictions", "severity": "warning", "tag_team": "payments"}) == "elasticache-warning"

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 from servers import start_alertmanager, start_exporter, start_prometheus, start_redis, wait_until
-from test_e2e_prometheus import api, firing
+from test_e2e_prometheus import api, firing, shorten
 
 
 class Webhook:
@@ -53,18 +53,6 @@ class Webhook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def shortened(rules_text: str) -> str:
-    """Every `for` at 5 s and RedisDown's keep_firing_for at 15 s (time for its echoes to clear, as 2 m is in production)."""
-    document = yaml.safe_load(rules_text)
-    for group in document["groups"]:
-        for rule in group["rules"]:
-            if "alert" in rule:
-                rule["for"] = "5s"
-                if "keep_firing_for" in rule:
-                    rule["keep_firing_for"] = "15s"
-    return yaml.safe_dump(document, sort_keys=False)
 
 
 def render(*args: str) -> str:
@@ -106,7 +94,7 @@ def stack(tmp_path):
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(yaml.safe_load(render("alertmanager")), webhook.port)))
     manager = start_alertmanager(tmp_path / "alertmanager.yml")
     rules = tmp_path / "rules.yml"
-    rules.write_text(shortened(render("prometheus")))
+    rules.write_text(shorten(render("prometheus"), keep_firing_for="15s"))  # RedisDown's 2 m: time for its echoes to clear
     scrape = [{"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
     prometheus = start_prometheus(tmp_path, rules, scrape, alertmanager_port=manager.port)
     try:

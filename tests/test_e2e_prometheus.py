@@ -43,14 +43,18 @@ def firing(port: int, name: str, **labels: str) -> bool:
     )
 
 
-def shorten(rules_text: str) -> str:
-    """The rendered rules with every `for` at 5 s and no keep_firing_for, so a test sees firing and resolving quickly."""
+def shorten(rules_text: str, keep_firing_for: str | None = None) -> str:
+    """The rendered rules with every `for` at 5 s, so a test sees firing and resolving quickly; a keep_firing_for at
+    ``keep_firing_for``, or none."""
     document = yaml.safe_load(rules_text)
     for group in document["groups"]:
         for rule in group["rules"]:
             if "alert" in rule:
                 rule["for"] = "5s"
-                rule.pop("keep_firing_for", None)
+                if keep_firing_for and "keep_firing_for" in rule:
+                    rule["keep_firing_for"] = keep_firing_for
+                else:
+                    rule.pop("keep_firing_for", None)
     return yaml.safe_dump(document, sort_keys=False)
 
 
