@@ -139,7 +139,8 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
         assert monitor.discover_once() == []
         assert monitor.poll_events() == []
         samples = served(monitor)
-        dev = {"account_id": DEV, "region": EU}
+        # every event names its source's replication group: a group's own, or a cache cluster's as discovery knows it
+        dev = {"account_id": DEV, "region": EU, "replication_group": "sessions"}
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="failover") == 1
         assert value(samples, "elasticache_events_total", **dev, source_type="replication-group", source_id="sessions", category="failover") == 1
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="node_replaced") == 2
@@ -149,6 +150,7 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
                 "elasticache_events_total",
                 account_id=PROD,
                 region=EU,
+                replication_group="sessions",
                 source_type="cache-cluster",
                 source_id="sessions-001",
                 category="node_replaced",
