@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import servers  # noqa: E402
 from helpers import exact_samples, exposition_types  # noqa: E402
 from servers import ENGINES, WATCHED_KEYS, free_port, seed_reference_primary, seed_watched_keys, start_exporter, start_redis, wait_until  # noqa: E402
 
@@ -51,16 +51,8 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 
 
 def start_cluster(engine: str = "redis-7.0"):
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=engine) for _ in range(3)]
-    subprocess.run(
-        [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    for node in nodes:
-        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
-    return nodes
+    """Three primaries, no replica: the cluster both exporters read."""
+    return servers.start_cluster(engine, node_timeout_ms=2000, replicas=0)
 
 
 def main() -> None:

@@ -377,17 +377,22 @@ def seed_watched_keys(client: redis.Redis) -> None:
     client.xreadgroup("workers", "worker-1", {"events": ">"}, count=1)
 
 
-def start_cluster(engine: str, *extra: str, node_timeout_ms: int = 5000) -> list[RedisProcess]:
-    """Three primaries with a replica each, made with ``redis-cli --cluster create``, once every node says the state is ok."""
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), *extra, engine=engine) for _ in range(6)]
-    subprocess.run(
-        [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    for node in nodes:
-        wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+def start_cluster(engine: str, *extra: str, node_timeout_ms: int = 5000, replicas: int = 1) -> list[RedisProcess]:
+    """Three primaries with ``replicas`` replicas each, made with ``redis-cli --cluster create``, once every node says the
+    state is ok; the nodes started are stopped again if that fails."""
+    nodes: list[RedisProcess] = []
+    try:
+        for _ in range(3 * (1 + replicas)):
+            nodes.append(start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), *extra, engine=engine))
+        addresses = [f"127.0.0.1:{n.port}" for n in nodes]
+        create = [require("redis-cli"), "--cluster", "create", *addresses, "--cluster-replicas", str(replicas), "--cluster-yes"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        for node in nodes:
+            wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
     return nodes
 
 

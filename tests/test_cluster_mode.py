@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 import redis
 from helpers import call, make_app, sample
-from servers import ENGINES, start_redis, wait_until
-from tools import require
+from servers import ENGINES, start_cluster, wait_until
 
 from exporter.redis.heartbeat import ELASTICACHE_KEY
 from exporter.redis.slots import key_slot, owned_slots
@@ -25,18 +23,8 @@ def _error_counts(client: redis.Redis) -> dict[str, int]:
 
 @pytest.fixture(scope="module", params=sorted(ENGINES))
 def cluster(request):
-    nodes = [start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", engine=request.param) for _ in range(6)]
+    nodes = start_cluster(request.param, node_timeout_ms=2000)
     try:
-        subprocess.run(
-            [require("redis-cli"), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-replicas", "1", "--cluster-yes"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        for node in nodes:
-            wait_until(
-                lambda node=node: node.client().info("cluster") and b"cluster_state:ok" in _cluster_info(node), timeout=30, what="cluster state ok"
-            )
         for node in nodes:
             if node.info().get("role") == "slave":
                 wait_until(lambda node=node: node.info().get("master_link_status") == "up", timeout=30, what="replica link")
@@ -44,10 +32,6 @@ def cluster(request):
     finally:
         for node in nodes:
             node.stop()
-
-
-def _cluster_info(node) -> bytes:
-    return node.client().execute_command("CLUSTER", "INFO")
 
 
 def test_owned_slots_match_the_cluster(cluster):

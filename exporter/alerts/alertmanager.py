@@ -37,51 +37,56 @@ def inhibit_rules(alerts: list[Alert]) -> list[InhibitRule]:
     ]
 
 
-def _names(names: list[str] | tuple[str, ...]) -> str:
-    return names[0] if len(names) == 1 else "|".join(names)
+Matcher = tuple[str, str, str]  # label, operator, value
+MATCHER_KEYS = ("matchers", "source_matchers", "target_matchers")
 
 
-def _matcher(label: str, op: str, value: str) -> str:
-    return f'{label}{op}"{value}"'
-
-
-def source_matchers(rule: InhibitRule) -> list[tuple[str, str, str]]:
+def source_matchers(rule: InhibitRule) -> list[Matcher]:
     """The source alert, with every ``equal`` label present: Alertmanager counts a label missing on both sides as equal,
     so a source without it would silence every target that lacks it too."""
     return [("alertname", "=", rule.source), *((label, "=~", ".+") for label in rule.equal)]
 
 
-def target_matchers(rule: InhibitRule) -> list[tuple[str, str, str]]:
-    return [("alertname", "=~" if len(rule.targets) > 1 else "=", _names(rule.targets))]
+def target_matchers(rule: InhibitRule) -> list[Matcher]:
+    return [("alertname", "=~" if len(rule.targets) > 1 else "=", "|".join(rule.targets))]
+
+
+def _tree(alerts: list[Alert], tags: tuple[str, ...]) -> dict[str, Any]:
+    """The routing with its matchers as (label, operator, value): what both renderings format."""
+    routed = routed_alerts(alerts)
+    if not routed:
+        raise RenderError("catalog: no alert for Prometheus, so nothing to route")
+    route = {
+        "receiver": receiver(DEFAULT_SEVERITY),
+        "matchers": [("alertname", "=~", "|".join(sorted(alert.name for alert in routed)))],
+        "group_by": [*GROUP_BY, *tags],
+        **TIMING,
+        "repeat_interval": REPEAT[DEFAULT_SEVERITY],
+        "routes": [
+            {"receiver": receiver(severity), "matchers": [("severity", "=", severity)], "repeat_interval": REPEAT[severity]}
+            for severity in SEVERITIES
+        ],
+    }
+    rules = [
+        {"source_matchers": source_matchers(rule), "target_matchers": target_matchers(rule), "equal": list(rule.equal)}
+        for rule in inhibit_rules(alerts)
+    ]
+    return {"route": route, "receivers": [{"name": receiver(severity)} for severity in SEVERITIES], "inhibit_rules": rules}
+
+
+def _formatted(value: Any, matcher: Any, keys: dict[str, str]) -> Any:
+    """The tree with each matcher written by ``matcher`` and each key renamed by ``keys``."""
+    if isinstance(value, list):
+        return [_formatted(item, matcher, keys) for item in value]
+    if not isinstance(value, dict):
+        return value
+    return {keys.get(k, k): [matcher(*m) for m in v] if k in MATCHER_KEYS else _formatted(v, matcher, keys) for k, v in value.items()}
 
 
 def routing(alerts: list[Alert], tags: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fragment as Alertmanager's configuration has it: ``route`` (one route, to put under the root route),
     ``receivers`` and ``inhibit_rules``. ``tags``: ``tag_*`` labels that group notifications further (per team, say)."""
-    routed = routed_alerts(alerts)
-    if not routed:
-        raise RenderError("catalog: no alert for Prometheus, so nothing to route")
-    names = sorted(alert.name for alert in routed)
-    route = {
-        "receiver": receiver(DEFAULT_SEVERITY),
-        "matchers": [_matcher("alertname", "=~", _names(names))],
-        "group_by": [*GROUP_BY, *tags],
-        **TIMING,
-        "repeat_interval": REPEAT[DEFAULT_SEVERITY],
-        "routes": [
-            {"receiver": receiver(severity), "matchers": [_matcher("severity", "=", severity)], "repeat_interval": REPEAT[severity]}
-            for severity in SEVERITIES
-        ],
-    }
-    rules = [
-        {
-            "source_matchers": [_matcher(*m) for m in source_matchers(rule)],
-            "target_matchers": [_matcher(*m) for m in target_matchers(rule)],
-            "equal": list(rule.equal),
-        }
-        for rule in inhibit_rules(alerts)
-    ]
-    return {"route": route, "receivers": [{"name": receiver(severity)} for severity in SEVERITIES], "inhibit_rules": rules}
+    return dict(_formatted(_tree(alerts, tags), lambda label, op, value: f'{label}{op}"{value}"', {}))
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -101,49 +106,25 @@ def render_alertmanager(alerts: list[Alert], tags: tuple[str, ...] = ()) -> str:
     return HEADER + _dump(routing(alerts, tags))
 
 
-def _operator_matchers(matchers: list[str]) -> list[dict[str, str]]:
-    result = []
-    for text in matchers:
-        for op in ("=~", "!~", "!=", "="):
-            label, found, value = text.partition(op)
-            if found:
-                result.append({"name": label, "value": value[1:-1], "matchType": op})
-                break
-    return result
-
-
-def _operator_route(route: dict[str, Any]) -> dict[str, Any]:
-    keys = {"group_by": "groupBy", "group_wait": "groupWait", "group_interval": "groupInterval", "repeat_interval": "repeatInterval"}
-    result: dict[str, Any] = {}
-    for key, value in route.items():
-        if key == "matchers":
-            result["matchers"] = _operator_matchers(value)
-        elif key == "routes":
-            result["routes"] = [_operator_route(child) for child in value]
-        else:
-            result[keys.get(key, key)] = value
-    return result
+OPERATOR_KEYS = {
+    "group_by": "groupBy",
+    "group_wait": "groupWait",
+    "group_interval": "groupInterval",
+    "repeat_interval": "repeatInterval",
+    "inhibit_rules": "inhibitRules",
+    "source_matchers": "sourceMatch",
+    "target_matchers": "targetMatch",
+}
 
 
 def render_alertmanager_config(alerts: list[Alert], tags: tuple[str, ...] = (), name: str = "elasticache-exporter") -> str:
     """The same routing as a Prometheus Operator ``AlertmanagerConfig`` (monitoring.coreos.com/v1alpha1)."""
-    fragment = routing(alerts, tags)
+    spec = _formatted(_tree(alerts, tags), lambda label, op, value: {"name": label, "value": value, "matchType": op}, OPERATOR_KEYS)
     document = {
         "apiVersion": "monitoring.coreos.com/v1alpha1",
         "kind": "AlertmanagerConfig",
         "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "elasticache-exporter"}},
-        "spec": {
-            "route": _operator_route(fragment["route"]),
-            "receivers": fragment["receivers"],
-            "inhibitRules": [
-                {
-                    "sourceMatch": _operator_matchers(rule["source_matchers"]),
-                    "targetMatch": _operator_matchers(rule["target_matchers"]),
-                    "equal": rule["equal"],
-                }
-                for rule in fragment["inhibit_rules"]
-            ],
-        },
+        "spec": spec,
     }
     head = (
         "# elasticache-exporter's Alertmanager routing as a Prometheus Operator AlertmanagerConfig, rendered from\n"

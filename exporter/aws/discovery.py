@@ -54,6 +54,11 @@ class Node:
     def serverless(self) -> bool:
         return self.node_type == SERVERLESS
 
+    @property
+    def group(self) -> str:
+        """The node's replication group; a cluster outside any group stands for a group of its own."""
+        return self.replication_group or self.cluster_id
+
 
 SERVERLESS = "serverless"  # the node_type of a serverless cache: no node-type baseline applies
 

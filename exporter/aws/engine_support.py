@@ -34,11 +34,20 @@ class EngineSupportError(ExporterError):
 class SupportRow:
     engine: str
     major: str
-    standard_end: float | None  # Unix seconds: the end of the day AWS names (UTC)
-    extended_end: float | None
+    standard_day: datetime.date | None  # the last day of standard support, as AWS names it
+    extended_day: datetime.date | None  # the last day of Extended Support
     upgrade_to: str
     source: str
     read: str
+
+    @property
+    def standard_end(self) -> float | None:
+        """Unix seconds: the end of the last day of standard support (UTC); billing starts the day after."""
+        return _day_end(self.standard_day)
+
+    @property
+    def extended_end(self) -> float | None:
+        return _day_end(self.extended_day)
 
 
 @record(frozen=True)
@@ -67,18 +76,21 @@ class ClusterSupport:
         return "ended"
 
 
-def _day_end(value: Any, where: str) -> float | None:
-    if value is None:
+def _day_end(day: datetime.date | None) -> float | None:
+    if day is None:
         return None
+    return (datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.timezone.utc) + datetime.timedelta(days=1)).timestamp()
+
+
+def _date(value: Any, where: str) -> datetime.date | None:
+    if value is None or (isinstance(value, datetime.date) and not isinstance(value, datetime.datetime)):
+        return value
     if isinstance(value, str):
         try:
-            value = datetime.date.fromisoformat(value)
+            return datetime.date.fromisoformat(value)
         except ValueError:
-            raise EngineSupportError(f"{where}: {value!r} is no date (YYYY-MM-DD)") from None
-    if not isinstance(value, datetime.date):
-        raise EngineSupportError(f"{where}: {value!r} is no date (YYYY-MM-DD)")
-    end = datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.timezone.utc) + datetime.timedelta(days=1)
-    return end.timestamp()
+            pass
+    raise EngineSupportError(f"{where}: {value!r} is no date (YYYY-MM-DD)")
 
 
 def parse_support_table(data: Any, source: str) -> list[SupportRow]:
@@ -94,7 +106,7 @@ def parse_support_table(data: Any, source: str) -> list[SupportRow]:
         for key in ("engine", "major", "source", "read"):
             if not str(item.get(key) or ""):
                 raise EngineSupportError(f"{where}.{key}: missing")
-        standard, extended = _day_end(item.get("standard_end"), where + ".standard_end"), _day_end(item.get("extended_end"), where + ".extended_end")
+        standard, extended = _date(item.get("standard_end"), where + ".standard_end"), _date(item.get("extended_end"), where + ".extended_end")
         if standard is None and extended is not None:
             raise EngineSupportError(f"{where}: an end of Extended Support without an end of standard support")
         if standard is not None and extended is not None and extended <= standard:
@@ -103,8 +115,8 @@ def parse_support_table(data: Any, source: str) -> list[SupportRow]:
             SupportRow(
                 engine=str(item["engine"]).lower(),
                 major=str(item["major"]),
-                standard_end=standard,
-                extended_end=extended,
+                standard_day=standard,
+                extended_day=extended,
                 upgrade_to=str(item.get("upgrade_to") or ""),
                 source=str(item["source"]),
                 read=str(item["read"]),
@@ -136,7 +148,7 @@ def cluster_support(nodes: Iterable[Node], table: list[SupportRow]) -> list[Clus
     for node in nodes:
         if node.serverless:
             continue
-        key = (node.account_id, node.region, node.replication_group or node.cluster_id)
+        key = (node.account_id, node.region, node.group)
         seen = versions.get(key)
         if seen is None or _version_key(node.engine_version) < _version_key(seen[1]):
             versions[key] = (node.engine, node.engine_version)
@@ -151,13 +163,6 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 AFFECTED = ("ended", "extended", "ending", "unknown")  # the phases a report lists, the most pressing first
-
-
-def _day(stamp: float | None) -> str:
-    """The day AWS names for an end (the stamp is the end of that day), or ""."""
-    if stamp is None:
-        return ""
-    return (datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc) - datetime.timedelta(days=1)).date().isoformat()
 
 
 def affected_rows(clusters: Iterable[ClusterSupport], now: float) -> list[dict[str, str]]:
@@ -177,8 +182,8 @@ def affected_rows(clusters: Iterable[ClusterSupport], now: float) -> list[dict[s
                 "engine": cluster.engine,
                 "engine_version": cluster.engine_version,
                 "phase": phase,
-                "standard_end": _day(row.standard_end) if row else "",
-                "extended_end": _day(row.extended_end) if row else "",
+                "standard_end": row.standard_day.isoformat() if row and row.standard_day else "",
+                "extended_end": row.extended_day.isoformat() if row and row.extended_day else "",
                 "upgrade_to": row.upgrade_to if row else "",
             }
         )

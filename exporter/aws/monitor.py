@@ -160,11 +160,12 @@ class AwsMonitor:
                     failures.append((_place(api, region), err))
                     continue
                 ok = True
-                datastores = self._describe_global(api, region, api.account_id or next((n.account_id for n in nodes if n.account_id), ""))
                 with self._lock:
                     self._nodes[(account, region)] = nodes
                     self._serverless[(account, region)] = serverless
-                    if datastores is not None:
+                datastores = self._describe_global(api, region, api.account_id or self._account_id_of(account, region))
+                if datastores is not None:
+                    with self._lock:
                         self._global_datastores[(account, region)] = datastores
         with self._lock:
             self._names = instance_names(node for nodes in self._nodes.values() for node in nodes)

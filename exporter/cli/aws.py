@@ -165,7 +165,7 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
     support = affected_rows(cluster_support([node for _, node in named if node.key in wanted], load_support_table()), now)
     if args.output_format == "json":
         by_group = {(row["account_id"], row["region"], row["replication_group"]): row for row in support}
-        items = [{**report.as_dict(), "engine_support": by_group.get(_group_of(report.node))} for report in reports]
+        items = [{**r.as_dict(), "engine_support": by_group.get((r.node.account_id, r.node.region, r.node.group))} for r in reports]
         text = json.dumps(items, indent=2, sort_keys=True) + "\n"
     elif args.output_format == "html":
         text = render_html(reports, args.days, now, support)
@@ -173,12 +173,6 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
         text = render_text(reports) + render_support_text(support)
     emit(text, args.out)
     return 0
-
-
-def _group_of(node: Any) -> tuple[str, str, str]:
-    """The replication group a node belongs to (a cluster outside any group stands for its own), as the engine support
-    rows name it."""
-    return (node.account_id, node.region, node.replication_group or node.cluster_id)
 
 
 def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

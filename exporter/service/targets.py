@@ -144,9 +144,7 @@ class TargetSet:
             return credentials
         from exporter.aws.iam_auth import MAX_CONNECTION_AGE, IamAuth, IamToken, default_chain
 
-        auth = IamAuth(
-            cache=node.replication_group or node.cluster_id, user=credentials.username or "", region=node.region, serverless=node.serverless
-        )
+        auth = IamAuth(cache=node.group, user=credentials.username or "", region=node.region, serverless=node.serverless)
         source = self.credentials_for(node) if self.credentials_for is not None else default_chain
         token = IamToken(auth, source=f"aws.discovered.iam_auth ({name})", credentials=source)
         return replace(credentials, password=token, max_connection_age=MAX_CONNECTION_AGE)

@@ -33,7 +33,7 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
     fleet = monitor.fleet
     nodes = monitor.nodes()
     if fleet is not None:
-        groups = {(node.account_id, node.region, node.cluster_id): node.replication_group or node.cluster_id for node in nodes}
+        groups = {(node.account_id, node.region, node.cluster_id): node.group for node in nodes}
         for (account_id, region, source_type, source_id, category), total, last in fleet.event_counts():
             labels = {
                 "account_id": account_id,
@@ -86,7 +86,7 @@ def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:
     windows: dict[tuple[str, str, str], float] = {}
     pending: set[tuple[str, str, str, str]] = set()
     for node in nodes:
-        group = (node.account_id, node.region, node.replication_group or node.cluster_id)
+        group = (node.account_id, node.region, node.group)
         start = next_window_start(node.maintenance_window, now) if node.maintenance_window else None
         if start is not None:
             windows[group] = min(start, windows.get(group, start))
