@@ -66,11 +66,13 @@ class AwsCollector(FamilyCollector):
                 1.0,
             )
         for cache in monitor.serverless():
-            _add_serverless(monitor, cache, out)
+            if monitor.owns(cache.name):
+                _add_serverless(monitor, cache, out)
         add_aws_baseline(monitor, self._baselines, out)
+        # fleet-wide families: each on the one shard that owns the name of the group it describes
         add_fleet(monitor, time.time(), out)
-        add_global_datastores(monitor.global_datastores(), out)
-        add_engine_support(cluster_support(monitor.nodes(), self.support_table), out)
+        add_global_datastores(monitor.global_datastores(), out, monitor.owns)
+        add_engine_support(cluster_support(monitor.nodes(), self.support_table), out, monitor.owns)
         _add_api_health(monitor, out)
 
 

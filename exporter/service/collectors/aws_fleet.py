@@ -1,6 +1,10 @@
 """What AWS does to the fleet, as served: events by category, service updates not yet applied, the next maintenance
 window and the pending modifications of each replication group, and the tags chosen for routing. Reads what the
-monitor keeps: nothing here calls AWS."""
+monitor keeps: nothing here calls AWS.
+
+A sharded exporter serves each of these series on one shard only, the one that owns the name of the replication group
+it is about (``monitor.owns``, as for a node's name); an event of no group (a parameter group's, a user's) goes by its
+source's name."""
 
 from __future__ import annotations
 
@@ -35,13 +39,16 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
     if fleet is not None:
         groups = {(node.account_id, node.region, node.cluster_id): node.group for node in nodes}
         for (account_id, region, source_type, source_id, category), total, last in fleet.event_counts():
+            group = event_group(source_type, source_id, groups, account_id, region)
+            if not monitor.owns(group or source_id):
+                continue
             labels = {
                 "account_id": account_id,
                 "region": region,
                 "source_type": source_type,
                 "source_id": source_id,
                 "category": category,
-                "replication_group": event_group(source_type, source_id, groups, account_id, region),
+                "replication_group": group,
             }
             out.add(
                 "elasticache_events_total",
@@ -52,6 +59,8 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
             )
             out.add("elasticache_event_last_timestamp_seconds", GAUGE, "When the newest event of this source and category happened.", labels, last)
         for action in fleet.update_actions():
+            if not monitor.owns(action.replication_group):
+                continue
             where = {
                 "account_id": action.account_id,
                 "region": action.region,
@@ -77,7 +86,7 @@ def add_fleet(monitor: AwsMonitor, now: float, out: FamilySet) -> None:
                     where,
                     action.auto_update_start,
                 )
-    _add_groups(nodes, now, out)
+    _add_groups([node for node in nodes if monitor.owns(node.group)], now, out)
 
 
 def _add_groups(nodes: list[Node], now: float, out: FamilySet) -> None:

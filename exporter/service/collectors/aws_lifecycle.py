@@ -1,17 +1,23 @@
 """Beyond one region and one engine version, as served: the Global Datastores and their members, and where each
-cluster's engine stands against the end of its support. Reads what the monitor keeps: nothing here calls AWS."""
+cluster's engine stands against the end of its support. Reads what the monitor keeps: nothing here calls AWS.
+
+Each series is fleet-wide, so a sharded exporter serves it on one shard only: ``owns`` is asked about the name of the
+group it describes (the Global Datastore's id, the replication group's name), as a node is served by the shard that
+owns its name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from exporter.aws.engine_support import ClusterSupport
 from exporter.aws.global_datastores import ASSOCIATED, ROLES, GlobalDatastore
 from exporter.common.families import GAUGE, FamilySet
 
 
-def add_global_datastores(datastores: Iterable[GlobalDatastore], out: FamilySet) -> None:
+def add_global_datastores(datastores: Iterable[GlobalDatastore], out: FamilySet, owns: Callable[[str], bool]) -> None:
     for datastore in datastores:
+        if not owns(datastore.global_id):
+            continue
         where = {"account_id": datastore.account_id, "global_replication_group": datastore.global_id}
         out.add(
             "elasticache_global_datastore_info",
@@ -40,13 +46,17 @@ def add_global_datastores(datastores: Iterable[GlobalDatastore], out: FamilySet)
             )
 
 
-def add_engine_support(clusters: Iterable[ClusterSupport], out: FamilySet) -> None:
+def add_engine_support(clusters: Iterable[ClusterSupport], out: FamilySet, owns: Callable[[str], bool]) -> None:
+    """A count of clusters on an unknown version belongs to no one group: it counts the whole fleet's, on the shard that
+    owns the version (``engine engine_version``)."""
     unknown: dict[tuple[str, str, str, str], int] = {}
     for cluster in clusters:
         row = cluster.row
         if row is None:
             key = (cluster.account_id, cluster.region, cluster.engine, cluster.engine_version)
             unknown[key] = unknown.get(key, 0) + 1
+            continue
+        if not owns(cluster.replication_group):
             continue
         where = {
             "account_id": cluster.account_id,
@@ -74,6 +84,8 @@ def add_engine_support(clusters: Iterable[ClusterSupport], out: FamilySet) -> No
                 1.0,
             )
     for (account_id, region, engine, version), count in sorted(unknown.items()):
+        if not owns(f"{engine} {version}"):
+            continue
         out.add(
             "elasticache_engine_support_unknown_clusters",
             GAUGE,
