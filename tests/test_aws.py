@@ -482,16 +482,24 @@ def test_an_allowed_address_is_resolved_from_its_text_until_discovery_changes(lo
 
 @pytest.mark.unit
 def test_a_discovery_while_a_target_resolves_is_not_hidden_by_its_text(loopback_allowed, plain_redis, monkeypatch):
-    app, text = loopback_allowed
-    make_ad_hoc = app.targets._ad_hoc_target
+    from exporter.service import targets as targets_module
 
-    def discovered_meanwhile(*args):
+    app, _ = loopback_allowed
+    text = f"127.0.0.1:{plain_redis.port}"  # a spelling that is no target's name: parsed, then remembered
+    parse_address = targets_module.parse_address
+
+    def discovered_meanwhile(*args, **kwargs):
         app.targets.set_discovered([("orders-0001-001", _discovered_primary(plain_redis.port))])  # after this request looked
-        return make_ad_hoc(*args)
+        return parse_address(*args, **kwargs)
 
-    monkeypatch.setattr(app.targets, "_ad_hoc_target", discovered_meanwhile)
-    assert app.targets.resolve(text).name != "orders-0001-001"
-    assert app.targets.resolve(text).name == "orders-0001-001"  # the next request finds the discovered node
+    monkeypatch.setattr(targets_module, "parse_address", discovered_meanwhile)
+    assert app.targets.resolve(text).name == "orders-0001-001"  # found by its address, though it came after the lookup
+    monkeypatch.setattr(targets_module, "parse_address", parse_address)
+    app.targets.set_discovered([])
+    ad_hoc = app.targets.resolve(text)
+    assert ad_hoc.name != "orders-0001-001"
+    app.targets.set_discovered([("orders-0001-001", _discovered_primary(plain_redis.port))])
+    assert app.targets.resolve(text).name == "orders-0001-001"  # the remembered text does not hide the discovered node
 
 
 def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credentials, monkeypatch):

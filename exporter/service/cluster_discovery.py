@@ -25,7 +25,6 @@ class ClusterDiscovery:
         self._wake = threading.Event()
         self._seeds = [(seed, RedisNode(seed.endpoint, seed.credentials)) for seed in targets.cluster_seeds]
         self._logged: set[tuple[str, str]] = set()
-        self.refreshes = 0
         self._thread = threading.Thread(target=self._run, name="cluster-discovery", daemon=True)
 
     def start(self) -> None:
@@ -65,7 +64,6 @@ class ClusterDiscovery:
             if not settled:
                 self._wake.set()
             self._targets.set_cluster_members(seed, members)
-        self.refreshes += 1
 
     def _run(self) -> None:
         while not self._stop.is_set():

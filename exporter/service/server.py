@@ -246,40 +246,10 @@ class ExporterApp:
         self.targets.set_discovered(named + serverless_as_nodes(self.aws_monitor.serverless(), taken))
 
     def _discovery(self) -> Reply:
-        """Prometheus HTTP service discovery: one group per discovered node and serverless cache, its address as the
-        target (so that /scrape on any exporter whose allow-list covers it can serve it: shards need no shared state)."""
-        groups = [
-            {
-                "targets": [f"{'rediss' if target.node.endpoint.tls else 'redis'}://{target.node.endpoint.host_port}"],
-                "labels": {
-                    "__meta_elasticache_node": target.name,
-                    "__meta_elasticache_account_id": node.account_id,
-                    "__meta_elasticache_region": node.region,
-                    "__meta_elasticache_cluster": node.cluster_id,
-                    "__meta_elasticache_replication_group": node.replication_group,
-                    "__meta_elasticache_shard": node.shard,
-                    "__meta_elasticache_role": node.role,
-                    "__meta_elasticache_node_type": node.node_type,
-                    "__meta_elasticache_engine": node.engine,
-                    "__meta_elasticache_engine_version": node.engine_version,
-                    "__meta_elasticache_az": node.az,
-                },
-            }
-            for target, node in self.targets.discovered_nodes()
-        ]
-        groups += [
-            {
-                "targets": [f"{'rediss' if target.node.endpoint.tls else 'redis'}://{target.node.endpoint.host_port}"],
-                "labels": {
-                    "__meta_elasticache_node": target.name,
-                    "__meta_elasticache_replication_group": target.replication_group,
-                    "__meta_elasticache_shard": target.shard,
-                    "__meta_elasticache_role": role,
-                    "__meta_elasticache_node_type": target.node_type,
-                },
-            }
-            for target, role in self.targets.cluster_members()
-        ]
+        """Prometheus HTTP service discovery: one group per target the exporter found (a discovered node or serverless
+        cache, a cluster's node), its address as the target, which /scrape resolves here (and on any exporter whose
+        allow-list covers it: shards need no shared state)."""
+        groups = [{"targets": [target.address], "labels": _discovery_labels(target)} for target in self.targets.listed()]
         import json  # only discovery answers in JSON
 
         body = json.dumps(groups, sort_keys=True).encode()
@@ -327,6 +297,33 @@ class ExporterApp:
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
         return 200, headers, body
+
+
+def _discovery_labels(target: Target) -> dict[str, str]:
+    """A listed target's ``__meta_elasticache_`` labels: a discovered node's as AWS knows it, a cluster member's as its
+    cluster says."""
+    node = target.aws_node
+    if node is None:
+        return {
+            "__meta_elasticache_node": target.name,
+            "__meta_elasticache_replication_group": target.replication_group,
+            "__meta_elasticache_shard": target.shard,
+            "__meta_elasticache_role": target.member_role,
+            "__meta_elasticache_node_type": target.node_type,
+        }
+    return {
+        "__meta_elasticache_node": target.name,
+        "__meta_elasticache_account_id": node.account_id,
+        "__meta_elasticache_region": node.region,
+        "__meta_elasticache_cluster": node.cluster_id,
+        "__meta_elasticache_replication_group": node.replication_group,
+        "__meta_elasticache_shard": node.shard,
+        "__meta_elasticache_role": node.role,
+        "__meta_elasticache_node_type": node.node_type,
+        "__meta_elasticache_engine": node.engine,
+        "__meta_elasticache_engine_version": node.engine_version,
+        "__meta_elasticache_az": node.az,
+    }
 
 
 def _plain(status: int, text: str) -> Reply:

@@ -1,8 +1,9 @@
 """The set of nodes the exporter may scrape, and the per-target state between scrapes.
 
-Configured targets are known by name and address; /scrape may also reach
-addresses matching an allow rule. Anything else is refused before any
-connection is attempted or credential sent.
+One map holds every target by name, each knowing its kind: configured, a member of a cluster found from one endpoint,
+discovered by AWS, or ad hoc (an address /scrape was asked for that an allow rule covers). Resolving (/scrape), listing
+(/discovery), serving (/metrics) and closing all walk that map, so they cannot disagree: whatever /discovery lists,
+/scrape resolves. Anything neither held nor allowed is refused before any connection is attempted or credential sent.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from exporter.common.exposition import TargetRendering
@@ -25,9 +27,29 @@ if TYPE_CHECKING:
     from exporter.redis.cluster_members import Member
 
 MAX_AD_HOC_NODES = 512
+# texts /scrape resolved by parsing them (other spellings than a target's own names), kept so the next scrape of the same
+# text is a lookup; forgotten all at once past this, and whenever the targets other than the ad hoc ones change
+MAX_ALIASES = 2 * MAX_AD_HOC_NODES
 # targets whose rendered lines are kept for their next scrape (about 90 KiB each): granted as targets are made
 # (configured ones first) and given back when a target goes; past that a target renders every sample afresh
 MAX_REPLAYING_TARGETS = 32
+
+
+class Kind(Enum):
+    """What made a target, in order of precedence: where two share a name or an address, the earlier kind answers."""
+
+    CONFIGURED = "configured"
+    MEMBER = "cluster member"  # a node of the cluster behind a configured endpoint with discover: cluster
+    DISCOVERED = "discovered"  # by AWS (ElastiCache discovery)
+    AD_HOC = "ad hoc"  # an address /scrape was asked for that scrape.allow covers
+
+    @property
+    def listed(self) -> bool:
+        """Whether /discovery lists targets of this kind (those the exporter found, for Prometheus' http_sd)."""
+        return self in (Kind.MEMBER, Kind.DISCOVERED)
+
+
+_RANK = {kind: rank for rank, kind in enumerate(Kind)}
 
 
 class TargetRefused(Exception):
@@ -51,6 +73,7 @@ class TargetState:
     logged_bugs: set[str] = field(factory=set)  # types of the exceptions its replies raised in our code, logged once each
     up: bool = False
     role: str = ""
+    shard: tuple[str, str, str] | None = None  # the shard it last answered in: served while it is down
     version: str = ""
     scraped: bool = False
 
@@ -58,7 +81,10 @@ class TargetState:
 @record
 class Target:
     """A node the exporter scrapes, and what it keeps of it between scrapes: its state for the status page and the
-    self-metrics, and its render state (its labels and the lines its last scrape rendered to), which go with it."""
+    self-metrics, and its render state (its labels and the lines its last scrape rendered to), which go with it.
+
+    Its kind says what made it; a cluster member knows its seed (the configured endpoint's name) and its role as the
+    cluster last said, a discovered node the AWS record it was made from. Its credentials are its node's."""
 
     name: str
     node: RedisNode
@@ -69,6 +95,10 @@ class Target:
     lock: threading.Lock = field(factory=threading.Lock)
     replay: bool = True  # whether its rendered lines are kept for its next scrape (the target set grants it)
     on_down: Callable[[], None] | None = None  # a node found from a cluster endpoint: a failed scrape asks for a new look
+    kind: Kind = Kind.CONFIGURED
+    seed: str = ""  # a cluster member: the name of the configured endpoint it was found from
+    member_role: str = ""  # a cluster member: "primary" or "replica", as the cluster last said
+    aws_node: Node | None = None  # a discovered node: what discovery knows of it
 
     def __post_init__(self) -> None:
         self.rendering = TargetRendering(self.name, self.replay)
@@ -77,41 +107,44 @@ class Target:
     def display(self) -> str:
         return self.node.endpoint.display()
 
+    @property
+    def address(self) -> str:
+        """Its address as /discovery lists it and /scrape?target= takes it: ``redis[s]://host:port[/db]``, no user."""
+        endpoint = self.node.endpoint
+        return f"{'rediss' if endpoint.tls else 'redis'}://{endpoint.host_port}{f'/{endpoint.db}' if endpoint.db else ''}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The texts /scrape?target= finds it by without parsing: its name and its address."""
+        return (self.name, self.address)
+
 
 class TargetSet:
+    """Every target, in one map by name, under one lock; the lookups /scrape uses are indexes derived from that map."""
+
     def __init__(self, config: Config) -> None:
-        self._by_name: dict[str, Target] = {}
+        self._lock = threading.Lock()  # held for every change of the map and its indexes, and every read of them
+        self._targets: dict[str, Target] = {}  # the one map: every target the set holds, by name
+        # derived from the map, by precedence of kind: a text that names a target (its name, its address) or that
+        # resolved to one (at most MAX_ALIASES of those); an endpoint's target; the ad hoc targets, least recently asked first
+        self._by_text: dict[str, Target] = {}
+        self._aliases: dict[str, Target] = {}
+        self._by_address: dict[tuple[str, int, int, bool], Target] = {}
+        self._ad_hoc_recency: OrderedDict[str, Target] = OrderedDict()
+        # (host, port) -> the name of the target there (ad hoc ones left out): a replica's or primary's label in the
+        # replication series; replaced, never changed, so a scrape reads it without the lock
+        self.address_names: dict[tuple[str, int], str] = {}
         self._replaying = 0  # targets granted a render memo (MAX_REPLAYING_TARGETS)
-        self._by_address: dict[tuple[str, int, int], Target] = {}
         self.heartbeat_sources: tuple[tuple[str, str], ...] = (
             ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
         )
-        keys = tuple(key for _, key in self.heartbeat_sources)
+        self._heartbeat_keys = tuple(key for _, key in self.heartbeat_sources)
         self.max_reply_bytes = config.scrape_max_reply_bytes
         self.shard = config.shard
         # a target with discover: cluster stands for the nodes of its cluster: those are its targets, under host:port
         self.cluster_seeds = tuple(item for item in config.targets if item.discover == "cluster")
-        self._members: dict[str, Target] = {}
-        self._member_roles: dict[str, str] = {}
         self.member_down: Callable[[], None] | None = None  # the cluster discovery's wake-up (set by the app)
-        for item in config.targets:
-            if item.discover == "cluster":
-                continue
-            node = RedisNode(item.endpoint, item.credentials, keys, self.max_reply_bytes)
-            node.key_probes = item.keys if item.keys is not None else config.keys
-            target = Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay())
-            self._by_name[item.name] = target
-            self._by_address.setdefault(_key(item.endpoint), target)
-        self.address_names: dict[tuple[str, int], str] = {(item.endpoint.host, item.endpoint.port): item.name for item in reversed(config.targets)}
         self._allow = config.allow
-        self._ad_hoc: OrderedDict[tuple[str, int, int, bool], Target] = OrderedDict()
-        # /scrape?target= text -> its ad hoc target's key: Prometheus asks with the same text every scrape, and the
-        # address need not be parsed and matched again while the node stays ad hoc (a discovery makes it anew)
-        self._ad_hoc_texts: dict[str, tuple[str, int, int, bool]] = {}
-        self._discoveries = 0  # how many times the discovered nodes were set: a mapping made across one is not kept
-        self._lock = threading.Lock()
-        self._discovered: dict[str, Target] = {}
-        self._discovered_nodes: dict[str, Node] = {}
         self._discovered_credentials = config.discovered_credentials
         self._discovered_iam = config.discovered_iam
         self.credentials_for: Callable[[Node], Any] | None = None  # an account's AWS credentials, for IAM tokens
@@ -119,6 +152,11 @@ class TargetSet:
         self._config = config
         # discovered nodes are always resolvable by /scrape (Prometheus finds them in /discovery); on /metrics only if asked
         self._discovered_on_metrics = config.aws.scrape_discovered
+        for item in config.targets:
+            if item.discover != "cluster" and item.name not in self._targets:
+                node = self._node(item.endpoint, item.credentials, item.keys)
+                self._add(Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay()))
+        self._reindex()
 
     def prepare_passwords(self) -> None:
         """At start-up: every password that lives in AWS is fetched or checked once (a Secrets Manager secret is read;
@@ -149,145 +187,222 @@ class TargetSet:
         token = IamToken(auth, source=f"aws.discovered.iam_auth ({name})", credentials=source)
         return replace(credentials, password=token, max_connection_age=MAX_CONNECTION_AGE)
 
+    def _node(self, endpoint: Endpoint, credentials: Credentials, key_probes: Any = None) -> RedisNode:
+        node = RedisNode(endpoint, credentials, self._heartbeat_keys, self.max_reply_bytes)
+        node.key_probes = key_probes if key_probes is not None else self._key_probes
+        return node
+
+    # --- walking the map
+
     def on_metrics(self) -> list[Target]:
-        """The targets /metrics serves: those of the configuration, then, with ``aws.scrape_discovered``, the discovered
-        ones (of this shard only, when the exporter is one of several shards)."""
+        """The targets /metrics serves: the configured ones and the cluster members, then, with ``aws.scrape_discovered``,
+        the discovered ones (of this shard only, when the exporter is one of several shards)."""
         with self._lock:
-            targets = [*self._by_name.values(), *self._members.values()]
-            targets += list(self._discovered.values()) if self._discovered_on_metrics else []
+            targets = [target for target in self._targets.values() if self._served(target)]
         if self.shard is None:
             return targets
         return [target for target in targets if self.owns(target.name)]
+
+    def _served(self, target: Target) -> bool:
+        kind = target.kind
+        return kind is Kind.CONFIGURED or kind is Kind.MEMBER or (kind is Kind.DISCOVERED and self._discovered_on_metrics)
+
+    def listed(self) -> list[Target]:
+        """The targets /discovery lists (the cluster members and the discovered nodes), by name: each resolves by its
+        address."""
+        with self._lock:
+            return sorted((target for target in self._targets.values() if target.kind.listed), key=lambda target: target.name)
+
+    def of_kind(self, kind: Kind) -> list[Target]:
+        """The targets of one kind, by name."""
+        with self._lock:
+            return sorted((target for target in self._targets.values() if target.kind is kind), key=lambda target: target.name)
+
+    def cluster_members(self) -> list[tuple[Target, str]]:
+        """(target, role as the cluster last said) of every node found from a cluster endpoint."""
+        with self._lock:
+            members = sorted((target for target in self._targets.values() if target.kind is Kind.MEMBER), key=lambda target: target.name)
+            return [(target, target.member_role) for target in members]
+
+    def discovered_nodes(self) -> list[tuple[Target, Node]]:
+        """(target, what discovery knows of it) of every node discovered by AWS."""
+        return [(target, target.aws_node) for target in self.of_kind(Kind.DISCOVERED) if target.aws_node is not None]
+
+    def every(self) -> list[Target]:
+        """Every target this set holds, each once: configured, cluster members, discovered (whatever /metrics serves of
+        them) and the ad hoc ones of /scrape. Each may hold a connection."""
+        with self._lock:
+            return list(self._targets.values())
+
+    def close(self) -> None:
+        """Close every connection the set's targets opened (on reload and at exit)."""
+        for target in self.every():
+            target.node.close()
 
     def owns(self, name: str) -> bool:
         """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
         return self.shard is None or self.shard.owns(name)
 
+    # --- resolving
+
+    def resolve(self, text: str) -> Target:
+        """The target /scrape?target=<text> names, or :class:`TargetRefused`: a target's name or address is one lookup;
+        another spelling of an address is parsed, then found by its endpoint or made ad hoc where an allow rule covers it."""
+        with self._lock:
+            target = self._by_text.get(text) or self._aliases.get(text)
+            if target is not None:
+                if target.kind is Kind.AD_HOC:
+                    self._ad_hoc_recency.move_to_end(target.name)
+                return target
+        try:
+            endpoint = parse_address(text, allow_userinfo=False).endpoint
+        except AddressError as err:
+            raise TargetRefused(str(err)) from err
+        rule = next((rule for rule in self._allow if rule.matches(endpoint)), None)
+        with self._lock:
+            target = self._by_address.get(_address_key(endpoint))
+            if target is None:
+                if rule is None:
+                    raise TargetRefused("target is neither configured nor allowed by scrape.allow")
+                target = self._add_ad_hoc(endpoint, rule.credentials)
+            elif target.kind is Kind.AD_HOC:
+                self._ad_hoc_recency.move_to_end(target.name)
+            if len(self._aliases) >= MAX_ALIASES:  # texts of many spellings: start afresh
+                self._aliases.clear()
+            self._aliases[text] = target
+            return target
+
+    def _add_ad_hoc(self, endpoint: Endpoint, credentials: Credentials) -> Target:
+        """A target for an allowed address that no target holds (under the lock); the least recently asked for makes
+        room past MAX_AD_HOC_NODES."""
+        node_endpoint = Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username)
+        name = node_endpoint.display()
+        if name in self._targets:  # a configured or found target named like this address, at another address
+            raise TargetRefused(f"{name} is the name of a target at another address")
+        if len(self._ad_hoc_recency) >= MAX_AD_HOC_NODES:
+            self._remove_ad_hoc(next(iter(self._ad_hoc_recency.values())))
+        target = Target(name, self._node(node_endpoint, credentials), replay=self._grant_replay(), kind=Kind.AD_HOC)
+        self._add(target)
+        for text in target.names:
+            self._by_text.setdefault(text, target)
+        self._by_address.setdefault(_address_key(node_endpoint), target)
+        return target
+
+    def _remove_ad_hoc(self, target: Target) -> None:
+        """An ad hoc target leaves, and every lookup that finds it (under the lock)."""
+        self._remove(target)
+        for text in target.names:
+            if self._by_text.get(text) is target:
+                del self._by_text[text]
+        key = _address_key(target.node.endpoint)
+        if self._by_address.get(key) is target:
+            del self._by_address[key]
+        for text in [text for text, held in self._aliases.items() if held is target]:
+            del self._aliases[text]
+
+    # --- what discovery finds
+
     def set_discovered(self, nodes: list[tuple[str, Node]]) -> None:
         """Make discovered nodes targets under their instance names (by endpoint, TLS when in-transit encryption is on),
-        keeping live connections."""
-        keys = tuple(key for _, key in self.heartbeat_sources)
-        wanted = {name: node for name, node in nodes if node.address and name not in self._by_name}
+        keeping live connections; a node discovery no longer finds, or finds changed, goes with its connection."""
         with self._lock:
-            self._ad_hoc_texts.clear()  # an address may now be a discovered node's
-            self._discoveries += 1
-            for name in list(self._discovered):
-                current = self._discovered_nodes[name]
-                node = wanted.get(name)
-                if node is None or (node.address, node.port, node.tls, node.node_type, node.replication_group, node.shard) != (
-                    current.address,
-                    current.port,
-                    current.tls,
-                    current.node_type,
-                    current.replication_group,
-                    current.shard,
-                ):
-                    self._drop(self._discovered.pop(name))
-                    del self._discovered_nodes[name]
+            wanted = {name: node for name, node in nodes if node.address and self._free_for(name, Kind.DISCOVERED)}
+            changed = False
+            for target in [target for target in self._targets.values() if target.kind is Kind.DISCOVERED]:
+                node = wanted.get(target.name)
+                if node is None or target.aws_node is None or _endpoint_facts(node) != _endpoint_facts(target.aws_node):
+                    self._remove(target)
+                    changed = True
+                else:
+                    target.aws_node = node  # its other facts (role, engine version, ...) as discovery now says
             for name, node in wanted.items():
-                if name in self._discovered:
+                if name in self._targets:
                     continue
                 endpoint = Endpoint(node.address.lower(), node.port, node.tls, 0, self._discovered_credentials.username)
-                redis_node = RedisNode(endpoint, self._discovered_node_credentials(name, node), keys, self.max_reply_bytes)
-                redis_node.key_probes = self._key_probes
+                redis_node = self._node(endpoint, self._discovered_node_credentials(name, node))
                 node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
-                self._discovered[name] = Target(name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay())
-                self._discovered_nodes[name] = node
-                self.address_names[(endpoint.host, endpoint.port)] = name
+                target = Target(
+                    name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay(), kind=Kind.DISCOVERED, aws_node=node
+                )
+                self._add(target)
+                changed = True
+            if changed:
+                self._reindex()
 
     def set_cluster_members(self, seed: TargetConfig, members: list[Member]) -> None:
         """The nodes of ``seed``'s cluster as targets (``host:port``, the seed's credentials and TLS), each labelled with
         its shard (its primary's node id) and role; a node that left is dropped with its connection."""
-        keys = tuple(key for _, key in self.heartbeat_sources)
         group = seed.replication_group or seed.name
-        wanted = {member.name: member for member in members if member.name not in self._by_name}
         with self._lock:
-            self._ad_hoc_texts.clear()
-            mine = [name for name, target in self._members.items() if target.replication_group == group]
-            for name in mine:
-                member = wanted.get(name)
+            wanted = {member.name: member for member in members if self._free_for(member.name, Kind.MEMBER, seed.name)}
+            changed = False
+            for target in [target for target in self._targets.values() if target.kind is Kind.MEMBER and target.seed == seed.name]:
+                member = wanted.get(target.name)
                 if member is None:
-                    self._drop(self._members.pop(name))
-                    self._member_roles.pop(name, None)
+                    self._remove(target)
+                    changed = True
                 else:
-                    self._members[name].shard = member.shard  # a failover moves a node to another primary's shard
-                    self._member_roles[name] = member.role
+                    target.shard = member.shard  # a failover moves a node to another primary's shard
+                    target.member_role = member.role
             for name, member in wanted.items():
-                if name in self._members:
+                if name in self._targets:
                     continue
                 endpoint = Endpoint(member.host.lower(), member.port, seed.endpoint.tls, 0, seed.credentials.username)
-                node = RedisNode(endpoint, seed.credentials, keys, self.max_reply_bytes)
-                node.key_probes = seed.keys if seed.keys is not None else self._key_probes
-                self._members[name] = Target(
-                    name, node, seed.node_type, group, member.shard, replay=self._grant_replay(), on_down=self._on_member_down
+                target = Target(
+                    name,
+                    self._node(endpoint, seed.credentials, seed.keys),
+                    seed.node_type,
+                    group,
+                    member.shard,
+                    replay=self._grant_replay(),
+                    on_down=self._on_member_down,
+                    kind=Kind.MEMBER,
+                    seed=seed.name,
+                    member_role=member.role,
                 )
-                self._member_roles[name] = member.role
-                self.address_names[(endpoint.host, endpoint.port)] = name
+                self._add(target)
+                changed = True
+            if changed:
+                self._reindex()
+
+    def _free_for(self, name: str, kind: Kind, seed: str = "") -> bool:
+        """Whether ``name`` is free for a target of ``kind`` (of ``seed``'s cluster), or already one (under the lock)."""
+        held = self._targets.get(name)
+        return held is None or (held.kind is kind and held.seed == seed)
 
     def _on_member_down(self) -> None:
         if self.member_down is not None:
             self.member_down()
 
-    def cluster_members(self) -> list[tuple[Target, str]]:
-        """(target, role as the cluster last said) of every node found from a cluster endpoint."""
-        with self._lock:
-            return [(self._members[name], self._member_roles.get(name, "")) for name in sorted(self._members)]
+    # --- the map and its indexes (all under the lock, or before the set is shared)
 
-    def discovered_nodes(self) -> list[tuple[Target, Node]]:
-        with self._lock:
-            return [(self._discovered[name], self._discovered_nodes[name]) for name in sorted(self._discovered)]
+    def _add(self, target: Target) -> None:
+        self._targets[target.name] = target
+        if target.kind is Kind.AD_HOC:
+            self._ad_hoc_recency[target.name] = target
 
-    def resolve(self, text: str) -> Target:
-        """The target /scrape?target=<text> names, or :class:`TargetRefused`."""
-        with self._lock:
-            target = self._by_name.get(text) or self._members.get(text) or self._discovered.get(text)
-            key = self._ad_hoc_texts.get(text) if target is None else None
-            discoveries = self._discoveries
-            if key is not None and (target := self._ad_hoc.get(key)) is not None:
-                self._ad_hoc.move_to_end(key)
-        if target is not None:
-            return target
-        try:
-            endpoint = parse_address(text, allow_userinfo=False).endpoint
-        except AddressError as err:
-            raise TargetRefused(str(err)) from err
-        target = self._by_address.get(_key(endpoint))
-        if target is None:
-            with self._lock:
-                target = next((t for t in self._discovered.values() if _key(t.node.endpoint) == _key(endpoint)), None)
-        if target is not None and target.node.endpoint.tls == endpoint.tls:
-            return target
-        for rule in self._allow:
-            if rule.matches(endpoint):
-                target = self._ad_hoc_target(endpoint, rule.credentials)
-                with self._lock:
-                    if len(self._ad_hoc_texts) >= 2 * MAX_AD_HOC_NODES:  # texts of evicted targets, or many spellings
-                        self._ad_hoc_texts.clear()
-                    if self._discoveries == discoveries:  # else the discovered node checked above may be out of date
-                        self._ad_hoc_texts[text] = _ad_hoc_key(endpoint)
-                return target
-        raise TargetRefused("target is neither configured nor allowed by scrape.allow")
+    def _remove(self, target: Target) -> None:
+        """A target leaves the map: its connection closed, its grant given back."""
+        del self._targets[target.name]
+        self._ad_hoc_recency.pop(target.name, None)
+        target.node.close()
+        if target.replay:
+            self._replaying -= 1
 
-    def _ad_hoc_target(self, endpoint: Endpoint, credentials: Credentials) -> Target:
-        key = _ad_hoc_key(endpoint)
-        with self._lock:
-            target = self._ad_hoc.get(key)
-            if target is None:
-                if len(self._ad_hoc) >= MAX_AD_HOC_NODES:  # the least recently asked for makes room (and gives back its grant)
-                    _, evicted = self._ad_hoc.popitem(last=False)
-                    self._drop(evicted)
-                node = RedisNode(
-                    Endpoint(endpoint.host, endpoint.port, endpoint.tls, endpoint.db, credentials.username),
-                    credentials,
-                    tuple(key for _, key in self.heartbeat_sources),
-                    self.max_reply_bytes,
-                )
-                node.key_probes = self._key_probes
-                target = Target(node.endpoint.display(), node, replay=self._grant_replay())
-                self._ad_hoc[key] = target
-            else:
-                self._ad_hoc.move_to_end(key)
-            return target
+    def _reindex(self) -> None:
+        """Every index made anew from the map, the earlier kind first where two targets share a text or an address."""
+        by_text: dict[str, Target] = {}
+        by_address: dict[tuple[str, int, int, bool], Target] = {}
+        address_names: dict[tuple[str, int], str] = {}
+        for target in sorted(self._targets.values(), key=lambda target: _RANK[target.kind]):  # stable: configured in order
+            for text in target.names:
+                by_text.setdefault(text, target)
+            endpoint = target.node.endpoint
+            by_address.setdefault(_address_key(endpoint), target)
+            if target.kind is not Kind.AD_HOC:
+                address_names.setdefault((endpoint.host, endpoint.port), target.name)
+        self._by_text, self._by_address, self.address_names = by_text, by_address, address_names
+        self._aliases = {}  # a text may now name another target
 
     def _grant_replay(self) -> bool:
         """A new target may keep its rendered lines while fewer than MAX_REPLAYING_TARGETS do (under the set's lock, or
@@ -297,28 +412,11 @@ class TargetSet:
         self._replaying += 1
         return True
 
-    def _drop(self, target: Target) -> None:
-        """A target leaves the set: its connection closed, its grant given back."""
-        target.node.close()
-        if target.replay:
-            self._replaying -= 1
 
-    def every(self) -> list[Target]:
-        """Every target this set holds, each once: configured, discovered (whatever /metrics serves of them) and the
-        ad hoc ones of /scrape. Each may hold a connection."""
-        with self._lock:
-            targets = [*self._by_name.values(), *self._members.values(), *self._discovered.values(), *self._ad_hoc.values()]
-        return list({id(target): target for target in targets}.values())
-
-    def close(self) -> None:
-        """Close every connection the set's targets opened (on reload and at exit)."""
-        for target in self.every():
-            target.node.close()
+def _address_key(endpoint: Endpoint) -> tuple[str, int, int, bool]:
+    return (endpoint.host, endpoint.port, endpoint.db, endpoint.tls)
 
 
-def _key(endpoint: Endpoint) -> tuple[str, int, int]:
-    return (endpoint.host, endpoint.port, endpoint.db)
-
-
-def _ad_hoc_key(endpoint: Endpoint) -> tuple[str, int, int, bool]:
-    return (*_key(endpoint), endpoint.tls)
+def _endpoint_facts(node: Node) -> tuple[Any, ...]:
+    """What a discovered node's target is made from: a change of any makes it anew."""
+    return (node.address, node.port, node.tls, node.node_type, node.replication_group, node.shard)
