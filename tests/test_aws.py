@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import math
 import os
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import boto3
 import pytest
@@ -532,6 +534,59 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
         assert f"{queries:>14,}" in result.stdout
     finally:
         exporter.stop()
+
+
+def test_every_discovered_address_scrapes_through_the_exporter_process(moto_server, tmp_path, aws_credentials, monkeypatch):
+    """Prometheus' http_sd job as the README has it: each address the process' /discovery lists, fed back into
+    /scrape?target=, answers redis_up 1 (moto's endpoints moved onto two real servers, a primary and its replica)."""
+    from moto.elasticache.models import elasticache_backends
+    from servers import start_redis
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    primary, replica = start_redis(), start_redis()
+    exporter = None
+    try:
+        replica.client().replicaof("127.0.0.1", primary.port)
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        elasticache.create_replication_group(
+            ReplicationGroupId="orders", ReplicationGroupDescription="test", Engine="redis", CacheNodeType="cache.r6g.large", NumCacheClusters=1
+        )
+        (node_group,) = elasticache_backends[ACCOUNT][REGION].replication_groups["orders"].node_groups  # the server's state
+        node_group["node_group_members"] = [
+            {
+                "cache_cluster_id": f"orders-00{i + 1}",
+                "cache_node_id": "0001",
+                "current_role": role,
+                "read_endpoint": {"address": "127.0.0.1", "port": server.port},
+            }
+            for i, (role, server) in enumerate([("primary", primary), ("replica", replica)])
+        ]
+        for cluster_id in ("orders-001", "orders-002"):
+            elasticache.create_cache_cluster(CacheClusterId=cluster_id, ReplicationGroupId="orders", CacheNodeType="cache.r6g.large", Engine="redis")
+        config = tmp_path / "config.yml"
+        config.write_text(f"redis:\n  addr: ''\naws:\n  regions: [{REGION}]\n  discovery_interval: 2s\n  cloudwatch:\n    enabled: false\n")
+        env = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL")}
+        exporter = start_exporter("--config.file", str(config), env=env)
+
+        def listed() -> list[dict]:
+            code, body = exporter.get("/discovery")
+            assert code == 200, body
+            return json.loads(body)
+
+        groups = wait_until(lambda: len(listed()) == 2 and listed(), timeout=30, what="both nodes listed")
+        assert sorted(group["targets"][0] for group in groups) == sorted(f"redis://127.0.0.1:{s.port}" for s in (primary, replica))
+        for group in groups:
+            code, body = exporter.get("/scrape?target=" + urllib.parse.quote(group["targets"][0], safe=""))
+            assert code == 200, body
+            samples = parse_samples(body)
+            assert sample(samples, "redis_up") == 1
+            role = "master" if group["labels"]["__meta_elasticache_role"] == "primary" else "slave"
+            assert dict(next(labels for name, labels in samples if name == "redis_instance_info"))["role"] == role
+    finally:
+        if exporter is not None:
+            exporter.stop()
+        primary.stop()
+        replica.stop()
 
 
 def test_assume_role_per_account(aws_credentials):
