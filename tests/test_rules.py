@@ -1190,7 +1190,8 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
             extra[series("redis_up", instance=labels["instance"])] = "1+0x120" if fresh else "0+0x120"
         elif guard == "cloudwatch" and ("dimension_CacheClusterId" in labels or "dimension_clusterId" in labels):
             dims = {k: v for k, v in labels.items() if k in ("account_id", "region") or k.startswith("dimension_")}
-            metric = CW_SERIES.search(expr).group(0)
+            # each CloudWatch input its own datapoints' time (an input of another family: the one the expression reads)
+            metric = text.partition("{")[0] if CW_SERIES.fullmatch(text.partition("{")[0]) else CW_SERIES.search(expr).group(0)
             # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
             extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x120" if fresh else "-1000+0x120"
         elif guard == "fleet":  # discovery of the exporter that polls AWS succeeded now, or 50 minutes before the test's start

@@ -26,7 +26,6 @@ SIGNALS = {
 LEVELS = (80, 90, 100)
 NETWORK_ALARMS = ("percentage", "bytes")  # the CloudWatch alarm families for network; the first is the default
 SEVERITIES = ("critical", "warning", "info")
-GUARDS = ("none", "redis", "utilization", "cloudwatch", "fresh", "fleet")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
@@ -39,6 +38,17 @@ FLEET_SERIES = re.compile(
     r"|pending_modification_info|global_datastore_[a-z_]+|engine_support_[a-z_]+)\b"
 )
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
+# what an arm of an expression may read, declared per arm (prometheus.any / prometheus.all): the labels that name its
+# node, and the expression that holds while the arm's own series is fresh (its ``{series}`` filled in)
+ARM_SOURCES = {
+    "cloudwatch": (
+        CLOUDWATCH_DIMENSIONS,
+        f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{{{metric="{{series}}"}}}} < {FRESH_SECONDS}',
+    ),
+    "redis": ("instance", "redis_up == 1"),
+}
+COMBINATIONS = {"any": "or", "all": "and"}  # any: each arm alerts alone; all: a node alerts where every arm holds
+ARM_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)\s*-?[0-9.e+]+")
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
 ALERT_KEYS = (
     "name",
@@ -99,6 +109,17 @@ class CloudWatchAlarm:
 
 
 @record(frozen=True)
+class Arm:
+    """One condition of an expression on one series, silent while that series is stale: its own guard, whatever the
+    other arms read."""
+
+    source: str  # ARM_SOURCES
+    series: str
+    when: str  # the comparison: "> 2000"
+    labels: tuple[tuple[str, str], ...] = ()  # set on the alerts this arm fires (which arm it was)
+
+
+@record(frozen=True)
 class Alert:
     name: str
     severity: str
@@ -111,6 +132,7 @@ class Alert:
     baseline: BaselineRule | None
     cloudwatch: CloudWatchAlarm | None
     guard: str = "none"
+    arms: tuple[Arm, ...] = ()  # an expression built from arms: ``expr`` is their rendering, each arm guarded
     join: tuple[str, ...] = ()  # inhibitions.JOINS: labels joined in so that an inhibition can match them
     inhibits: tuple[Inhibition, ...] = ()  # the alerts this one silences while it fires
 
@@ -152,7 +174,8 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
 def _alert(item: Any, where: str) -> Alert:
     _check_alert_shape(item, where)
     baseline = item.get("baseline")
-    expr = (item.get("prometheus") or {}).get("expr")
+    arms, combination = _arms(item.get("prometheus") or {}, f"{where}.prometheus")
+    expr = render_arms(arms, combination) if arms else (item.get("prometheus") or {}).get("expr")
     if baseline is not None:
         if baseline.get("signal") not in SIGNALS or baseline.get("level") not in LEVELS:
             raise RenderError(f"{where}: baseline needs a signal ({', '.join(SIGNALS)}) and a level (80, 90 or 100)")
@@ -161,7 +184,12 @@ def _alert(item: Any, where: str) -> Alert:
     guard = item.get("guard")
     if guard is not None and guard != "none":
         raise RenderError(f"{where}.guard: only 'none' may be set (the guard is chosen from what the expression reads)")
-    guard = guard or _guard_for(expr, baseline is not None)
+    guard = guard or (arms[0].source if arms else _guard_for(expr, baseline is not None))
+    if guard == "cloudwatch" and not arms and len(set(CLOUDWATCH_SERIES.findall(expr or ""))) > 1:
+        raise RenderError(
+            f"{where}.prometheus.expr: reads several CloudWatch series, and each needs its own freshness: write it as "
+            "prometheus.any or prometheus.all, an arm per series"
+        )
     if item.get("keep_firing_for") and guard != "none":
         raise RenderError(
             f"{where}.keep_firing_for: would keep the alert firing from old values after its data stopped; widen the expression's window"
@@ -180,6 +208,7 @@ def _alert(item: Any, where: str) -> Alert:
         baseline=rule,
         cloudwatch=cloudwatch,
         guard=guard,
+        arms=arms,
         join=parse_join(item.get("join"), f"{where}.join", RenderError),
         inhibits=parse_inhibits(item.get("inhibits"), f"{where}.inhibits", RenderError),
     )
@@ -190,7 +219,7 @@ def _check_alert_shape(item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise RenderError(f"{where}: must be a mapping")
     check_known_keys(item, ALERT_KEYS, where, RenderError)
-    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr",)), ("cloudwatch", CLOUDWATCH_KEYS)):
+    for part, keys in (("baseline", ("signal", "level")), ("prometheus", ("expr", *COMBINATIONS)), ("cloudwatch", CLOUDWATCH_KEYS)):
         if item.get(part) is not None:
             if not isinstance(item[part], dict):
                 raise RenderError(f"{where}.{part}: must be a mapping")
@@ -200,6 +229,56 @@ def _check_alert_shape(item: Any, where: str) -> None:
             raise RenderError(f"{where}: '{key}' must be a non-empty string")
     if item["severity"] not in SEVERITIES:
         raise RenderError(f"{where}: severity must be critical, warning or info")
+
+
+def _arms(prometheus: dict[str, Any], where: str) -> tuple[tuple[Arm, ...], str]:
+    """The arms of ``prometheus.any`` or ``prometheus.all`` (each a mapping of its source, the series it reads, the
+    comparison ``when`` and optional ``labels``), and which of the two combines them."""
+    given = [key for key in ("expr", *COMBINATIONS) if prometheus.get(key) is not None]
+    if len(given) > 1:
+        raise RenderError(f"{where}: give one of expr, any and all, not {' and '.join(given)}")
+    combination = next((key for key in COMBINATIONS if key in given), None)
+    if combination is None:
+        return (), ""
+    raw = prometheus[combination]
+    if not isinstance(raw, list) or len(raw) < 2:
+        raise RenderError(f"{where}.{combination}: must be a list of at least two arms")
+    arms = tuple(_arm(item, f"{where}.{combination}[{index}]") for index, item in enumerate(raw))
+    if len({arm.source for arm in arms}) > 1:
+        raise RenderError(f"{where}.{combination}: every arm reads the same source (its node's labels join them)")
+    return arms, combination
+
+
+def _arm(raw: Any, where: str) -> Arm:
+    if not isinstance(raw, dict):
+        raise RenderError(f"{where}: must be a mapping")
+    check_known_keys(raw, (*ARM_SOURCES, "when", "labels"), where, RenderError)
+    sources = [source for source in ARM_SOURCES if source in raw]
+    if len(sources) != 1 or not isinstance(raw[sources[0]], str) or not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", raw[sources[0]]):
+        raise RenderError(f"{where}: needs one series name, under the source it comes from ({', '.join(ARM_SOURCES)})")
+    when = raw.get("when")
+    if not isinstance(when, str) or not ARM_COMPARISON.fullmatch(when.strip()):
+        raise RenderError(f"{where}.when: must be a comparison with a number, such as '> 2000'")
+    labels = raw.get("labels") or {}
+    if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise RenderError(f"{where}.labels: must map label names to strings")
+    return Arm(sources[0], raw[sources[0]], when.strip(), tuple(sorted(labels.items())))
+
+
+def render_arms(arms: tuple[Arm, ...], combination: str) -> str:
+    """The arms as one expression: each its series' condition, silent while that series is stale, with its labels set;
+    joined with ``or`` (any) or ``and`` on the node's labels (all: the value is the first arm's)."""
+    rendered = []
+    for arm in arms:
+        on, fresh = ARM_SOURCES[arm.source]
+        text = f"({arm.series} {arm.when}) and on ({on}) ({fresh.format(series=arm.series)})"
+        for name, value in arm.labels:
+            text = f'label_replace({text}, "{name}", "{value}", "", "")'
+        rendered.append(f"({text})")
+    operator = COMBINATIONS[combination]
+    if combination == "all":
+        operator = f"{operator} on ({ARM_SOURCES[arms[0].source][0]})"
+    return f" {operator} ".join(rendered)
 
 
 def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, where: str) -> CloudWatchAlarm:

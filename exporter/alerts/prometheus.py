@@ -30,6 +30,8 @@ def expression(alert: Alert) -> str | None:
         expr = f"{signal} / on (node_type) group_left (suggested_node_type, baseline) {baseline} > {alert.baseline.level / 100:g}"
         if alert.baseline.signal == "engine_cpu":
             expr = f"{expr} and on (instance, source) {signal} > {ENGINE_CPU_FLOOR_PERCENT:g}"
+    elif alert.arms:
+        return " ".join(alert.expr.split()) if alert.expr else None  # each arm carries its own guard
     elif alert.expr:
         expr = alert.expr
     else:

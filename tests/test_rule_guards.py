@@ -1,0 +1,133 @@
+"""Each part of an alert is silent on its own stale input, and speaks when its own input is fresh, whatever the
+other parts read: promtool over the shipped rules."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+from test_rules import RULES, _without_annotations, series
+from tools import promtool
+
+from exporter.alerts.catalog import RenderError, load_catalog
+from exporter.alerts.prometheus import expression
+
+CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
+READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
+CREDITS, CPU_AVG = "aws_elasticache_cpucredit_balance_minimum", "aws_elasticache_cpuutilization_average"
+STAMP = "elasticache_cloudwatch_datapoint_timestamp_seconds"
+FRESH, STALE = "0+60x40", "-1000+0x40"  # promtool's time() is the evaluation time: a datapoint of now, or one always old
+
+
+def stamp(metric: str, when: str, **dims: str) -> tuple[str, str]:
+    return series(STAMP, **{**CW, **dims}, metric=metric), when
+
+
+def run_promtool(tmp_path, tests: list[dict]) -> None:
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_without_annotations(RULES.read_text()))
+    test_file = tmp_path / "guards.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+def one_test(inputs: list[tuple[str, str]], alert: str, at: str, expected: list[dict[str, str]]) -> dict:
+    return {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in inputs],
+        "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": [{"exp_labels": labels} for labels in expected]}],
+    }
+
+
+def test_request_latency_guards_each_operation_with_its_own_datapoints(tmp_path):
+    alert = "ElastiCacheRequestLatencyHigh"
+    write_only = {**CW, "dimension_CacheClusterId": "writer-001"}
+    stale_write = {**CW, "dimension_CacheClusterId": "stale-001"}
+    run_promtool(
+        tmp_path,
+        [
+            # a write-only primary: its writes are slow and fresh, it serves no read latency at all
+            one_test(
+                [(series(WRITE_P99, **write_only), "3000+0x20"), stamp(WRITE_P99, FRESH, **write_only)],
+                alert,
+                "11m",
+                [{**write_only, "operation": "write", "severity": "warning"}],
+            ),
+            # the write p99 is an old value kept after its datapoints stopped, while the reads are fresh (and fast)
+            one_test(
+                [
+                    (series(WRITE_P99, **stale_write), "3000+0x20"),
+                    stamp(WRITE_P99, STALE, **stale_write),
+                    (series(READ_P99, **stale_write), "400+0x20"),
+                    stamp(READ_P99, FRESH, **stale_write),
+                ],
+                alert,
+                "11m",
+                [],
+            ),
+        ],
+    )
+
+
+def test_burst_credits_guards_the_cpu_it_reads(tmp_path):
+    alert = "ElastiCacheBurstCreditsLow"
+    node = {**CW, "dimension_CacheClusterId": "carts-001"}
+    credits_low = [(series(CREDITS, **node), "3+0x20"), stamp(CREDITS, FRESH, **node), (series(CPU_AVG, **node), "35+0x20")]
+    run_promtool(
+        tmp_path,
+        [
+            one_test([*credits_low, stamp(CPU_AVG, FRESH, **node)], alert, "16m", [{**node, "severity": "warning"}]),
+            # the CPU above 20 % is an old value: nothing says the node is busy now
+            one_test([*credits_low, stamp(CPU_AVG, STALE, **node)], alert, "16m", []),
+        ],
+    )
+
+
+def write_catalog(tmp_path, prometheus: dict) -> str:
+    alert = {"name": "A", "severity": "warning", "for": "5m", "summary": "s", "description": "d", "runbook": "r", "prometheus": prometheus}
+    path = tmp_path / "catalog.yml"
+    path.write_text(yaml.safe_dump({"format": "elasticache-exporter-alerts", "alerts": [alert]}))
+    return str(path)
+
+
+@pytest.mark.unit
+def test_each_arm_renders_with_its_own_series_freshness(tmp_path):
+    alert = load_catalog(write_catalog(tmp_path, {"all": [{"redis": "redis_a", "when": "> 1"}, {"redis": "redis_b", "when": "< 2"}]}))[0]
+    assert alert.guard == "redis"
+    assert expression(alert) == (
+        "((redis_a > 1) and on (instance) (redis_up == 1)) and on (instance) ((redis_b < 2) and on (instance) (redis_up == 1))"
+    )
+    alert = load_catalog(
+        write_catalog(
+            tmp_path,
+            {"any": [{"cloudwatch": "aws_elasticache_a", "when": ">= 3", "labels": {"op": "a"}}, {"cloudwatch": "aws_elasticache_b", "when": "> 4"}]},
+        )
+    )[0]
+    rendered = expression(alert)
+    assert rendered is not None
+    assert rendered.count(" or ") == 1
+    cloudwatch_node = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
+    assert f"label_replace((aws_elasticache_a >= 3) and on ({cloudwatch_node})" in rendered
+    assert '{metric="aws_elasticache_a"} < 600), "op", "a", "", "")' in rendered
+    assert f"(aws_elasticache_b > 4) and on ({cloudwatch_node})" in rendered
+    assert '{metric="aws_elasticache_b"} < 600)' in rendered
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("prometheus", "error"),
+    [
+        ({"expr": "aws_elasticache_a > 1 and on (region) aws_elasticache_b > 2"}, "reads several CloudWatch series"),
+        ({"all": [{"cloudwatch": "aws_elasticache_a", "when": "> 1"}, {"redis": "redis_b", "when": "> 1"}]}, "every arm reads the same source"),
+        ({"any": [{"cloudwatch": "aws_elasticache_a", "when": "> 1"}]}, "at least two arms"),
+        ({"any": [{"cloudwatch": "aws_elasticache_a", "when": "rate"}, {"cloudwatch": "b", "when": "> 1"}]}, "any[0].when: must be a comparison"),
+        ({"any": [{"cloudwatch": "a{x='1'}", "when": "> 1"}, {"cloudwatch": "b", "when": "> 1"}]}, "needs one series name"),
+        ({"expr": "x > 1", "all": [{"redis": "a", "when": "> 1"}, {"redis": "b", "when": "> 1"}]}, "give one of expr, any and all"),
+    ],
+)
+def test_an_expression_whose_parts_would_share_one_guard_is_refused(tmp_path, prometheus, error):
+    with pytest.raises(RenderError, match=re.escape(error)):
+        load_catalog(write_catalog(tmp_path, prometheus))
