@@ -43,10 +43,6 @@ class Node:
     pending_modifications: tuple[str, ...] = ()  # the fields of the cluster's and its group's PendingModifiedValues
 
     @property
-    def node_type_short(self) -> str:
-        return self.node_type.removeprefix("cache.")
-
-    @property
     def key(self) -> NodeKey:
         return (self.account_id, self.region, self.cluster_id, self.node_id)
 

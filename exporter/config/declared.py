@@ -174,7 +174,6 @@ def optional_string() -> Reader:
 
 
 BOOL = Reader("boolean", as_bool, _text)
-STRING = checked_string()
 PATH = Reader("file", readable_path, _text)
 
 

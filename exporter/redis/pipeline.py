@@ -61,7 +61,6 @@ class ScrapeResult:
     keys: KeyProbeResult | None = None
     read_time: float = 0.0
     duration: float = 0.0
-    command_errors: int = 0
 
 
 class Gates:
@@ -111,7 +110,6 @@ def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]]
     for (command, args), reply in zip(sent, replies, strict=True):
         if isinstance(reply, ErrorReply):
             _on_error(node, gates, command, args, reply)
-            result.command_errors += 1
             continue
         if not isinstance(reply, command.reply) or isinstance(reply, bool):
             raise RespFailure("protocol", f"{' '.join(args[:2])} answered {kind_of(reply)}")

@@ -52,7 +52,7 @@ REASONS = {
 
 
 class _Connection:
-    __slots__ = ("address", "body_needed", "buffer", "busy", "fd", "handshaken", "head_started", "last_active", "sock")
+    __slots__ = ("address", "buffer", "busy", "fd", "handshaken", "head_started", "last_active", "sock")
 
     def __init__(self, sock: socket.socket, address: Any, handshaken: bool) -> None:
         self.sock = sock
@@ -63,7 +63,6 @@ class _Connection:
         self.busy = False  # an answering thread holds it: the loop neither reads, closes nor evicts it meanwhile
         self.last_active = time.monotonic()
         self.head_started: float | None = None  # when the first byte of the current request arrived
-        self.body_needed = 0
 
 
 Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes]]
@@ -98,7 +97,6 @@ class HttpServer:
         self._handler = handler
         self._ssl_context = ssl_context
         self.max_connections = max_connections
-        self.max_workers = workers
         self.head_timeout = head_timeout
         self.idle_timeout = idle_timeout
         self.write_timeout = write_timeout
