@@ -46,9 +46,11 @@ class Kind(Enum):
     @property
     def listed(self) -> bool:
         """Whether /discovery lists targets of this kind (those the exporter found, for Prometheus' http_sd)."""
-        return self in (Kind.MEMBER, Kind.DISCOVERED)
+        return self is MEMBER or self is DISCOVERED
 
 
+# the kinds by module name too: on Python 3.11, each lookup of an Enum member as a class attribute costs 0.3 µs
+CONFIGURED, MEMBER, DISCOVERED, AD_HOC = Kind
 _RANK = {kind: rank for rank, kind in enumerate(Kind)}
 
 
@@ -95,7 +97,7 @@ class Target:
     lock: threading.Lock = field(factory=threading.Lock)
     replay: bool = True  # whether its rendered lines are kept for its next scrape (the target set grants it)
     on_down: Callable[[], None] | None = None  # a node found from a cluster endpoint: a failed scrape asks for a new look
-    kind: Kind = Kind.CONFIGURED
+    kind: Kind = CONFIGURED
     seed: str = ""  # a cluster member: the name of the configured endpoint it was found from
     member_role: str = ""  # a cluster member: "primary" or "replica", as the cluster last said
     aws_node: Node | None = None  # a discovered node: what discovery knows of it
@@ -205,7 +207,7 @@ class TargetSet:
 
     def _served(self, target: Target) -> bool:
         kind = target.kind
-        return kind is Kind.CONFIGURED or kind is Kind.MEMBER or (kind is Kind.DISCOVERED and self._discovered_on_metrics)
+        return kind is CONFIGURED or kind is MEMBER or (kind is DISCOVERED and self._discovered_on_metrics)
 
     def listed(self) -> list[Target]:
         """The targets /discovery lists (the cluster members and the discovered nodes), by name: each resolves by its
@@ -221,12 +223,12 @@ class TargetSet:
     def cluster_members(self) -> list[tuple[Target, str]]:
         """(target, role as the cluster last said) of every node found from a cluster endpoint."""
         with self._lock:
-            members = sorted((target for target in self._targets.values() if target.kind is Kind.MEMBER), key=lambda target: target.name)
+            members = sorted((target for target in self._targets.values() if target.kind is MEMBER), key=lambda target: target.name)
             return [(target, target.member_role) for target in members]
 
     def discovered_nodes(self) -> list[tuple[Target, Node]]:
         """(target, what discovery knows of it) of every node discovered by AWS."""
-        return [(target, target.aws_node) for target in self.of_kind(Kind.DISCOVERED) if target.aws_node is not None]
+        return [(target, target.aws_node) for target in self.of_kind(DISCOVERED) if target.aws_node is not None]
 
     def every(self) -> list[Target]:
         """Every target this set holds, each once: configured, cluster members, discovered (whatever /metrics serves of
@@ -251,7 +253,7 @@ class TargetSet:
         with self._lock:
             target = self._by_text.get(text) or self._aliases.get(text)
             if target is not None:
-                if target.kind is Kind.AD_HOC:
+                if target.kind is AD_HOC:
                     self._ad_hoc_recency.move_to_end(target.name)
                 return target
         try:
@@ -265,7 +267,7 @@ class TargetSet:
                 if rule is None:
                     raise TargetRefused("target is neither configured nor allowed by scrape.allow")
                 target = self._add_ad_hoc(endpoint, rule.credentials)
-            elif target.kind is Kind.AD_HOC:
+            elif target.kind is AD_HOC:
                 self._ad_hoc_recency.move_to_end(target.name)
             if len(self._aliases) >= MAX_ALIASES:  # texts of many spellings: start afresh
                 self._aliases.clear()
@@ -281,7 +283,7 @@ class TargetSet:
             raise TargetRefused(f"{name} is the name of a target at another address")
         if len(self._ad_hoc_recency) >= MAX_AD_HOC_NODES:
             self._remove_ad_hoc(next(iter(self._ad_hoc_recency.values())))
-        target = Target(name, self._node(node_endpoint, credentials), replay=self._grant_replay(), kind=Kind.AD_HOC)
+        target = Target(name, self._node(node_endpoint, credentials), replay=self._grant_replay(), kind=AD_HOC)
         self._add(target)
         for text in target.names:
             self._by_text.setdefault(text, target)
@@ -306,9 +308,9 @@ class TargetSet:
         """Make discovered nodes targets under their instance names (by endpoint, TLS when in-transit encryption is on),
         keeping live connections; a node discovery no longer finds, or finds changed, goes with its connection."""
         with self._lock:
-            wanted = {name: node for name, node in nodes if node.address and self._free_for(name, Kind.DISCOVERED)}
+            wanted = {name: node for name, node in nodes if node.address and self._free_for(name, DISCOVERED)}
             changed = False
-            for target in [target for target in self._targets.values() if target.kind is Kind.DISCOVERED]:
+            for target in [target for target in self._targets.values() if target.kind is DISCOVERED]:
                 node = wanted.get(target.name)
                 if node is None or target.aws_node is None or _endpoint_facts(node) != _endpoint_facts(target.aws_node):
                     self._remove(target)
@@ -322,7 +324,7 @@ class TargetSet:
                 redis_node = self._node(endpoint, self._discovered_node_credentials(name, node))
                 node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
                 target = Target(
-                    name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay(), kind=Kind.DISCOVERED, aws_node=node
+                    name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay(), kind=DISCOVERED, aws_node=node
                 )
                 self._add(target)
                 changed = True
@@ -334,9 +336,9 @@ class TargetSet:
         its shard (its primary's node id) and role; a node that left is dropped with its connection."""
         group = seed.replication_group or seed.name
         with self._lock:
-            wanted = {member.name: member for member in members if self._free_for(member.name, Kind.MEMBER, seed.name)}
+            wanted = {member.name: member for member in members if self._free_for(member.name, MEMBER, seed.name)}
             changed = False
-            for target in [target for target in self._targets.values() if target.kind is Kind.MEMBER and target.seed == seed.name]:
+            for target in [target for target in self._targets.values() if target.kind is MEMBER and target.seed == seed.name]:
                 member = wanted.get(target.name)
                 if member is None:
                     self._remove(target)
@@ -356,7 +358,7 @@ class TargetSet:
                     member.shard,
                     replay=self._grant_replay(),
                     on_down=self._on_member_down,
-                    kind=Kind.MEMBER,
+                    kind=MEMBER,
                     seed=seed.name,
                     member_role=member.role,
                 )
@@ -378,7 +380,7 @@ class TargetSet:
 
     def _add(self, target: Target) -> None:
         self._targets[target.name] = target
-        if target.kind is Kind.AD_HOC:
+        if target.kind is AD_HOC:
             self._ad_hoc_recency[target.name] = target
 
     def _remove(self, target: Target) -> None:
@@ -399,7 +401,7 @@ class TargetSet:
                 by_text.setdefault(text, target)
             endpoint = target.node.endpoint
             by_address.setdefault(_address_key(endpoint), target)
-            if target.kind is not Kind.AD_HOC:
+            if target.kind is not AD_HOC:
                 address_names.setdefault((endpoint.host, endpoint.port), target.name)
         self._by_text, self._by_address, self.address_names = by_text, by_address, address_names
         self._aliases = {}  # a text may now name another target
