@@ -129,8 +129,7 @@ class KeyspaceProfiler(NodeProfiler):
         self._for_group: set[str] = set()  # the targets sampled for their whole group (a replica may be one)
         self._sampling_for_group = False  # the node being visited is one of those
 
-    def visit_all(self) -> None:
-        self._sync()
+    def visit_round(self) -> None:
         chosen = self._one_per_group()
         for name, (_, node) in list(self._nodes.items()):
             if self._stop.is_set():

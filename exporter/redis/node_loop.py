@@ -28,7 +28,8 @@ class NodeLoop:
     def __init__(self, thread_name: str, targets: Targets, interval: float, least_wait: float = 0.0, max_reply_bytes: int | None = None) -> None:
         self._targets = targets
         self._max_reply_bytes = max_reply_bytes
-        self._nodes: dict[str, tuple[TargetConfig, RedisNode]] = {}
+        self._nodes: dict[str, tuple[TargetConfig, RedisNode]] = {}  # the round's: changed and read only under _round
+        self._members: tuple[TargetConfig, ...] = ()  # the latest round's targets, replaced whole: any thread may read it
         self._interval = interval
         self._least_wait = least_wait
         self._stop = threading.Event()
@@ -55,8 +56,8 @@ class NodeLoop:
 
     @property
     def members(self) -> list[TargetConfig]:
-        """The targets of the latest round."""
-        return [target for target, _ in self._nodes.values()]
+        """The targets of the latest round (a scrape reads them while a round changes the node table)."""
+        return list(self._members)
 
     def _sync(self) -> None:
         current = {target.name: target for target in (self._targets() if callable(self._targets) else self._targets)}
@@ -68,6 +69,7 @@ class NodeLoop:
             if name not in self._nodes:
                 limit = DEFAULT_MAX_REPLY_BYTES if self._max_reply_bytes is None else self._max_reply_bytes
                 self._nodes[name] = (target, RedisNode(target.endpoint, target.credentials, max_reply_bytes=limit))
+        self._members = tuple(target for target, _ in self._nodes.values())
 
     def forget(self, name: str) -> None:
         """A node is gone (or changed): drop what was kept of it."""
@@ -83,10 +85,14 @@ class NodeLoop:
             if self._stop.is_set():
                 return
             self._sync()
-            for name, (_, node) in list(self._nodes.items()):
-                if self._stop.is_set():
-                    return
-                self.visit(name, node)
+            self.visit_round()
+
+    def visit_round(self) -> None:
+        """Each node in turn (under the round's lock, the node table just synced), until stopped."""
+        for name, (_, node) in list(self._nodes.items()):
+            if self._stop.is_set():
+                return
+            self.visit(name, node)
 
     def visit(self, name: str, node: RedisNode) -> None:
         raise NotImplementedError
@@ -94,7 +100,10 @@ class NodeLoop:
 
 class NodeProfiler(NodeLoop):
     """A loop that reads something of each node (:meth:`read`) and keeps the latest result per target, the time the
-    read took, and its failures by kind (each kind logged once per target)."""
+    read took, and its failures by kind (each kind logged once per target).
+
+    A read that fails, or that no longer applies (a demoted primary has no slot stats), drops what was kept of the
+    node: its series leave /metrics until a read succeeds again, rather than serving the last one as if it were new."""
 
     what = "profile"  # for the log line
 
@@ -125,17 +134,24 @@ class NodeProfiler(NodeLoop):
             if (name, kind) not in self._logged:
                 self._logged.add((name, kind))
                 log.warning("%s of target %s failed (%s): %.200s", self.what, name, kind, err)
+            self._drop(name)
             return
         if result is None:
+            self._drop(name)
             return
         with self._lock:
             self.profiles[name] = self.combine(self.profiles.get(name), result)
             self.durations[name] = time.monotonic() - started
 
-    def forget(self, name: str) -> None:
+    def _drop(self, name: str) -> None:
+        """The node's profile is no longer true: not served (its failures are still counted)."""
         with self._lock:
             self.profiles.pop(name, None)
             self.durations.pop(name, None)
+
+    def forget(self, name: str) -> None:
+        self._drop(name)
+        with self._lock:
             for key in [key for key in self.errors if key[0] == name]:
                 del self.errors[key]
         self._logged = {key for key in self._logged if key[0] != name}
