@@ -377,16 +377,28 @@ def seed_watched_keys(client: redis.Redis) -> None:
     client.xreadgroup("workers", "worker-1", {"events": ">"}, count=1)
 
 
-def start_cluster(engine: str, *extra: str, node_timeout_ms: int = 5000, replicas: int = 1) -> list[RedisProcess]:
+def start_cluster(
+    engine: str, *extra: str, node_timeout_ms: int = 5000, replicas: int = 1, password: str | None = None, tls: dict[str, str] | None = None
+) -> list[RedisProcess]:
     """Three primaries with ``replicas`` replicas each, made with ``redis-cli --cluster create``, once every node says the
-    state is ok; the nodes started are stopped again if that fails."""
+    state is ok; the nodes started are stopped again if that fails. With ``password`` every node wants it (replicas and
+    MIGRATE give it too); with ``tls`` (make_certificates) clients, replication and the cluster bus speak TLS only."""
     nodes: list[RedisProcess] = []
+    secured = list(extra)
+    if password:
+        secured += ["--masterauth", password]
+    if tls:
+        secured += ["--tls-cluster", "yes", "--tls-replication", "yes"]
     try:
         for _ in range(3 * (1 + replicas)):
-            nodes.append(start_redis("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), *extra, engine=engine))
+            cluster = ("--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), *secured)
+            nodes.append(start_redis(*cluster, password=password, tls=tls, engine=engine))
         addresses = [f"127.0.0.1:{n.port}" for n in nodes]
         create = [require("redis-cli"), "--cluster", "create", *addresses, "--cluster-replicas", str(replicas), "--cluster-yes"]
-        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        if tls:
+            create += ["--tls", "--cacert", tls["ca"], "--cert", tls["cert"], "--key", tls["key"]]
+        env = {**os.environ, "REDISCLI_AUTH": password} if password else None
+        subprocess.run(create, check=True, capture_output=True, timeout=60, env=env)
         for node in nodes:
             wait_until(lambda node=node: b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO"), timeout=30, what="cluster ok")
     except BaseException:

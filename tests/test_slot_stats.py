@@ -208,5 +208,5 @@ def test_cluster_plan_on_a_real_cluster(tmp_path, capsys):
     assert result["skew_before"] > 2
     assert result["skew_after_moves"] <= 1.2
     assert {move["from_address"] for move in result["moves"]} == {f"127.0.0.1:{primary.port}"}
-    assert "CLUSTER SETSLOT $slot IMPORTING" in text
+    assert 'CLUSTER SETSLOT "$slot" IMPORTING' in text
     assert "move(s) bring the skew to" in text

@@ -11,7 +11,19 @@ from typing import Any
 
 from .output import emit
 
-ELASTICACHE_SUFFIX = ".cache.amazonaws.com"
+# as serve names them: the plan reaches the cluster as the exporter's target does
+TLS_FLAGS = (
+    ("redis.tls-ca-file", "CA bundle to verify the server"),
+    ("redis.tls-cert-file", "client certificate (with --redis.tls-key-file)"),
+    ("redis.tls-key-file", "client key (with --redis.tls-cert-file)"),
+    ("redis.tls-server-name", "server name to verify instead of the host of the address"),
+    ("redis.tls-insecure-skip-verify", "do not verify the server certificate (explicit opt-in)"),
+)
+AUTH_VARIABLE = "ELASTICACHE_EXPORTER_REDIS_PASSWORD"
+
+
+def _env(flag: str) -> str:
+    return "ELASTICACHE_EXPORTER_" + flag.replace(".", "_").replace("-", "_").upper()
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -22,30 +34,46 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
         allow_abbrev=False,
     )
     plan.add_argument(
-        "--target", required=True, help="a node of the cluster, redis://host:port or rediss://… (password from ELASTICACHE_EXPORTER_REDIS_PASSWORD)"
+        "--target",
+        required=True,
+        help=f"a node of the cluster, redis://[user@]host:port or rediss://… (the password from {AUTH_VARIABLE}, never the address)",
     )
+    for flag, help_text in TLS_FLAGS:
+        if flag == "redis.tls-insecure-skip-verify":
+            plan.add_argument(f"--{flag}", dest=flag, action="store_true", default=None, help=f"{help_text} [{_env(flag)}]")
+        else:
+            plan.add_argument(f"--{flag}", dest=flag, metavar="FILE" if flag.endswith("file") else "NAME", help=f"{help_text} [{_env(flag)}]")
     plan.add_argument("--resource", choices=("cpu", "network", "keys"), default="cpu", help="the load to even out (default cpu)")
     plan.add_argument("--max-skew", type=float, default=1.2, help="the largest shard over the mean to reach (default 1.2)")
     plan.add_argument(
         "--interval", default="10s", help="cpu and network: the load between two reads this far apart; 0: since the counters started (default 10s)"
     )
-    plan.add_argument("--format", dest="output_format", choices=("text", "json"), default="text")
+    plan.add_argument(
+        "--format",
+        dest="output_format",
+        choices=("text", "json", "script"),
+        default="text",
+        help="script: a bash script that moves the slots with their keys (self-managed clusters; the password from REDISCLI_AUTH)",
+    )
     plan.add_argument("--out", metavar="FILE", help="write here instead of standard output")
 
 
 def run_cluster(args: argparse.Namespace, environ: Mapping[str, str], sleep: Callable[[float], None] = time.sleep) -> int:
     from exporter.common.errors import UsageError
     from exporter.config import parse_duration
-    from exporter.redis.cluster_plan import Shard, plan
+    from exporter.redis.cluster_plan import Shard, migrate_script, on_elasticache, plan
 
     if not args.max_skew >= 1.0:
         raise UsageError(f"--max-skew: the largest shard over the mean is at least 1, got {args.max_skew}")
     interval = 0.0 if args.interval in ("0", "0s") else parse_duration(args.interval)
     if interval is None:
         raise UsageError(f"--interval: not a duration such as 10s, got {args.interval!r}")
-    reader = _Reader(args.target, environ)
+    reader = _Reader(args, environ)
     try:
-        primaries = reader.primaries()
+        members = reader.members()
+        primaries = [member for member in members if member.role == "primary" and member.slots]
+        if not primaries:
+            raise UsageError(f"--target: the cluster of {reader.endpoint.host_port} has no primary serving slots")
         first = reader.slot_loads(primaries, args.resource)
         loads = first
         if args.resource != "keys" and interval > 0:
@@ -54,33 +82,77 @@ def run_cluster(args: argparse.Namespace, environ: Mapping[str, str], sleep: Cal
             loads = {slot: max(0.0, value - first.get(slot, 0.0)) / interval for slot, value in second.items()}
     finally:
         reader.close()
-    shards = [Shard(node_id, address, tuple(sorted(slots))) for node_id, address, slots in primaries]
+    shards = [Shard(member.node_id, member.name, tuple(sorted(member.slots))) for member in primaries]
     result = plan(shards, loads, args.resource, args.max_skew)
-    elasticache = any(address.split(":")[0].endswith(ELASTICACHE_SUFFIX) for _, address, _ in primaries)
+    # ElastiCache by its names: the target's, or a node's address or announced hostname (CLUSTER NODES' ",hostname")
+    elasticache = on_elasticache([reader.endpoint.host, *(member.host for member in members), *(member.hostname for member in members)])
     addresses = {shard.node_id: shard.address for shard in shards}
-    text = json.dumps(_as_dict(result, addresses), indent=2) + "\n" if args.output_format == "json" else _text(result, addresses, elasticache)
+    if args.output_format == "json":
+        text = json.dumps({**_as_dict(result, addresses), "on_elasticache": elasticache}, indent=2) + "\n"
+    elif args.output_format == "script":
+        if elasticache:
+            raise UsageError("--format script: ElastiCache cannot move chosen slots (the text format says what it can do)")
+        text = migrate_script(_needed(result), addresses, reader.cli_options())
+    else:
+        text = _text(result, addresses, elasticache, reader.cli_options())
     emit(text, args.out)
     return 0
 
 
-class _Reader:
-    """The cluster's primaries from the target's CLUSTER NODES, and each primary's slot stats on a connection of its own."""
+def _needed(result: Any) -> tuple[Any, ...]:
+    return () if result.skew_before <= result.max_skew else result.moves
 
-    def __init__(self, target: str, environ: Mapping[str, str]) -> None:
+
+class _Reader:
+    """The cluster's nodes from the target (CLUSTER SHARDS, or CLUSTER NODES before 7.0), and each primary's slot stats
+    on a connection of its own, reached as the target is (TLS, user, password)."""
+
+    def __init__(self, args: argparse.Namespace, environ: Mapping[str, str]) -> None:
         from exporter.common.errors import UsageError
         from exporter.common.secrets import Secret
         from exporter.redis.addresses import AddressError, parse_address
-        from exporter.redis.settings import Credentials
+        from exporter.redis.settings import Credentials, TlsOptions
 
         try:
-            parsed = parse_address(target)
+            parsed = parse_address(args.target)
         except AddressError as err:
             raise UsageError(f"--target: {err}") from err
-        password = parsed.password or environ.get("ELASTICACHE_EXPORTER_REDIS_PASSWORD")
+        if parsed.password:
+            raise UsageError(f"--target: a password in the address shows in the process list; put it in {AUTH_VARIABLE}")
+        values = vars(args)
+
+        def option(flag: str) -> str | None:
+            value = values.get(flag)
+            return str(value) if value is not None else environ.get(_env(flag)) or None
+
+        insecure = values.get("redis.tls-insecure-skip-verify") or environ.get(_env("redis.tls-insecure-skip-verify"), "").lower() in ("1", "true")
+        self.tls = TlsOptions(
+            ca_file=option("redis.tls-ca-file"),
+            cert_file=option("redis.tls-cert-file"),
+            key_file=option("redis.tls-key-file"),
+            server_name=option("redis.tls-server-name"),
+            insecure_skip_verify=bool(insecure),
+        )
+        password = environ.get(AUTH_VARIABLE)
         self.endpoint = parsed.endpoint
-        secret = Secret(value=password, source="the cluster plan's password") if password else None
-        self.credentials = Credentials(username=parsed.endpoint.username, password=secret, timeout=10.0)
+        secret = Secret(value=password, source=AUTH_VARIABLE) if password else None
+        self.credentials = Credentials(username=parsed.endpoint.username, password=secret, tls=self.tls, timeout=10.0)
         self._nodes: dict[str, Any] = {}
+
+    def cli_options(self) -> Any:
+        from exporter.redis.cluster_plan import CliOptions
+
+        tls = self.tls
+        return CliOptions(
+            self.endpoint.tls,
+            tls.ca_file,
+            tls.cert_file,
+            tls.key_file,
+            tls.server_name,
+            tls.insecure_skip_verify,
+            self.endpoint.username,
+            self.credentials.password is not None,
+        )
 
     def _node(self, address: str) -> Any:
         from exporter.redis.addresses import Endpoint
@@ -92,35 +164,50 @@ class _Reader:
             self._nodes[address] = RedisNode(endpoint, self.credentials, max_reply_bytes=8 * 1024 * 1024)
         return self._nodes[address]
 
-    def primaries(self) -> list[tuple[str, str, frozenset[int]]]:
+    def members(self) -> list[Any]:
         from exporter.common.errors import UsageError
-        from exporter.redis.slots import primaries
+        from exporter.redis.cluster_members import read_members
 
-        reply = self._node(self.endpoint.host_port).call_if_allowed("cluster", ("CLUSTER", "NODES"))
-        if not isinstance(reply, bytes):
-            raise UsageError(f"--target: {self.endpoint.host_port} answers no CLUSTER NODES: not a cluster node, or CLUSTER is renamed away")
-        found = primaries(reply.decode())
-        if not found:
-            raise UsageError(f"--target: the cluster of {self.endpoint.host_port} has no primary serving slots")
-        return found
+        found = read_members(self._node(self.endpoint.host_port))
+        if found is None:
+            raise UsageError(f"--target: {self.endpoint.host_port} is no cluster node, or CLUSTER is renamed away")
+        return found[0]
 
-    def slot_loads(self, primaries: list[tuple[str, str, frozenset[int]]], resource: str) -> dict[int, float]:
+    def slot_loads(self, primaries: list[Any], resource: str) -> dict[int, float]:
         from exporter.common.errors import UsageError
         from exporter.redis.slot_stats import ALL_SLOTS, GATE, parse_slot_stats
 
         loads: dict[int, float] = {}
-        for _, address, slots in primaries:
-            reply = self._node(address).call_if_allowed(GATE, ALL_SLOTS)
+        for primary in primaries:
+            node = self._node(primary.name)
+            reply = node.call_if_allowed(GATE, ALL_SLOTS)
+            if reply is None and resource == "keys":
+                loads.update(self._keys_counted(node, primary))
+                continue
             if reply is None:
-                raise UsageError(f"{address} has no CLUSTER SLOT-STATS (Valkey 8.0+, Redis 8.2+), or the user may not run it")
+                raise UsageError(
+                    f"{primary.name} has no CLUSTER SLOT-STATS (Valkey 8.0+, Redis 8.2+), or the user may not run it (--resource keys works)"
+                )
             for stat in parse_slot_stats(reply):
-                if stat.slot not in slots:
+                if stat.slot not in primary.slots:
                     continue
                 value = stat.keys if resource == "keys" else stat.cpu_usec if resource == "cpu" else _bytes(stat.bytes_in, stat.bytes_out)
                 if value is None:
-                    raise UsageError(f"{address}: cluster-slot-stats-enabled is off, so there is no {resource} per slot (--resource keys works)")
+                    raise UsageError(f"{primary.name}: cluster-slot-stats-enabled is off, so there is no {resource} per slot (--resource keys works)")
                 loads[stat.slot] = float(value)
         return loads
+
+    @staticmethod
+    def _keys_counted(node: Any, primary: Any) -> dict[int, float]:
+        """Without CLUSTER SLOT-STATS (Redis OSS 7, as on ElastiCache): CLUSTER COUNTKEYSINSLOT of each of the primary's
+        slots, pipelined."""
+        from exporter.common.errors import UsageError
+
+        slots = sorted(primary.slots)
+        replies = node.call_many([("CLUSTER", "COUNTKEYSINSLOT", str(slot)) for slot in slots], timeout=60.0)
+        if not all(isinstance(reply, int) for reply in replies):
+            raise UsageError(f"{primary.name}: CLUSTER COUNTKEYSINSLOT refused ({next(r for r in replies if not isinstance(r, int))!s:.80})")
+        return {slot: float(count) for slot, count in zip(slots, replies, strict=True)}
 
     def close(self) -> None:
         for node in self._nodes.values():
@@ -157,8 +244,8 @@ def _as_dict(result: Any, addresses: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _text(result: Any, addresses: Mapping[str, str], elasticache: bool) -> str:
-    from exporter.redis.cluster_plan import migrate_commands
+def _text(result: Any, addresses: Mapping[str, str], elasticache: bool, options: Any) -> str:
+    from exporter.redis.cluster_plan import migrate_script
 
     lines = [f"{result.resource} skew now {result.skew_before:.2f} (largest shard over the mean; limit {result.max_skew:g})"]
     for slot, node, share in result.dominant:
@@ -177,9 +264,8 @@ def _text(result: Any, addresses: Mapping[str, str], elasticache: bool) -> str:
         for move in result.moves:
             span = f"{move.first}" if move.first == move.last else f"{move.first}-{move.last}"
             lines.append(f"  slots {span}: {addresses[move.source]} -> {addresses[move.target]} (load {move.load:g})")
-        lines.append("commands (as `--cluster reshard` moves a slot, with its keys):")
-        for move in result.moves:
-            lines += ["  " + line for line in migrate_commands(move, addresses)]
+        lines.append("the script that moves them with their keys, as `--cluster reshard` does (alone with --format script):")
+        lines += ["  " + line for line in migrate_script(result.moves, addresses, options).splitlines()]
     return "\n".join(lines) + "\n"
 
 

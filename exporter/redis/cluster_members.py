@@ -1,6 +1,8 @@
 """A cluster found from one endpoint: every node of it, with its role and shard, from ``CLUSTER SHARDS`` (7.0+; its
 ``endpoint`` is the address clients are told to use, a hostname where the cluster announces one) or ``CLUSTER NODES``
-before that. Parsing is pure; :func:`read_members` asks a node."""
+before that. Each member also carries the hostname its node announces (``cluster-announce-hostname``; ElastiCache's
+node names), which CLUSTER NODES gives after the address (``ip:port@bus,hostname``), and a primary its slots.
+Parsing is pure; :func:`read_members` asks a node."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 from exporter.common.records import record
 
 from .node import RedisNode
-from .slots import is_replica, node_lines
+from .slots import SLOTS, is_replica, node_lines, slot_entries
 
 
 @record(frozen=True)
@@ -19,6 +21,8 @@ class Member:
     port: int
     role: str  # primary | replica
     shard: str  # the node id of its shard's primary (CLUSTER SHARDS' shard id where no primary answers)
+    hostname: str = ""  # the hostname the node announces, "" where it announces none
+    slots: frozenset[int] = frozenset()  # a primary's slots (a replica's: none)
 
     @property
     def name(self) -> str:
@@ -43,12 +47,24 @@ def settled(reply: Any) -> bool:
     )
 
 
+def _slot_ranges(bounds: Any) -> frozenset[int]:
+    """CLUSTER SHARDS' ``slots``: first and last slot of each range, flat."""
+    if not isinstance(bounds, list):
+        return frozenset()
+    slots: set[int] = set()
+    for first, last in zip(bounds[::2], bounds[1::2], strict=False):
+        if isinstance(first, int) and isinstance(last, int) and 0 <= first <= last < SLOTS:
+            slots.update(range(first, last + 1))
+    return frozenset(slots)
+
+
 def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
     """CLUSTER SHARDS (RESP2: flat name/value lists); nodes not online are left out."""
     members = []
     for shard_items in reply if isinstance(reply, list) else []:
         shard = _pairs(shard_items)
         nodes = [_pairs(node) for node in shard.get("nodes", [])]
+        slots = _slot_ranges(shard.get("slots"))
         primary = next((node for node in nodes if _text(node.get("role", "")) == "master"), None)
         shard_id = _text(primary.get("id", "")) if primary else _text(shard.get("id", ""))
         for node in nodes:
@@ -59,7 +75,8 @@ def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
             if not host or host == "?" or not isinstance(port, int) or port <= 0:
                 continue
             role = "primary" if _text(node.get("role", "")) == "master" else "replica"
-            members.append(Member(_text(node.get("id", "")), host, port, role, shard_id))
+            hostname = _text(node.get("hostname") or "")
+            members.append(Member(_text(node.get("id", "")), host, port, role, shard_id, hostname, slots if role == "primary" else frozenset()))
     return members
 
 
@@ -69,12 +86,15 @@ def parse_cluster_nodes(text: str) -> list[Member]:
     for fields in node_lines(text)[0]:
         if len(fields) < 8 or {"fail", "handshake", "noaddr"} & set(fields[2].split(",")):
             continue
-        address = fields[1].split("@", 1)[0].split(",", 1)[0]
-        host, _, port = address.rpartition(":")
+        address, _, hostname = fields[1].partition(",")
+        host, _, port = address.split("@", 1)[0].rpartition(":")
         if not host or not port.isdigit() or int(port) <= 0:
             continue
         replica = is_replica(fields)
-        members.append(Member(fields[0], host, int(port), "replica" if replica else "primary", fields[3] if replica else fields[0]))
+        role, shard = ("replica", fields[3]) if replica else ("primary", fields[0])
+        slots = frozenset() if replica else slot_entries(fields[8:])
+        announced = hostname.split(",", 1)[0]
+        members.append(Member(fields[0], host, int(port), role, shard, "" if "=" in announced else announced, slots))
     return members
 
 

@@ -9,7 +9,8 @@ that carries most of its shard's load on its own is named: moving it moves the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Iterable, Mapping
 
 from exporter.common.records import record
 
@@ -124,19 +125,127 @@ def _ranges(moves: list[Move]) -> list[Move]:
     return joined
 
 
-def migrate_commands(move: Move, addresses: Mapping[str, str], cli: str = "redis-cli") -> list[str]:
-    """The shell commands that move one range of slots with its keys, as ``--cluster reshard`` does slot by slot."""
-    source_host, source_port = addresses[move.source].rsplit(":", 1)
-    target_host, target_port = addresses[move.target].rsplit(":", 1)
-    src, dst = f"{cli} -h {source_host} -p {source_port}", f"{cli} -h {target_host} -p {target_port}"
-    return [
-        f"for slot in $(seq {move.first} {move.last}); do",
-        f"  {dst} CLUSTER SETSLOT $slot IMPORTING {move.source}",
-        f"  {src} CLUSTER SETSLOT $slot MIGRATING {move.target}",
-        f'  while keys=$({src} CLUSTER GETKEYSINSLOT $slot 100) && [ -n "$keys" ]; do',
-        f'    {src} MIGRATE {target_host} {target_port} "" 0 5000 KEYS $keys',
-        "  done",
-        f"  {dst} CLUSTER SETSLOT $slot NODE {move.target}",
-        f"  {src} CLUSTER SETSLOT $slot NODE {move.target}",
-        "done",
+ELASTICACHE_SUFFIXES = (".cache.amazonaws.com", ".cache.amazonaws.com.cn")
+
+
+def on_elasticache(names: Iterable[str]) -> bool:
+    """Whether any of these host names (the target's, and every node's address and announced hostname) is an
+    ElastiCache endpoint's: there, chosen slots cannot be moved."""
+    return any(name.strip().rstrip(".").lower().endswith(ELASTICACHE_SUFFIXES) for name in names if name)
+
+
+@record(frozen=True)
+class CliOptions:
+    """How ``redis-cli`` reaches the cluster, as the plan's own connection did. The password is never part of it: the
+    script reads it from ``REDISCLI_AUTH``, where redis-cli reads it too."""
+
+    tls: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    server_name: str | None = None
+    insecure: bool = False
+    user: str | None = None
+    password: bool = False  # whether the nodes want one
+
+    def arguments(self) -> list[str]:
+        args = ["redis-cli"]
+        if self.tls:
+            args.append("--tls")
+            for flag, value in (("--cacert", self.ca_file), ("--cert", self.cert_file), ("--key", self.key_file), ("--sni", self.server_name)):
+                if value:
+                    args += [flag, value]
+            if self.insecure:
+                args.append("--insecure")
+        if self.user:
+            args += ["--user", self.user]
+        return args
+
+
+BATCH = 100  # keys per MIGRATE, as redis-cli --cluster reshard's default pipeline
+
+# The part of the script that is the same for every plan: one slot moved with its keys, as redis-cli --cluster reshard
+# moves it. Keys are read in redis-cli's quoted form (--no-raw: any byte, a newline too, survives) and handed back on
+# redis-cli's standard input, so neither a key nor the password is ever split by the shell or shown on a command line.
+_MOVE_SLOT = r"""
+fail() { echo "$*" >&2; exit 1; }
+
+quoted() {  # a value as redis-cli reads it between double quotes
+  local value=${1//\\/\\\\}
+  value=${value//\"/\\\"}
+  value=${value//$'\n'/\\n}
+  value=${value//$'\r'/\\r}
+  printf '"%s"' "$value"
+}
+
+ok() {  # a command that must answer OK
+  local reply
+  reply=$("${cli[@]}" "$@") || fail "redis-cli $*: no answer"
+  [ "$reply" = OK ] || fail "$* answered: $reply"
+}
+
+keys_in() {  # host port slot
+  local count
+  count=$("${cli[@]}" -h "$1" -p "$2" CLUSTER COUNTKEYSINSLOT "$3") || fail "$1:$2: no answer"
+  [[ $count =~ ^[0-9]+$ ]] || fail "$1:$2 CLUSTER COUNTKEYSINSLOT $3 answered: $count"
+  echo "$count"
+}
+
+move_slot() {  # slot source-host source-port source-id target-host target-port target-id
+  local slot=$1 src_host=$2 src_port=$3 src_id=$4 dst_host=$5 dst_port=$6 dst_id=$7
+  local left now keys command reply
+  ok -h "$dst_host" -p "$dst_port" CLUSTER SETSLOT "$slot" IMPORTING "$src_id"
+  ok -h "$src_host" -p "$src_port" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id"
+  left=$(keys_in "$src_host" "$src_port" "$slot")
+  while [ "$left" -gt 0 ]; do
+    keys=$("${cli[@]}" --no-raw -h "$src_host" -p "$src_port" CLUSTER GETKEYSINSLOT "$slot" BATCH | sed -n 's/^ *[0-9][0-9]*) //p' | tr '\n' ' ')
+    reply=""
+    if [ -n "$keys" ]; then
+      command=$(printf 'MIGRATE %s %s "" 0 5000%s KEYS %s' "$dst_host" "$dst_port" "$migrate_auth" "$keys")
+      reply=$(printf '%s\n' "$command" | "${cli[@]}" -h "$src_host" -p "$src_port")
+    fi
+    now=$(keys_in "$src_host" "$src_port" "$slot")
+    if [ "$now" -ge "$left" ]; then
+      echo "slot $slot: $now key(s) did not move from $src_host:$src_port to $dst_host:$dst_port; MIGRATE answered: ${reply:-nothing}" >&2
+      echo "the slot stays MIGRATING there and IMPORTING on the target (the slots before it have moved): fix the cause (BUSYKEY: the" >&2
+      echo "target has a key of that name) and move it again, or undo with CLUSTER SETSLOT $slot STABLE on both nodes" >&2
+      exit 1
+    fi
+    left=$now
+  done
+  ok -h "$dst_host" -p "$dst_port" CLUSTER SETSLOT "$slot" NODE "$dst_id"
+  ok -h "$src_host" -p "$src_port" CLUSTER SETSLOT "$slot" NODE "$dst_id"
+}
+""".replace("BATCH", str(BATCH))
+
+
+def migrate_script(moves: Iterable[Move], addresses: Mapping[str, str], options: CliOptions) -> str:
+    """A bash script that moves each range of slots with its keys, slot by slot as ``redis-cli --cluster reshard`` does,
+    and stops with a message at the first pass that moves no key."""
+    moves = list(moves)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Moves {len(moves)} range(s) of slots with their keys (elasticache-exporter cluster plan).",
     ]
+    if options.password:
+        lines.append("# The password is read from REDISCLI_AUTH, never from a command line: export REDISCLI_AUTH=... first.")
+    lines += ["set -euo pipefail", f"cli=({' '.join(shlex.quote(arg) for arg in options.arguments())})"]
+    lines += _MOVE_SLOT.strip("\n").splitlines()
+    if options.password:
+        lines.append(': "${REDISCLI_AUTH:?export REDISCLI_AUTH with the password of the nodes first}"')
+        who = f"AUTH2 $(quoted {shlex.quote(options.user)}) " if options.user else "AUTH "
+        lines.append(f'migrate_auth=" {who}$(quoted "$REDISCLI_AUTH")"')
+    else:
+        lines.append('migrate_auth=""')
+    for move in moves:
+        source_host, source_port = addresses[move.source].rsplit(":", 1)
+        target_host, target_port = addresses[move.target].rsplit(":", 1)
+        ends = (source_host, source_port, move.source, target_host, target_port, move.target)
+        lines += [
+            f"echo 'slots {move.first}-{move.last}: {addresses[move.source]} -> {addresses[move.target]}'",
+            f"for slot in $(seq {move.first} {move.last}); do",
+            f'  move_slot "$slot" {" ".join(shlex.quote(value) for value in ends)}',
+            "done",
+        ]
+    lines.append("echo 'every move done'")
+    return "\n".join(lines) + "\n"

@@ -71,10 +71,10 @@ def owned_slots(cluster_nodes: str) -> frozenset[int]:
         if primary is None:
             return frozenset()
         owner = primary
-    return _slot_entries(owner[8:])
+    return slot_entries(owner[8:])
 
 
-def _slot_entries(entries: list[str]) -> frozenset[int]:
+def slot_entries(entries: list[str]) -> frozenset[int]:
     """The slots of ``CLUSTER NODES`` slot fields (``5``, ``0-5460``), leaving out those being migrated (``[...]``)."""
     slots: set[int] = set()
     for entry in entries:
@@ -96,7 +96,7 @@ def primaries(cluster_nodes: str) -> list[tuple[str, str, frozenset[int]]]:
         if len(fields) < 8 or is_replica(fields) or "fail" in fields[2].split(","):
             continue
         address = fields[1].split("@", 1)[0].split(",", 1)[0]
-        slots = _slot_entries(fields[8:])
+        slots = slot_entries(fields[8:])
         if slots:
             found.append((fields[0], address, slots))
     return found
