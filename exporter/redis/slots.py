@@ -87,16 +87,3 @@ def slot_entries(entries: list[str]) -> frozenset[int]:
         if 0 <= first <= last < SLOTS:
             slots.update(range(first, last + 1))
     return frozenset(slots)
-
-
-def primaries(cluster_nodes: str) -> list[tuple[str, str, frozenset[int]]]:
-    """(node id, host:port, slots) of every primary that serves slots, from ``CLUSTER NODES``."""
-    found = []
-    for fields in node_lines(cluster_nodes)[0]:
-        if len(fields) < 8 or is_replica(fields) or "fail" in fields[2].split(","):
-            continue
-        address = fields[1].split("@", 1)[0].split(",", 1)[0]
-        slots = slot_entries(fields[8:])
-        if slots:
-            found.append((fields[0], address, slots))
-    return found
