@@ -1063,43 +1063,40 @@ case(
     ],
 )
 
-SHARE = "elasticache_cluster_shard_share_ratio"
-HOT_SHARD_INPUTS = [
-    (series(SHARE, replication_group="rg", shard="a", resource="cpu"), "0.7+0x40"),
-    (series(SHARE, replication_group="rg", shard="b", resource="cpu"), "0.15+0x40"),
-    (series(SHARE, replication_group="rg", shard="c", resource="cpu"), "0.15+0x40"),
-    (series("elasticache_shard_member_info", instance="n0", replication_group="rg", shard="a", role="master", shard_source="cluster"),
-     "1+0x40"),
-    (series("elasticache_engine_cpu_utilization_percent", instance="n0", source="info", node_type="cache.r6g.large"), "60+0x40"),
-]  # fmt: skip
+OVER_MEAN = "elasticache_cluster_shard_load_over_mean"
+
+
+def _shard(group: str, shard: str, over_mean: str, node: str, engine_cpu: str | None = None) -> list[tuple[str, str]]:
+    """A shard's CPU load over the mean shard's and, where given, its primary's engine CPU (percent)."""
+    inputs = [(series(OVER_MEAN, replication_group=group, shard=shard, resource="cpu"), f"{over_mean}+0x40")]
+    if engine_cpu is not None:
+        member = {"instance": node, "replication_group": group, "shard": shard, "role": "master", "shard_source": "cluster"}
+        inputs.append((series("elasticache_shard_member_info", **member), "1+0x40"))
+        engine = series("elasticache_engine_cpu_utilization_percent", instance=node, source="info", node_type="cache.r6g.large")
+        inputs.append((engine, f"{engine_cpu}+0x40"))
+    return inputs
+
+
 case(
     "RedisClusterHotShard",
-    HOT_SHARD_INPUTS,
+    [
+        # three shards: a carries 70 % of the CPU, 2.1 times the mean
+        *_shard("rg", "a", "2.1", "n0", "60"), *_shard("rg", "b", "0.45", "n1"), *_shard("rg", "c", "0.45", "n2"),
+        # two shards, 80 % and 20 %: 1.6 times the mean (a share times the shard count never exceeds 2 here)
+        *_shard("two", "x", "1.6", "t0", "60"), *_shard("two", "y", "0.4", "t1"),
+    ],
     "31m",
     "29m",
-    {"replication_group": "rg", "shard": "a", "resource": "cpu"},
+    [{"replication_group": "rg", "shard": "a", "resource": "cpu"}, {"replication_group": "two", "shard": "x", "resource": "cpu"}],
     [
         # the same skew, its primary's engine at 30 % of the 90 % a core it may reach: not yet a problem
-        *[(text.replace('"rg"', '"calm"'), values) for text, values in HOT_SHARD_INPUTS[:4]],
-        (
-            series("elasticache_engine_cpu_utilization_percent", instance="n0", source="info", node_type="cache.r6g.large").replace("n0", "m0"),
-            "30+0x40",
-        ),
-        (
-            series("elasticache_shard_member_info", instance="m0", replication_group="calm", shard="a", role="master", shard_source="cluster"),
-            "1+0x40",
-        ),
+        *_shard("calm", "a", "2.1", "m0", "30"), *_shard("calm", "b", "0.45", "m1"), *_shard("calm", "c", "0.45", "m2"),
         # an even group with a busy engine
-        (series(SHARE, replication_group="even", shard="a", resource="cpu"), "0.34+0x40"),
-        (series(SHARE, replication_group="even", shard="b", resource="cpu"), "0.33+0x40"),
-        (series(SHARE, replication_group="even", shard="c", resource="cpu"), "0.33+0x40"),
-        (
-            series("elasticache_shard_member_info", instance="e0", replication_group="even", shard="a", role="master", shard_source="cluster"),
-            "1+0x40",
-        ),
-        (series("elasticache_engine_cpu_utilization_percent", instance="e0", source="info", node_type="cache.r6g.large"), "80+0x40"),
+        *_shard("even", "a", "1.02", "e0", "80"), *_shard("even", "b", "0.99", "e1"), *_shard("even", "c", "0.99", "e2"),
+        # two shards at 70 % and 30 % with a busy engine: 1.4 times the mean, under 1.5
+        *_shard("mild", "x", "1.4", "d0", "80"), *_shard("mild", "y", "0.6", "d1"),
     ],
-)
+)  # fmt: skip
 
 SLCW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"}
 THROTTLED = "aws_elasticache_throttled_cmds_sum"

@@ -25,7 +25,7 @@ from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes, KeySpec, parse_key_list
 from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.settings import HeartbeatConfig, TlsOptions
-from exporter.redis.slot_stats import SlotStatsConfig
+from exporter.redis.slot_stats import TOP_MAX, SlotStatsConfig
 
 from .model import DEFAULT_REDIS_ADDR, Config
 from .readers import as_bool, as_choice, as_int, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
@@ -409,7 +409,13 @@ SLOT_STATS = Group(
             field="enabled",
         ),
         Setting("interval", duration(10), "how often", field="interval"),
-        Setting("top", integer(1, 1000), "slots served per node, by CPU and by keys", field="top"),
+        Setting(
+            "top",
+            integer(1, TOP_MAX),
+            "slots served per primary, by CPU and by keys: up to 2 x top slots of 4 series each (keys, CPU, network in "
+            "and out), at most 160 series a primary at 20, 800 at 100",
+            field="top",
+        ),
     ),
     record=SlotStatsConfig,
 )

@@ -1,5 +1,6 @@
 """A cluster's load by slot and by shard, from the slot-stats profiler's latest read of each primary: the top slots of
-each node, its totals, each shard's share of its replication group's load and the group's skew."""
+each node, its totals (counted by the exporter, so they never fall when a slot moves away), each shard's share of its
+replication group's load, its load over the mean shard's, and the group's skew."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class SlotStatsCollector(FamilyCollector):
             target = members.get(name)
             group = target.replication_group if target is not None else ""
             shard = (target.shard if target is not None else "") or result.node_id
-            groups.setdefault(group, {})[shard] = result
+            kept = groups.setdefault(group, {}).get(shard)
+            if kept is None or kept.read_at < result.read_at:  # just after a failover, the new primary's read is the later
+                groups[group][shard] = result
         for group, shards in sorted(groups.items()):
             add_shard_shares(group, shards, out)
         add_failures(out, "elasticache_exporter_slot_stats_errors_total", "Failed reads of CLUSTER SLOT-STATS, by kind.", errors)
@@ -65,13 +68,19 @@ def _add_node(name: str, result: SlotProfile, out: FamilySet) -> None:
     out.add("redis_cluster_node_slots", GAUGE, "Slots the primary serves.", base, result.slot_count)
     out.add("redis_cluster_node_slots_keys", GAUGE, "Keys over all the primary's slots.", base, result.keys)
     if result.cpu_usec is not None:
-        out.add("redis_cluster_node_slots_cpu_seconds_total", COUNTER, "CPU over all the primary's slots.", base, result.cpu_usec / 1e6)
+        out.add(
+            "redis_cluster_node_slots_cpu_seconds_total",
+            COUNTER,
+            "CPU of the primary's slots since the exporter's first read, counted from each slot's increase (never falls when a slot moves).",
+            base,
+            result.cpu_usec / 1e6,
+        )
     for direction, value in (("in", result.bytes_in), ("out", result.bytes_out)):
         if value is not None:
             out.add(
                 "redis_cluster_node_slots_network_bytes_total",
                 COUNTER,
-                "Network bytes over all the primary's slots.",
+                "Network bytes of the primary's slots since the exporter's first read, counted from each slot's increase.",
                 {**base, "direction": direction},
                 value,
             )
@@ -87,8 +96,9 @@ def load(result: SlotProfile, resource: str) -> float | None:
 
 
 def add_shard_shares(group: str, shards: dict[str, SlotProfile], out: FamilySet) -> None:
-    """Each shard's share of the group's load, and the group's skew (the largest shard over the mean), per resource
-    that every shard of the group has a figure of."""
+    """Per resource that every shard of the group has a figure of: each shard's share of the group's load (0 to 1), its
+    load over the mean shard's (0 to the number of shards; 1: its fair part) and the group's skew, the busiest shard's
+    load over the mean shard's (1: even, up to the number of shards: two shards can be skewed up to 2)."""
     for resource in RESOURCES:
         loads = {shard: load(result, resource) for shard, result in shards.items()}
         if len(loads) < 2 or any(value is None for value in loads.values()):
@@ -97,18 +107,27 @@ def add_shard_shares(group: str, shards: dict[str, SlotProfile], out: FamilySet)
         total = sum(values.values())
         if total <= 0:
             continue
+        mean = total / len(values)
         for shard, value in sorted(values.items()):
+            labels = {"replication_group": group, "shard": shard, "resource": resource}
             out.add(
                 "elasticache_cluster_shard_share_ratio",
                 GAUGE,
                 "The shard's share of its replication group's load (cpu, network: since the last read; keys: now).",
-                {"replication_group": group, "shard": shard, "resource": resource},
+                labels,
                 value / total,
             )
+            out.add(
+                "elasticache_cluster_shard_load_over_mean",
+                GAUGE,
+                "The shard's load over the mean shard's load of its replication group (1: its fair part; up to the number of shards).",
+                labels,
+                value / mean,
+            )
         out.add(
-            "elasticache_cluster_skew_ratio",
+            "elasticache_cluster_load_skew",
             GAUGE,
-            "The replication group's busiest shard over the mean of its shards (1: even).",
+            "The replication group's busiest shard's load over the mean shard's load (1: even; up to the number of shards).",
             {"replication_group": group, "resource": resource},
-            max(values.values()) / (total / len(values)),
+            max(values.values()) / mean,
         )
