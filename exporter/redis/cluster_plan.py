@@ -198,11 +198,12 @@ move_slot() {  # slot source-host source-port source-id target-host target-port 
   ok -h "$src_host" -p "$src_port" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id"
   left=$(keys_in "$src_host" "$src_port" "$slot")
   while [ "$left" -gt 0 ]; do
-    keys=$("${cli[@]}" --no-raw -h "$src_host" -p "$src_port" CLUSTER GETKEYSINSLOT "$slot" BATCH | sed -n 's/^ *[0-9][0-9]*) //p' | tr '\n' ' ')
+    keys=$("${cli[@]}" --no-raw -h "$src_host" -p "$src_port" CLUSTER GETKEYSINSLOT "$slot" BATCH | sed -n 's/^ *[0-9][0-9]*) //p' | tr '\n' ' ') ||
+      fail "$src_host:$src_port: no answer to CLUSTER GETKEYSINSLOT $slot"
     reply=""
     if [ -n "$keys" ]; then
       command=$(printf 'MIGRATE %s %s "" 0 5000%s KEYS %s' "$dst_host" "$dst_port" "$migrate_auth" "$keys")
-      reply=$(printf '%s\n' "$command" | "${cli[@]}" -h "$src_host" -p "$src_port")
+      reply=$(printf '%s\n' "$command" | "${cli[@]}" -h "$src_host" -p "$src_port") || fail "$src_host:$src_port: no answer to MIGRATE"
     fi
     now=$(keys_in "$src_host" "$src_port" "$slot")
     if [ "$now" -ge "$left" ]; then
