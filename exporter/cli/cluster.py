@@ -1,5 +1,5 @@
-"""``cluster plan``: what would bring a cluster's shard skew under a limit, from each primary's CLUSTER SLOT-STATS.
-It reads and prints; it changes nothing."""
+"""``cluster plan``: what would bring a cluster's shard skew under a limit, from each primary's CLUSTER SLOT-STATS (keys:
+CLUSTER COUNTKEYSINSLOT where that is missing). It reads and prints, a bash script too; it changes nothing."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ AUTH_VARIABLE = "ELASTICACHE_EXPORTER_REDIS_PASSWORD"
 
 
 def _env(flag: str) -> str:
-    return "ELASTICACHE_EXPORTER_" + flag.replace(".", "_").replace("-", "_").upper()
+    from exporter.config import flag_to_env
+
+    return flag_to_env(flag)
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
