@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from exporter.aws.cloudwatch import DEFAULT_METRICS, METRIC_GROUPS, build_queries, polled_metrics, window
 from exporter.aws.monitor import AwsMonitor
+from exporter.aws.network_baseline import BurstWindow
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
 from exporter.common.implied_bandwidth import implied_baseline
@@ -38,8 +39,11 @@ def _group(elasticache, group: str, node_type: str, members: int) -> list[str]:
     return ids
 
 
-def _put_minutes(cloudwatch, cluster_id: str, baseline: float, shares: list[float], peak: float | None = None) -> None:
-    """A minute per share (percent of ``baseline``, newest first): NetworkBytesOut is that share of the baseline over 60 s."""
+def _put_minutes(
+    cloudwatch, cluster_id: str, baseline: float, shares: list[float], peak: float | None = None, peaks: list[float] | None = None
+) -> None:
+    """A minute per share (percent of ``baseline``, newest first): NetworkBytesOut is that share of the baseline over 60 s;
+    the busiest second's share ``peak`` every minute, or ``peaks`` minute by minute."""
     _, end = window(time.time(), 60, 120, 5)
     dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
     data = []
@@ -47,8 +51,9 @@ def _put_minutes(cloudwatch, cluster_id: str, baseline: float, shares: list[floa
         stamp = end - datetime.timedelta(minutes=minutes_ago)
         data.append({"MetricName": "NetworkBytesOut", "Timestamp": stamp, "Value": baseline * share / 100 * 60, "Dimensions": dimensions})
         data.append({"MetricName": "NetworkBaselineUsageOutPercentage", "Timestamp": stamp, "Value": share, "Dimensions": dimensions})
-        if peak is not None:
-            data.append({"MetricName": "NetworkBaselineMaxUsageOutPercentage", "Timestamp": stamp, "Value": peak, "Dimensions": dimensions})
+        busiest = peaks[minutes_ago - 1] if peaks is not None else peak
+        if busiest is not None:
+            data.append({"MetricName": "NetworkBaselineMaxUsageOutPercentage", "Timestamp": stamp, "Value": busiest, "Dimensions": dimensions})
     for start in range(0, len(data), 500):
         cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[start : start + 500])
 
@@ -219,3 +224,60 @@ def test_the_status_page_shows_aws_share_and_busiest_second_beside_the_tables(fl
     page = render_status_page(config, [target], 0.0, load_table, None, [], lambda name: aws_shares(monitor, name, 0.0))
     assert "AWS&#39;s share of the baseline" in page or "AWS's share of the baseline" in page
     assert "out 5 % (busiest second 130 %)" in page
+
+
+@pytest.mark.unit
+def test_burst_minutes_count_each_cloudwatch_minute_once_by_its_timestamp():
+    from exporter.aws.network_baseline import BurstMinutes, burst_window
+
+    calm = {60.0 * minute: 50.0 for minute in range(20)}
+    averages = {60.0 * minute: 70.0 for minute in range(20)}
+    one_burst = {**calm, 600.0: 130.0}
+    # one minute over the baseline, polled again and again (a poll every minute asks for the last 5): counted once
+    kept = BurstMinutes()
+    for poll in range(5):
+        window = kept.merge({600.0: 130.0, 540.0 + 60 * poll: 50.0}, {600.0: 70.0})
+    assert window is not None
+    assert window.burst_minutes == 1
+    # five distinct minutes over it: five, whether a poll brings one minute at a time or all of them at once
+    bursts = {**calm, **{60.0 * minute: 130.0 for minute in (5, 6, 8, 10, 11)}}
+    one_by_one = BurstMinutes()
+    for stamp in sorted(bursts):
+        window = one_by_one.merge({stamp: bursts[stamp]}, {stamp: averages[stamp]})
+        if stamp == 660.0:
+            assert window is not None
+            assert (window.minutes, window.burst_minutes, window.max_usage_percent) == (10, 5, 70.0)
+    all_at_once = burst_window({s: v for s, v in bursts.items() if s <= 660.0}, averages)
+    assert all_at_once is not None
+    assert (all_at_once.minutes, all_at_once.burst_minutes, all_at_once.newest) == (10, 5, 660.0)
+    # the window is the 10 minutes up to the newest (19): the bursts of minutes 5, 6 and 8 fall out; a gap counts no minute
+    later = burst_window(bursts, averages)
+    assert later is not None
+    assert (later.minutes, later.burst_minutes) == (10, 2)
+    sparse = burst_window({0.0: 130.0, 300.0: 130.0, 540.0: 20.0}, {540.0: 95.0, 0.0: 99.0, -60.0: 100.0})
+    assert sparse == BurstWindow(3, 2, 99.0, 540.0)
+    assert burst_window({}, averages) is None
+    assert burst_window(one_burst, {}) == BurstWindow(10, 1, None, 1140.0)
+
+
+def test_the_monitor_serves_each_minutes_burst_once_however_often_it_polls(aws_credentials):
+    """A node whose busiest second went over its baseline in one minute, another in five: polled five times over the same
+    minutes, the first still counts one burst minute of the last 10 and the second five."""
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        (one,) = _group(elasticache, "one", "cache.r6g.large", 1)
+        (five,) = _group(elasticache, "five", "cache.r6g.large", 1)
+        _put_minutes(cloudwatch, one, 125_000_000.0, [70.0] * 10, peaks=[50.0, 50.0, 130.0] + [50.0] * 7)
+        _put_minutes(cloudwatch, five, 125_000_000.0, [70.0] * 10, peaks=[130.0, 50.0, 130.0, 130.0, 50.0, 130.0, 130.0, 50.0, 50.0, 50.0])
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"lookback": "15m"}}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor.discover_once()
+        for _ in range(5):
+            monitor.poll_once()
+        samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+    for cluster_id, bursts in ((one, 1), (five, 5)):
+        labels = {"instance": cluster_id, "direction": "out", "node_type": "cache.r6g.large"}
+        assert sample(samples, "elasticache_network_aws_baseline_burst_minutes", **labels) == bursts
+        assert sample(samples, "elasticache_network_aws_baseline_window_minutes", **labels) == 10
+        assert sample(samples, "elasticache_network_aws_baseline_window_max_usage_ratio", **labels) == pytest.approx(0.7)

@@ -1,5 +1,6 @@
-"""Each part of an alert is silent on its own stale input, and speaks when its own input is fresh, whatever the
-other parts read: promtool over the shipped rules."""
+"""Alerts read their inputs as they are: each part of an alert is silent on its own stale input and speaks when its own
+input is fresh, whatever the other parts read; each CloudWatch minute counts once, however often it is polled. promtool
+over the shipped rules."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tools import promtool
 
 from exporter.alerts.catalog import RenderError, load_catalog
 from exporter.alerts.prometheus import expression
+from exporter.aws.network_baseline import BurstMinutes
 
 CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
@@ -131,3 +133,69 @@ def test_each_arm_renders_with_its_own_series_freshness(tmp_path):
 def test_an_expression_whose_parts_would_share_one_guard_is_refused(tmp_path, prometheus, error):
     with pytest.raises(RenderError, match=re.escape(error)):
         load_catalog(write_catalog(tmp_path, prometheus))
+
+
+def served_bursts(minutes: dict[int, tuple[float, float]], poll_every: int, scrapes: int) -> tuple[str, str]:
+    """What the exporter serves at each scrape of a minute (promtool values of burst_minutes and the window's highest
+    average): CloudWatch's minutes (busiest second and average, percent, by minute) brought by a poll every
+    ``poll_every`` minutes, each poll the 5 minutes that end 2 minutes before it, as the monitor's window asks."""
+    kept, window = BurstMinutes(), None
+    bursts, usage = [], []
+    for now in range(scrapes):
+        if now % poll_every == 0:
+            polled = {minute: values for minute, values in minutes.items() if now - 7 <= minute < now - 2}
+            if polled:
+                window = kept.merge({60.0 * m: v[0] for m, v in polled.items()}, {60.0 * m: v[1] for m, v in polled.items()})
+        bursts.append("_" if window is None else str(window.burst_minutes))
+        usage.append("_" if window is None or window.max_usage_percent is None else f"{window.max_usage_percent / 100:g}")
+    return " ".join(bursts), " ".join(usage)
+
+
+def test_microbursts_count_each_cloudwatch_minute_once_however_often_it_is_polled(tmp_path):
+    alert, labels = "ElastiCacheNetworkMicrobursts", {"instance": "rg-001", "node_type": "cache.r6g.large", "direction": "out"}
+    calm = {minute: (50.0, 70.0) for minute in range(40)}
+    one_burst = {**calm, 10: (130.0, 70.0)}
+    five_bursts = {**calm, **{minute: (130.0, 70.0) for minute in (10, 11, 13, 15, 16)}}
+    tests = []
+    for minutes, poll_every, expected in ((one_burst, 5, []), (one_burst, 1, []), (five_bursts, 5, [labels]), (five_bursts, 1, [labels])):
+        bursts, usage = served_bursts(minutes, poll_every, 40)
+        inputs = [
+            (series("elasticache_network_aws_baseline_burst_minutes", **labels), bursts),
+            (series("elasticache_network_aws_baseline_window_max_usage_ratio", **labels), usage),
+        ]
+        # at minute 21 the polls have brought minute 16, the last burst, and the newest minute is at most 18: all five in the window
+        tests.append(one_test(inputs, alert, "21m", [{**fired, "severity": "warning"} for fired in expected]))
+    assert served_bursts(one_burst, 5, 40)[0].split().count("1") >= 5  # the one minute served for 5 scrapes and more
+    run_promtool(tmp_path, tests)
+
+
+@pytest.mark.unit
+def test_every_recorded_series_an_alert_reads_is_listed_and_an_inert_alert_says_so_and_how_to_arm_it():
+    from pathlib import Path
+
+    from exporter.alerts.prometheus import RECORDED
+
+    recorded = {one.name: one for one in RECORDED}
+    shipped = yaml.safe_load(RULES.read_text())
+    records = {rule["record"] for group in shipped["groups"] for rule in group["rules"] if "record" in rule}
+    read = {name for group in shipped["groups"] for rule in group["rules"] for name in re.findall(r"\belasticache:[a-z0-9_]+", rule["expr"])}
+    assert read <= set(recorded), f"series read by the rules but not in prometheus.RECORDED: {read - set(recorded)}"
+    assert records <= set(recorded)
+    runbooks = (Path(__file__).resolve().parent.parent / "docs" / "runbooks.md").read_text()
+    catalog = {alert.name: alert for alert in load_catalog()}
+    inert = set()
+    for one in RECORDED:
+        if one.name in records:
+            assert not one.inert_without, one.name
+            continue
+        assert one.armed_by, f"{one.name} is not in the shipped rules: say how to record it"
+        assert one.inert_without, f"{one.name} is not in the shipped rules: name the alerts inert without it"
+        for name in one.inert_without:
+            assert one.name in (catalog[name].expr or ""), (name, one.name)
+            inert.add(name)
+    assert inert == {"RedisCommandLatencyAboveBenchmark", "RedisCacheHitRateLow"}
+    for name in inert:
+        anchor = f'<a id="{catalog[name].runbook}"></a>'
+        section = runbooks[runbooks.index(anchor) : runbooks.find("<a id=", runbooks.index(anchor) + len(anchor))]
+        assert "Inert by default" in section, name
+        assert "render prometheus" in section, name

@@ -917,20 +917,21 @@ for alert, direction, level in (
         ],
     )
 BURST = {**AWSN, "direction": "out"}
+BURSTS, WINDOW_USAGE = "elasticache_network_aws_baseline_burst_minutes", "elasticache_network_aws_baseline_window_max_usage_ratio"
 case(
     "ElastiCacheNetworkMicrobursts",
-    # the busiest second over the baseline every other minute, the minute average a steady 70 %
-    [(series(PEAK, **BURST), " ".join(["1.2 0.5"] * 8)), (series(USAGE, **BURST), "0.7+0x15")],
-    "10m",
+    # one more of the last 10 CloudWatch minutes bursts each minute (counted by the exporter), the minute averages at most 70 %
+    [(series(BURSTS, **BURST), "0+1x15"), (series(WINDOW_USAGE, **BURST), "0.7+0x15")],
     "5m",
+    "4m",
     BURST,
     [
-        # steady at 70 %, its busiest seconds at 75 %: nothing bursts
-        (series(PEAK, **{**BURST, "instance": "steady"}), "0.75+0x15"),
-        (series(USAGE, **{**BURST, "instance": "steady"}), "0.7+0x15"),
-        # bursting, but the average is at 85 %: the average-based alerts speak for it
-        (series(PEAK, **{**BURST, "instance": "busy"}), " ".join(["1.2 0.9"] * 8)),
-        (series(USAGE, **{**BURST, "instance": "busy"}), "0.85+0x15"),
+        # steady at 70 %, its busiest seconds under the baseline: nothing bursts
+        (series(BURSTS, **{**BURST, "instance": "steady"}), "0+0x15"),
+        (series(WINDOW_USAGE, **{**BURST, "instance": "steady"}), "0.7+0x15"),
+        # bursting, but a minute's average is at 85 %: the average-based alerts speak for it
+        (series(BURSTS, **{**BURST, "instance": "busy"}), "6+0x15"),
+        (series(WINDOW_USAGE, **{**BURST, "instance": "busy"}), "0.85+0x15"),
     ],
 )
 case(
@@ -1255,6 +1256,8 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "elasticache_serverless_data_storage_utilization_ratio",
         "elasticache_network_aws_baseline_usage_ratio",
         "elasticache_network_aws_baseline_peak_usage_ratio",
+        "elasticache_network_aws_baseline_burst_minutes",
+        "elasticache_network_aws_baseline_window_max_usage_ratio",
     }
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
     unguarded = set()

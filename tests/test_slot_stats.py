@@ -174,7 +174,9 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
     primaries = {dict(labels)["instance"] for (name, labels) in samples if name == "redis_cluster_node_slots"}
     assert len(primaries) == 3  # replicas are not read
     assert sum(sample(samples, "redis_cluster_node_slots", instance=name) for name in primaries) == 16384
-    assert sample(samples, "elasticache_cluster_load_skew", replication_group="rg", resource="cpu") > 2
+    # bytes are counted exactly; CPU is timed, and a busy machine's preemptions land on any command
+    assert sample(samples, "elasticache_cluster_load_skew", replication_group="rg", resource="network") > 2.5
+    assert sample(samples, "elasticache_cluster_load_skew", replication_group="rg", resource="cpu") > 1.5
     assert sample(samples, "redis_cluster_node_slots_keys", instance=owner) >= 50
     shares = {
         dict(labels)["shard"]: value

@@ -51,6 +51,40 @@ SHARD_MEMBERSHIP_EXPR = (
 )
 
 
+@record(frozen=True)
+class Recorded:
+    """A series the rendered rules record, and when they do (docs/metrics.md lists them, with the alerts that read them)."""
+
+    name: str
+    labels: str
+    meaning: str
+    armed_by: str = ""  # how to have it recorded, where the shipped rules do not
+    inert_without: tuple[str, ...] = ()  # the alerts that cannot fire until it is recorded
+
+
+RECORDED = (
+    Recorded("elasticache:baseline_network_bytes_per_second", "`node_type`, `baseline`, `suggested_node_type`",
+             "the node type's bandwidth baseline (bytes/s) from the baseline table"),
+    Recorded("elasticache:baseline_engine_cpu_percent", "`node_type`, `baseline`, `suggested_node_type`",
+             "the node type's engine-CPU baseline (percent of a core) from the baseline table"),
+    Recorded("elasticache:host_cpu_threshold_percent", "`node_type`", "the node type's host CPU threshold, where its vCPUs are known"),
+    Recorded("elasticache:command_p99_seconds", "`instance`, `cmd`, `command_class`",
+             "a command's p99 latency over 5 minutes, from `redis_commands_latencies_usec`"),
+    Recorded("elasticache:baseline_command_p99_seconds", "`node_type`, `command_class`",
+             "the p99 the node type showed under benchmark load (median of the table's figures of GET or SET)",
+             "a baseline table with benchmark `latency:` for the node type (the shipped table has none): "
+             "`elasticache-exporter benchmark --table-out` or `baseline derive --from <redis-benchmark or memtier output> --out`, "
+             "then `render prometheus --baselines <that table>`",
+             ("RedisCommandLatencyAboveBenchmark",)),
+    Recorded("elasticache:hit_ratio_min", "none", "the hit ratio below which RedisCacheHitRateLow fires",
+             "`render prometheus --hit-ratio 0.8 --min-miss-rate 100` (your ratio and misses per second)", ("RedisCacheHitRateLow",)),
+    Recorded("elasticache:miss_rate_min", "none", "the misses per second above which a low hit ratio counts",
+             "`render prometheus --hit-ratio 0.8 --min-miss-rate 100`", ("RedisCacheHitRateLow",)),
+    Recorded(SHARD_MEMBERSHIP, "`instance`, and the shard labels of `elasticache_shard_member_info`",
+             "the shard each node is in, kept while the node is down"),
+)  # fmt: skip
+
+
 def _joined(expr: str, on: str, labels: tuple[str, ...], right: str) -> str:
     """``labels`` joined into the expression from ``right`` on ``on``; a series without a match keeps alerting, without them."""
     return f"({expr}) * on ({on}) group_left ({', '.join(labels)}) {right} or on ({on}) ({expr})"

@@ -36,7 +36,18 @@ from .cloudwatch import (
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
 from .global_datastores import GlobalDatastore, describe_global_datastores, merge_global_datastores, secondary_groups
-from .network_baseline import DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, ImpliedMinutes, datapoints, series_names
+from .network_baseline import (
+    BURST_SERIES,
+    DIRECTIONS,
+    HISTORY_SECONDS,
+    HISTORY_SERIES,
+    BurstMinutes,
+    BurstWindow,
+    ImpliedMinutes,
+    burst_series_names,
+    datapoints,
+    series_names,
+)
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -80,6 +91,9 @@ class AwsMonitor:
         # the last hour's implied baseline per minute, by (node, direction)
         self._implied_minutes: dict[tuple[NodeKey, str], ImpliedMinutes] = {}
         self._implied: dict[tuple[str, str], float] = {}  # (instance, direction) → bytes/s, recomputed each poll
+        # the last 10 CloudWatch minutes of each node's busiest seconds and averages, by (node, direction)
+        self._burst_minutes: dict[tuple[NodeKey, str], BurstMinutes] = {}
+        self._bursts: dict[tuple[str, str], BurstWindow] = {}  # (instance, direction) → its window, recomputed each poll
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
@@ -281,7 +295,8 @@ class AwsMonitor:
                 minutes += [
                     ((query.node.key, query.metric, query.statistic), result)
                     for result in results
-                    if (query := by_id.get(result.get("Id", ""))) is not None and (query.metric, query.statistic) in HISTORY_SERIES
+                    if (query := by_id.get(result.get("Id", ""))) is not None
+                    and ((query.metric, query.statistic) in HISTORY_SERIES or (query.metric, query.statistic) in BURST_SERIES)
                 ]
                 for query_id, datapoint in newest_datapoints(results).items():
                     query = by_id.get(query_id)
@@ -321,6 +336,29 @@ class AwsMonitor:
             else:
                 implied[(self._names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
         self._implied = implied
+        self._keep_burst_minutes(polled, live)
+
+    def _keep_burst_minutes(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
+        """Add this poll's minutes of the busiest seconds and averages; drop nodes gone. Lock held."""
+        for node_key in {key[0] for key in polled}:
+            for direction in DIRECTIONS:
+                peak_metric, usage_metric = burst_series_names(direction)
+                peaks, usage = polled.get((node_key, peak_metric, "Maximum")), polled.get((node_key, usage_metric, "Average"))
+                if peaks or usage:
+                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes()).merge(peaks or {}, usage or {})
+        bursts: dict[tuple[str, str], BurstWindow] = {}
+        for (node_key, direction), kept in list(self._burst_minutes.items()):
+            window_now = kept.merge({}, {}) if node_key in live else None
+            if window_now is None:
+                del self._burst_minutes[(node_key, direction)]
+            else:
+                bursts[(self._names.get(node_key, node_key[2]), direction)] = window_now
+        self._bursts = bursts
+
+    def burst_window(self, instance: str, direction: str) -> BurstWindow | None:
+        """The node's last 10 CloudWatch minutes of busiest seconds (``network_baseline.burst_window``), or None."""
+        with self._lock:
+            return self._bursts.get((instance, direction))
 
     def implied_baseline(self, instance: str, direction: str) -> float | None:
         """The bandwidth (bytes/s) AWS counts as the node's baseline over the last hour (``network_baseline``), or None."""

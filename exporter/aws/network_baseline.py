@@ -1,6 +1,7 @@
 """What the monitor keeps of each node for AWS's implied baseline (``common.implied_bandwidth``): per direction, the
 implied bandwidth of each of the last hour's minutes, in two arrays (about 1 KiB a node and direction, where a dict
-of floats would take several)."""
+of floats would take several); and for its microbursts, the last 10 minutes' busiest second and average, each minute
+counted once by its own timestamp however often a poll brings it back."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 
 from exporter.common.implied_bandwidth import implied_by_minute
+from exporter.common.records import record
 
 HISTORY_SECONDS = 3600  # the minutes a node's implied baseline is the median of
 # the series a poll reads minute by minute for it: (metric, statistic)
@@ -20,6 +22,17 @@ HISTORY_SERIES = frozenset(
     }
 )
 DIRECTIONS = {"in": "In", "out": "Out"}
+BURST_WINDOW_SECONDS = 600  # the CloudWatch minutes a node's microbursts are counted over, up to its newest
+BURST_PERCENT = 100.0  # a minute bursts when its busiest second is above the baseline
+# the series a poll keeps minute by minute for the microbursts: (metric, statistic)
+BURST_SERIES = frozenset(
+    {
+        ("NetworkBaselineMaxUsageInPercentage", "Maximum"),
+        ("NetworkBaselineMaxUsageOutPercentage", "Maximum"),
+        ("NetworkBaselineUsageInPercentage", "Average"),
+        ("NetworkBaselineUsageOutPercentage", "Average"),
+    }
+)
 
 
 def series_names(direction: str) -> tuple[str, str]:
@@ -53,3 +66,50 @@ class ImpliedMinutes:
         self.stamps = array("d", (stamp for stamp, _ in kept))
         self.values = array("d", (value for _, value in kept))
         return bool(kept)
+
+
+def burst_series_names(direction: str) -> tuple[str, str]:
+    """The busiest-second and average share metrics of a direction (``in`` or ``out``)."""
+    word = DIRECTIONS[direction]
+    return f"NetworkBaselineMaxUsage{word}Percentage", f"NetworkBaselineUsage{word}Percentage"
+
+
+@record(frozen=True)
+class BurstWindow:
+    """The CloudWatch minutes of a node and direction within :data:`BURST_WINDOW_SECONDS` of its newest one."""
+
+    minutes: int  # minutes with a busiest-second datapoint
+    burst_minutes: int  # of them, the minutes whose busiest second was above the baseline
+    max_usage_percent: float | None  # the highest minute average of the same minutes (None: no average came)
+    newest: float  # the newest minute's timestamp
+
+
+def burst_window(peaks: Mapping[float, float], averages: Mapping[float, float], seconds: float = BURST_WINDOW_SECONDS) -> BurstWindow | None:
+    """Count each minute once, by its timestamp: ``peaks`` and ``averages`` are percentages by minute (a minute polled
+    again is one key), so the count is the same whether a poll brings one minute or many, every minute or every ten."""
+    if not peaks:
+        return None
+    newest = max(peaks)
+    inside = [value for stamp, value in peaks.items() if stamp > newest - seconds]
+    usage = [value for stamp, value in averages.items() if newest - seconds < stamp <= newest]
+    return BurstWindow(len(inside), sum(value > BURST_PERCENT for value in inside), max(usage) if usage else None, newest)
+
+
+class BurstMinutes:
+    """One node's and direction's minutes of the busiest second and the average share; owned by the monitor, used under
+    its lock."""
+
+    __slots__ = ("averages", "peaks")
+
+    def __init__(self) -> None:
+        self.peaks: dict[float, float] = {}
+        self.averages: dict[float, float] = {}
+
+    def merge(self, peaks: Mapping[float, float], averages: Mapping[float, float]) -> BurstWindow | None:
+        """Add the minutes of a poll (a minute seen again takes its newer value), keep those of the window; the window."""
+        self.peaks.update(peaks)
+        self.averages.update(averages)
+        newest = max(self.peaks, default=max(self.averages, default=0.0))
+        self.peaks = {stamp: value for stamp, value in self.peaks.items() if stamp > newest - BURST_WINDOW_SECONDS}
+        self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - BURST_WINDOW_SECONDS}
+        return burst_window(self.peaks, self.averages)

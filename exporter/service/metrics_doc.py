@@ -134,6 +134,14 @@ AWS = [
         "baseline bandwidth (over 1 spends burst credits); while fresh"),
     Doc("elasticache_network_aws_baseline_peak_usage_ratio", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch",
         "NetworkBaselineMaxUsage{In,Out}Percentage (Maximum) / 100: the minute's busiest second; while fresh"),
+    Doc("elasticache_network_aws_baseline_window_minutes", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
+        "CloudWatch minutes with a busiest-second datapoint among the 10 up to the newest, each counted once by its timestamp "
+        "however often a poll brings it; while fresh"),
+    Doc("elasticache_network_aws_baseline_burst_minutes", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
+        "of those minutes, the ones whose busiest second was above the baseline (over 100 %); ElastiCacheNetworkMicrobursts "
+        "reads it; while fresh"),
+    Doc("elasticache_network_aws_baseline_window_max_usage_ratio", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
+        "the highest minute average (NetworkBaselineUsage*Percentage / 100) of the same minutes; while fresh"),
     Doc("elasticache_network_aws_baseline_bytes_per_second", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch",
         "the baseline AWS implies: NetworkBytes (Sum / period) / (the share / 100), median of the last hour's minutes at 1 % or more"),
     Doc("elasticache_baseline_agreement_ratio", "gauge", "`node_type`, `direction`", "CloudWatch and the baseline table",
@@ -303,6 +311,28 @@ SECTIONS: dict[str, list[Doc]] = {
 }
 
 
+def recorded_table() -> list[str]:
+    """The series the rendered rules record: whether the shipped rules do (rendered here from the shipped catalog and
+    table), what arms those they do not, and the alerts that read each; an alert reading one not recorded is inert."""
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.prometheus import RECORDED, render_prometheus, rules
+    from exporter.baselines.table import load_table
+
+    alerts = load_catalog()
+    shipped = set(re.findall(r"^\s*- record: (\S+)$", render_prometheus(alerts, load_table()), re.M))
+    rendered = rules(alerts)
+    lines = ["| series | labels | meaning | in the shipped rules | alerts that read it |", "|---|---|---|---|---|"]
+    for series in RECORDED:
+        readers = [rule.alert for rule in rendered if re.search(rf"{re.escape(series.name)}\b", rule.expr)]
+        if series.name in shipped:
+            recorded = "recorded"
+        else:
+            recorded = f"**not recorded**; to record it: {series.armed_by}"
+            readers = [f"{name} (**inert** until then)" if name in series.inert_without else name for name in readers]
+        lines.append(f"| `{series.name}` | {series.labels} | {series.meaning} | {recorded} | {', '.join(readers)} |")
+    return lines
+
+
 def relation(name: str) -> str:
     if not name.startswith("redis_"):
         return "ours only"
@@ -340,6 +370,8 @@ def _table(docs: list[Doc]) -> list[str]:
 def render(section: str) -> str:
     if section == "info":
         lines = _table(field_docs())
+    elif section == "recorded":
+        lines = recorded_table()
     elif section == "differences":
         lines = ["| redis_exporter | this exporter | instead write |", "|---|---|---|"]
         lines += [f"| `{name}` | {ours} | {rewrite} |" for name, (ours, rewrite) in sorted(UPSTREAM_DIFFERENCES.items())]

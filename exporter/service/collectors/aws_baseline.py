@@ -7,7 +7,7 @@ import statistics
 import time
 
 from exporter.aws.monitor import AwsMonitor
-from exporter.aws.network_baseline import DIRECTIONS
+from exporter.aws.network_baseline import DIRECTIONS, BurstWindow
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import GAUGE, FamilySet
 
@@ -53,6 +53,9 @@ def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: Fami
                     labels,
                     peak,
                 )
+            bursts = monitor.burst_window(name, direction)
+            if bursts is not None and bursts.newest >= fresh_after:
+                _add_bursts(bursts, labels, out)
             implied = monitor.implied_baseline(name, direction)
             if implied is not None:
                 out.add(
@@ -66,6 +69,32 @@ def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: Fami
                 implied_by_type.setdefault((node.node_type, direction), []).append(implied)
     if table is not None:
         _add_agreement(table, implied_by_type, out)
+
+
+def _add_bursts(bursts: BurstWindow, labels: dict[str, str], out: FamilySet) -> None:
+    """The node's last 10 CloudWatch minutes, each counted once by its timestamp, however often it was polled."""
+    out.add(
+        "elasticache_network_aws_baseline_window_minutes",
+        GAUGE,
+        "CloudWatch minutes with a busiest-second datapoint (NetworkBaselineMaxUsage*Percentage) among the 10 up to the newest.",
+        labels,
+        bursts.minutes,
+    )
+    out.add(
+        "elasticache_network_aws_baseline_burst_minutes",
+        GAUGE,
+        "Of those minutes, the ones whose busiest second was above the instance's baseline bandwidth (over 100 %).",
+        labels,
+        bursts.burst_minutes,
+    )
+    if bursts.max_usage_percent is not None:
+        out.add(
+            "elasticache_network_aws_baseline_window_max_usage_ratio",
+            GAUGE,
+            "The highest minute average (NetworkBaselineUsage*Percentage / 100) of the same 10 minutes.",
+            labels,
+            bursts.max_usage_percent / 100.0,
+        )
 
 
 def _add_agreement(table: BaselineTable, implied_by_type: dict[tuple[str, str], list[float]], out: FamilySet) -> None:
