@@ -209,7 +209,7 @@ def test_the_printed_script_moves_the_slots_with_their_keys_over_tls_and_a_passw
     client.close()
 
 
-def test_the_script_stops_with_a_message_when_a_pass_moves_nothing(tmp_path):
+def test_the_script_stops_with_a_message_when_a_pass_moves_nothing_and_resumes_when_run_again(tmp_path):
     nodes = start_cluster("redis-7.0", replicas=0)
     try:
         layout = primaries_of(nodes[0])
@@ -223,15 +223,31 @@ def test_the_script_stops_with_a_message_when_a_pass_moves_nothing(tmp_path):
         assert target.client().execute_command("DBSIZE") == 1
         addresses = {source_id: f"127.0.0.1:{source_port}", target_id: f"127.0.0.1:{target_port}"}
         script = migrate_script([Move(slot, slot, source_id, target_id, 3.0)], addresses, CliOptions())
-        done = run_script(script, tmp_path, {})
-        left = next(n for n in nodes if n.port == source_port).client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+        source = next(n for n in nodes if n.port == source_port)
+        stuck = run_script(script, tmp_path, {})
+        left = source.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+        # the cause removed (the target's key of that name, reached with ASKING while it imports the slot), the same
+        # script finishes the slot; run once more, it finds every slot moved
+        importing = target.client(single_connection_client=True)
+        importing.execute_command("ASKING")
+        assert importing.delete(f"{tag}:0") == 1
+        importing.close()
+        resumed = run_script(script, tmp_path, {})
+        again = run_script(script, tmp_path, {})
+        moved = target.client().execute_command("CLUSTER", "COUNTKEYSINSLOT", slot)
+        assert slot in primaries_of(source)[target_id][1]
+        assert {key: client.get(key) for key in keys} == {key: b"x" for key in keys}
         client.close()
     finally:
         for node in nodes:
             node.stop()
-    assert done.returncode == 1
-    assert f"slot {slot}: 1 key(s) did not move" in done.stderr, done.stderr
-    assert "BUSYKEY" in done.stderr
-    assert "CLUSTER SETSLOT" in done.stderr
-    assert "STABLE" in done.stderr
+    assert stuck.returncode == 1
+    assert f"slot {slot}: 1 key(s) did not move" in stuck.stderr, stuck.stderr
+    assert "BUSYKEY" in stuck.stderr
+    assert "CLUSTER SETSLOT" in stuck.stderr
+    assert "STABLE" in stuck.stderr
     assert left == 1  # the two that could move did
+    assert resumed.returncode == 0, resumed.stderr
+    assert moved == 3
+    assert again.returncode == 0, again.stderr
+    assert f"slot {slot}: already on 127.0.0.1:{target_port}" in again.stdout

@@ -191,9 +191,21 @@ keys_in() {  # host port slot
   echo "$count"
 }
 
+serves() {  # host port slot: whether that node serves the slot (its own line of CLUSTER NODES)
+  local nodes
+  nodes=$("${cli[@]}" -h "$1" -p "$2" CLUSTER NODES) || fail "$1:$2: no answer to CLUSTER NODES"
+  awk -v slot="$3" '$3 ~ /myself/ {
+    for (i = 9; i <= NF; i++) { if ($i ~ /^\[/) continue; n = split($i, r, "-"); if (slot >= r[1] && slot <= r[n]) found = 1 }
+  } END { exit !found }' <<<"$nodes"
+}
+
 move_slot() {  # slot source-host source-port source-id target-host target-port target-id
   local slot=$1 src_host=$2 src_port=$3 src_id=$4 dst_host=$5 dst_port=$6 dst_id=$7
   local left now keys command reply
+  if serves "$dst_host" "$dst_port" "$slot"; then
+    echo "slot $slot: already on $dst_host:$dst_port"
+    return
+  fi
   ok -h "$dst_host" -p "$dst_port" CLUSTER SETSLOT "$slot" IMPORTING "$src_id"
   ok -h "$src_host" -p "$src_port" CLUSTER SETSLOT "$slot" MIGRATING "$dst_id"
   left=$(keys_in "$src_host" "$src_port" "$slot")
@@ -208,8 +220,8 @@ move_slot() {  # slot source-host source-port source-id target-host target-port 
     now=$(keys_in "$src_host" "$src_port" "$slot")
     if [ "$now" -ge "$left" ]; then
       echo "slot $slot: $now key(s) did not move from $src_host:$src_port to $dst_host:$dst_port; MIGRATE answered: ${reply:-nothing}" >&2
-      echo "the slot stays MIGRATING there and IMPORTING on the target (the slots before it have moved): fix the cause (BUSYKEY: the" >&2
-      echo "target has a key of that name) and move it again, or undo with CLUSTER SETSLOT $slot STABLE on both nodes" >&2
+      echo "the slot stays MIGRATING there and IMPORTING on the target: fix the cause (BUSYKEY: the target has a key of that name)" >&2
+      echo "and run this again (slots already moved are skipped), or undo with CLUSTER SETSLOT $slot STABLE on both nodes" >&2
       exit 1
     fi
     left=$now
@@ -222,7 +234,7 @@ move_slot() {  # slot source-host source-port source-id target-host target-port 
 
 def migrate_script(moves: Iterable[Move], addresses: Mapping[str, str], options: CliOptions) -> str:
     """A bash script that moves each range of slots with its keys, slot by slot as ``redis-cli --cluster reshard`` does,
-    and stops with a message at the first pass that moves no key."""
+    and stops with a message at the first pass that moves no key; run again, it skips the slots already moved."""
     moves = list(moves)
     lines = [
         "#!/usr/bin/env bash",
