@@ -236,6 +236,11 @@ def _node_counters(samples: dict[tuple[str, tuple], float]) -> dict[tuple[str, t
     return {key: value for key, value in samples.items() if key[0] in families}
 
 
+def _slot_counters(samples: dict[tuple[str, tuple], float]) -> dict[tuple[str, tuple], float]:
+    families = ("redis_cluster_slot_cpu_seconds_total", "redis_cluster_slot_network_bytes_total")
+    return {key: value for key, value in samples.items() if key[0] in families}
+
+
 def test_a_slot_moved_under_load_keeps_the_node_counters_rising_and_the_rates_right():
     """A hot slot moves from one primary to another while a client keeps writing to it: the node's own sum over its
     slots falls on the primary it left, the counters served never do, and afterwards the load is counted, to the
@@ -287,6 +292,12 @@ def test_a_slot_moved_under_load_keeps_the_node_counters_rising_and_the_rates_ri
         counters_then, counters_now = _node_counters(earlier), _node_counters(later)
         assert set(counters_then) <= set(counters_now)
         assert all(counters_now[key] >= value for key, value in counters_then.items()), (counters_then, counters_now)
+        # a slot's own counter: the series on the node it left ends, the one on the node that gained it starts from 0
+        slots_then, slots_now = _slot_counters(earlier), _slot_counters(later)
+        assert all(slots_now[key] >= value for key, value in slots_then.items() if key in slots_now)
+    hot = str(hot_slot)
+    assert any(dict(labels).get("slot") == hot and dict(labels)["instance"] == names[source.port] for _, labels in _slot_counters(reads[0]))
+    assert not any(dict(labels).get("slot") == hot and dict(labels)["instance"] == names[source.port] for _, labels in _slot_counters(reads[1]))
     request = sum(len(f"*3\r\n$3\r\nSET\r\n${len(key)}\r\n{key}\r\n$100\r\n{'x' * 100}\r\n") for key in keys)
     gained, lost = names[target.port], names[source.port]
     assert profiles[gained].bytes_per_second == pytest.approx((request + 5 * len(keys)) / 60)
