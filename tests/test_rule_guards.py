@@ -199,3 +199,42 @@ def test_every_recorded_series_an_alert_reads_is_listed_and_an_inert_alert_says_
         section = runbooks[runbooks.index(anchor) : runbooks.find("<a id=", runbooks.index(anchor) + len(anchor))]
         assert "Inert by default" in section, name
         assert "render prometheus" in section, name
+
+
+def test_the_alerts_inert_by_default_fire_once_their_series_are_recorded(tmp_path):
+    """The shipped rules record no benchmark p99 and no hit-ratio bounds: a slow GET and a poor hit ratio alert nothing.
+    Rendered with a table that has benchmark latency and with --hit-ratio and --min-miss-rate, the same inputs fire."""
+    from test_rules import _latency_histogram
+
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.baselines.latency import LatencyFigure
+    from exporter.baselines.table import load_table
+    from exporter.common.records import replace
+
+    table = load_table()
+    node = replace(table.node_types["cache.r6g.large"], latency=(LatencyFigure("GET", 100_000.0, p99_ms=0.8, data_size=100),))
+    armed_table = replace(table, node_types={**table.node_types, "cache.r6g.large": node})
+    armed = tmp_path / "armed.rules.yml"
+    armed.write_text(_without_annotations(render_prometheus(load_catalog(), armed_table, hit_rate=(0.8, 10.0))))
+    inputs = [
+        *_latency_histogram("a", "get", slow=True),
+        (series("elasticache_engine_cpu_utilization_percent", instance="a", source="info", node_type="cache.r6g.large"), "30+0x40"),
+        (series("redis_keyspace_hits_total", instance="a"), "0+1200x40"),  # a hit ratio of 0.4, 30 misses a second
+        (series("redis_keyspace_misses_total", instance="a"), "0+1800x40"),
+        (series("redis_up", instance="a"), "1+0x40"),
+    ]
+    slow = {"instance": "a", "cmd": "get", "command_class": "read", "node_type": "cache.r6g.large", "severity": "warning"}
+    tests = [one_test(inputs, "RedisCommandLatencyAboveBenchmark", "26m", []), one_test(inputs, "RedisCacheHitRateLow", "26m", [])]
+    run_promtool(tmp_path, tests)  # the shipped rules: inert
+    document = {
+        "rule_files": [str(armed)],
+        "evaluation_interval": "1m",
+        "tests": [
+            one_test(inputs, "RedisCommandLatencyAboveBenchmark", "26m", [slow]),
+            one_test(inputs, "RedisCacheHitRateLow", "26m", [{"instance": "a", "severity": "warning"}]),
+        ],
+    }
+    test_file = tmp_path / "armed.test.yml"
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
