@@ -6,6 +6,7 @@ match, and nothing where they differ or are missing."""
 from __future__ import annotations
 
 import datetime
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,9 +15,18 @@ import yaml
 from servers import start_alertmanager, wait_until
 from tools import amtool
 
-from exporter.alerts.alertmanager import inhibit_rules, render_alertmanager, render_alertmanager_config, routed_alerts, routing
-from exporter.alerts.catalog import RenderError, load_catalog
+from exporter.alerts.alertmanager import (
+    inhibit_rules,
+    inhibitions_table,
+    render_alertmanager,
+    render_alertmanager_config,
+    routed_alerts,
+    routing,
+)
+from exporter.alerts.catalog import SEVERITIES, RenderError, load_catalog
 from exporter.alerts.inhibitions import Inhibition, resolve
+from exporter.alerts.prometheus import expression
+from exporter.common.records import replace
 
 ROOT = Path(__file__).parent.parent
 FRAGMENT = ROOT / "rules" / "alertmanager" / "elasticache-exporter.alertmanager.yml"
@@ -79,22 +89,140 @@ def test_every_inhibition_the_issue_names_is_in_the_catalog():
     for rule in inhibit_rules(load_catalog()):
         by_source.setdefault(rule.source, []).append(rule)
     down = {rule.equal: set(rule.targets) for rule in by_source["RedisDown"]}
-    assert {"RedisMasterLinkDown", "RedisOutOfSystemMemory", "ElastiCacheNetworkOutAtBaseline"} <= down[("instance",)]
-    assert {"RedisMissingMaster", "RedisMasterLinkDown"} <= down[("replication_group", "shard")]
+    assert {"RedisMasterLinkDown", "RedisOutOfSystemMemory", "RedisEvictions"} <= down[("instance",)]
+    # computed from CloudWatch (or from either source), which keeps answering while the node does not: never silenced
+    assert not {"ElastiCacheNetworkOutAtBaseline", "ElastiCacheNetworkOutAtAWSBaseline", "ElastiCacheEngineCPUSaturated"} & down[("instance",)]
+    assert "RedisAllocatorFragmentation" not in down[("instance",)]
+    assert {"RedisMissingMaster", "RedisMasterLinkDown"} <= down[("replication_group", "shard")] == down[("shard",)]
+    # AWS's events (info) silence nothing: the symptoms they explain page as they are, the event beside them
     for cause in ("ElastiCacheFailover", "ElastiCacheNodeReplaced", "ElastiCacheGlobalFailover", "ElastiCacheMaintenanceUnderWay"):
-        (rule,) = by_source[cause]
-        assert rule.equal == ("account_id", "region", "replication_group")
-        assert {"RedisFailover", "ElastiCachePrimaryChanged", "RedisMasterLinkDown", "ElastiCacheReplicationLag"} <= set(rule.targets)
+        assert cause not in by_source
     (discovery,) = by_source["ElastiCacheDiscoveryFailing"]
     assert {"ElastiCacheServiceUpdateDue", "ElastiCacheEngineOnExtendedSupport", "ElastiCacheFailover"} <= set(discovery.targets)
-    # every label an inhibition matches on is given to its alerts, or is theirs already: checked by the Alertmanager
-    # test below with the labels the rules carry; here that no rule silences its own source
     assert all(rule.source not in rule.targets for rules in by_source.values() for rule in rules)
+
+
+# the data each series an alert reads is computed from, by its family's name (the first prefix that matches); None: a
+# threshold or a table (the same for every node), no source of a failure
+SERIES_DATA: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("elasticache_exporter_discovery_", frozenset({"aws"})),
+    ("elasticache_exporter_cloudwatch_", frozenset({"cloudwatch"})),
+    ("elasticache_exporter_queue_length_limit", None),
+    ("elasticache_exporter_", frozenset({"exporter"})),
+    ("elasticache:baseline_", None),
+    ("elasticache:hit_ratio_min", None),
+    ("elasticache:miss_rate_min", None),
+    ("elasticache:host_cpu_threshold_percent", None),
+    ("elasticache:command_p99_seconds", frozenset({"redis"})),
+    ("aws_elasticache_", frozenset({"cloudwatch"})),
+    ("elasticache_cloudwatch_", frozenset({"cloudwatch"})),
+    ("elasticache_network_aws_baseline_", frozenset({"cloudwatch"})),
+    ("elasticache_serverless_", frozenset({"cloudwatch"})),
+    # served from INFO or from CloudWatch, told apart by their source label: both
+    ("elasticache_network_bytes_per_second", frozenset({"redis", "cloudwatch"})),
+    ("elasticache_engine_cpu_utilization_", frozenset({"redis", "cloudwatch"})),
+    ("elasticache_event", frozenset({"aws"})),
+    ("elasticache_service_update_", frozenset({"aws"})),
+    ("elasticache_maintenance_window_", frozenset({"aws"})),
+    ("elasticache_global_datastore_", frozenset({"aws"})),
+    ("elasticache_engine_support_", frozenset({"aws"})),
+    ("elasticache_node_info", frozenset({"aws"})),
+    ("elasticache_replication_", frozenset({"redis"})),
+    ("elasticache_shard_member_info", frozenset({"redis"})),
+    ("elasticache_cluster_", frozenset({"redis"})),
+    ("elasticache_keyspace_", frozenset({"redis"})),
+    ("elasticache_clients_", frozenset({"redis"})),
+    ("elasticache_commandlog_", frozenset({"redis"})),
+    ("redis_", frozenset({"redis"})),
+    ("up", frozenset({"prometheus"})),
+)
+SERIES = re.compile(r"\b(?:redis_[a-z0-9_]+|aws_elasticache_[a-z0-9_]+|elasticache_[a-z0-9_]+|elasticache:[a-z0-9_:]+|up)\b")
+
+# `group by (...) (series)` is 1 wherever the series is: its labels are read (a node's type), not its values
+LABEL_LOOKUP = re.compile(r"\bgroup by \([^)]*\) \([a-z_:]+(?:\{[^}]*\})?\)")
+
+
+def data_of(alert) -> set[str]:
+    """The sources of the series an alert's expression (with its freshness guard, before any join) reads."""
+    expr = expression(alert)
+    assert expr, alert.name
+    expr = LABEL_LOOKUP.sub("", expr)
+    found: set[str] = set()
+    for name in SERIES.findall(expr):
+        data = next((data for prefix, data in SERIES_DATA if name == prefix or (prefix != "up" and name.startswith(prefix))), "unknown")
+        assert data != "unknown", f"{alert.name} reads {name}: add its family to SERIES_DATA"
+        found |= data or set()
+    return found
+
+
+def keeps_instance(alert) -> bool:
+    """Whether every aggregation of the alert's expression keeps the instance label."""
+    return all("instance" in clause for clause in re.findall(r"\bby \(([^)]*)\)", expression(alert) or ""))
+
+
+def in_its_shard(alert) -> bool:
+    """Whether the alert carries its shard: joined (`join: [shard]`), or counted by shard."""
+    return "shard" in alert.join or bool(re.search(r"\bby \(replication_group, shard\)", expression(alert) or ""))
+
+
+@pytest.mark.unit
+def test_every_inhibit_rule_holds_by_its_reason():
+    """Every inhibit rule, listed with its reason, against the principles: its source and targets share the node, the
+    shard or the exporter (and carry its labels), are computed from the same data (an alert from CloudWatch or AWS is
+    never silenced by one from the node's own answers, which may be its effect), and no target outranks its source."""
+    catalog = {alert.name: alert for alert in load_catalog()}
+    listed = []
+    for rule in inhibit_rules(list(catalog.values())):
+        source, why = catalog[rule.source], rule.inhibition
+        listed.append((rule.source, rule.equal, rule.source_labels, why.data, why.why))
+        assert why.why.strip()
+        assert why.data in ("redis", "cloudwatch", "aws", "exporter")
+        if why.scope == "shard":
+            assert (rule.equal, rule.source_labels) in {
+                (("replication_group", "shard"), ()),
+                (("shard",), (("shard_source", "cluster|replication"),)),
+            }, rule
+        else:
+            assert (rule.equal, rule.source_labels) == (("instance",), ()), rule
+        assert data_of(source) == {why.data}, (rule.source, data_of(source))
+        for name in rule.targets:
+            target = catalog[name]
+            assert data_of(target) == {why.data}, f"{rule.source} silences {name}, computed from {sorted(data_of(target))}"
+            assert SEVERITIES.index(target.severity) >= SEVERITIES.index(source.severity), f"{rule.source} silences the higher {name}"
+            if why.scope == "shard":
+                assert in_its_shard(target), f"{name} does not carry its shard"
+            else:
+                assert keeps_instance(target), f"{name} has no instance to match"
+        assert keeps_instance(source) if why.scope != "shard" else in_its_shard(source)
+    assert [(source, equal) for source, equal, *_ in listed] == [
+        ("RedisDown", ("instance",)),
+        ("RedisDown", ("replication_group", "shard")),
+        ("RedisDown", ("shard",)),
+        ("ElastiCacheDiscoveryFailing", ("instance",)),
+    ]
+
+
+@pytest.mark.unit
+def test_a_lower_severity_silencing_a_higher_one_is_refused_in_one_line():
+    catalog = load_catalog()
+    failover = next(alert for alert in catalog if alert.name == "ElastiCacheFailover")
+    widened = Inhibition(("RedisMasterLinkDown",), "shard", "redis", "a failover explains a lost link")
+    broken = [replace(failover, inhibits=(widened,)) if alert is failover else alert for alert in catalog]
+    with pytest.raises(RenderError) as caught:
+        inhibit_rules(broken)
+    assert str(caught.value) == "catalog: ElastiCacheFailover.inhibits[0]: a info alert may not silence the higher RedisMasterLinkDown"
+
+
+@pytest.mark.unit
+def test_the_runbooks_list_every_inhibition_with_its_reason():
+    runbooks = (ROOT / "docs" / "runbooks.md").read_text()
+    block = runbooks.split("<!-- BEGIN GENERATED: inhibitions -->\n", 1)[1].split("<!-- END GENERATED -->", 1)[0]
+    assert block == inhibitions_table(load_catalog()), "stale: paste alertmanager.inhibitions_table(load_catalog()) into docs/runbooks.md"
 
 
 @pytest.mark.unit
 def test_an_inhibition_that_names_nothing_is_refused_in_one_line():
-    typo = Inhibition(("RedisDwon*",), ("instance",))
+    typo = Inhibition(("RedisDwon*",), "node", "redis", "the node's own alerts")
     with pytest.raises(RenderError) as caught:
         resolve("RedisDown", typo, ["RedisDown", "RedisFailover"], "catalog.yml: alerts[3].inhibits[0]", RenderError)
     assert str(caught.value) == "catalog.yml: alerts[3].inhibits[0]: 'RedisDwon*' names no other alert of the catalog"
@@ -155,7 +283,9 @@ def test_each_inhibit_rule_silences_its_targets_only_where_its_labels_match(tmp_
         posted, expected = [], {}
         for index, rule in enumerate(inhibit_rules(load_catalog())):
             equal = {label: f"{label}-{index}" for label in rule.equal}
-            posted.append({"labels": {"alertname": rule.source, "severity": _severity(rule.source), **equal, "case": f"{index}"}, **window})
+            only = {label: pattern.split("|")[0] for label, pattern in rule.source_labels}
+            source = {"alertname": rule.source, "severity": _severity(rule.source), **equal, **only, "case": f"{index}"}
+            posted.append({"labels": source, **window})
             for target in rule.targets:
                 labels = {"alertname": target, "severity": _severity(target), **equal, "case": f"{index}-same"}
                 posted.append({"labels": labels, **window})

@@ -1,23 +1,30 @@
 """End to end, as shipped: a real Prometheus scrapes the exporter over a primary and its replica (one shard of group
 "orders"), evaluates the rendered rules and sends its alerts to a real Alertmanager configured with the rendered
-fragment, whose receivers post to a webhook in this test. Stopping the primary notifies RedisDown alone: the replica's
-lost link and the shard's missing master fire in Prometheus and are silenced by the inhibit rules. Restarting it
-notifies RedisDown resolved. The rules' `for` are 5 s and the fragment's group timings 1 s, so the test takes seconds,
-not minutes; the expressions, labels, routes and inhibit rules are the rendered ones."""
+fragment, whose receivers post to a webhook in this test. Stopping the primary notifies RedisDown alone, and nothing
+else for longer than the rules' 10-minute windows (the shard membership's among them): the replica's lost link and the
+shard's missing master fire in Prometheus and stay silenced by the inhibit rules. Restarting it notifies RedisDown
+resolved. Time runs 15 times faster for the rules (a minute lasts 4 s: every `for`, `keep_firing_for`, window and
+offset scaled by one setting) and the fragment's group timings are 1 s, so the test takes a minute and a half, not
+hours; the expressions, labels, routes and inhibit rules are the rendered ones."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 from servers import start_alertmanager, start_exporter, start_prometheus, start_redis, wait_until
-from test_e2e_prometheus import api, firing, shorten
+from test_e2e_prometheus import api, firing, seconds, shorten
+
+MINUTE = "4s"  # how long a minute of the rules lasts here
 
 
 class Webhook:
@@ -94,7 +101,7 @@ def stack(tmp_path):
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(alertmanager_config(yaml.safe_load(render("alertmanager")), webhook.port)))
     manager = start_alertmanager(tmp_path / "alertmanager.yml")
     rules = tmp_path / "rules.yml"
-    rules.write_text(shorten(render("prometheus"), keep_firing_for="15s"))  # RedisDown's 2 m: time for its echoes to clear
+    rules.write_text(shorten(render("prometheus"), minute=MINUTE))
     scrape = [{"job_name": "elasticache", "honor_labels": True, "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}]
     prometheus = start_prometheus(tmp_path, rules, scrape, alertmanager_port=manager.port)
     try:
@@ -117,6 +124,20 @@ def _scraped(port: int) -> bool:
     return bool(result) and result[0]["value"][1] == "2"
 
 
+def _evaluated_since(port: int, moment: float) -> bool:
+    """Whether every rule group was evaluated after ``moment`` (a Unix time)."""
+    groups = api(port, "/api/v1/rules")["data"]["groups"]
+    stamps = [group["lastEvaluation"] for group in groups]
+    return bool(stamps) and all(_unix(stamp) > moment for stamp in stamps)
+
+
+def _unix(stamp: str) -> float:
+    """An RFC 3339 time of Prometheus' API (UTC, nanoseconds) as a Unix time."""
+    match = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?", stamp)
+    assert match, stamp
+    return datetime.datetime.fromisoformat(match[1] + "+00:00").timestamp() + float("0" + (match[2] or "")[:7])
+
+
 def test_a_node_down_notifies_its_down_alert_alone_and_then_its_resolution(stack):
     port, manager, webhook = stack["prometheus"], stack["manager"], stack["webhook"]
     wait_until(lambda: api(port, "/api/v1/query?query=elasticache%3Ashard_membership")["data"]["result"], what="the shard membership recorded")
@@ -134,6 +155,23 @@ def test_a_node_down_notifies_its_down_alert_alone_and_then_its_resolution(stack
 
     wait_until(lambda: {"RedisMasterLinkDown", "RedisMissingMaster"} <= suppressed(), timeout=30, what="the echoes silenced")
     wait_until(webhook.notified, timeout=30, what="a notification")
+    assert webhook.notified() == [("elasticache-critical", "firing", "RedisDown", "orders-001")]
+    (down,) = [alert for alert in api(port, "/api/v1/alerts")["data"]["alerts"] if alert["labels"]["alertname"] == "RedisDown"]
+
+    # the outage outlasts the membership's 10-minute window: no sample of the primary answering is left in it
+    window = f"{round(10 * seconds(MINUTE))}s"
+    answered = f'count(last_over_time(elasticache_shard_member_info{{instance="orders-001",role="master"}}[{window}]))'
+    wait_until(
+        lambda: not api(port, "/api/v1/query?query=" + urllib.request.quote(answered))["data"]["result"],
+        timeout=90,
+        interval=0.5,
+        what="the window passed",
+    )
+    since = time.time()
+    wait_until(lambda: _evaluated_since(port, since + 3 * seconds(MINUTE)), timeout=30, interval=0.5, what="three more minutes evaluated")
+    (still,) = [alert for alert in api(port, "/api/v1/alerts")["data"]["alerts"] if alert["labels"]["alertname"] == "RedisDown"]
+    assert (still["labels"], still["activeAt"], still["state"]) == (down["labels"], down["activeAt"], "firing")
+    assert {"RedisMasterLinkDown", "RedisMissingMaster"} <= suppressed()
     assert webhook.notified() == [("elasticache-critical", "firing", "RedisDown", "orders-001")]
 
     stack["primary"].start()

@@ -1363,14 +1363,14 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
             "eval_time": "6m",
             "alertname": "RedisDown",
             "exp_alerts": [
-                {"exp_labels": {"instance": "orders-001", **shard, "severity": "critical"}},
+                {"exp_labels": {"instance": "orders-001", **shard, "shard_source": "config", "severity": "critical"}},
                 {"exp_labels": {"instance": "solo", "severity": "critical"}},
             ],
         },
         {
             "eval_time": "6m",
             "alertname": "RedisMasterLinkDown",
-            "exp_alerts": [{"exp_labels": {"instance": "orders-002", **shard, **node, "severity": "critical"}}],
+            "exp_alerts": [{"exp_labels": {"instance": "orders-002", **shard, "shard_source": "config", **node, "severity": "critical"}}],
         },
         {
             "eval_time": "6m",

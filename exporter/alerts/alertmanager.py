@@ -28,13 +28,22 @@ def routed_alerts(alerts: list[Alert]) -> list[Alert]:
 
 
 def inhibit_rules(alerts: list[Alert]) -> list[InhibitRule]:
+    """Every inhibit rule of the catalog; a target of a higher severity than its source is an error (a lower alert
+    would keep the page of a higher one from its receiver)."""
     routed = {alert.name for alert in routed_alerts(alerts)}
-    return [
-        resolve(alert.name, inhibition, routed, f"catalog: {alert.name}.inhibits[{index}]", RenderError)
-        for alert in alerts
-        if alert.name in routed
-        for index, inhibition in enumerate(alert.inhibits)
-    ]
+    rank = {alert.name: SEVERITIES.index(alert.severity) for alert in alerts}
+    rules: list[InhibitRule] = []
+    for alert in alerts:
+        if alert.name not in routed:
+            continue
+        for index, inhibition in enumerate(alert.inhibits):
+            where = f"catalog: {alert.name}.inhibits[{index}]"
+            resolved = resolve(alert.name, inhibition, routed, where, RenderError)
+            outranking = [target for target in resolved[0].targets if rank[target] < rank[alert.name]]
+            if outranking:
+                raise RenderError(f"{where}: a {alert.severity} alert may not silence the higher {', '.join(outranking)}")
+            rules += resolved
+    return rules
 
 
 Matcher = tuple[str, str, str]  # label, operator, value
@@ -44,7 +53,7 @@ MATCHER_KEYS = ("matchers", "source_matchers", "target_matchers")
 def source_matchers(rule: InhibitRule) -> list[Matcher]:
     """The source alert, with every ``equal`` label present: Alertmanager counts a label missing on both sides as equal,
     so a source without it would silence every target that lacks it too."""
-    return [("alertname", "=", rule.source), *((label, "=~", ".+") for label in rule.equal)]
+    return [("alertname", "=", rule.source), *((label, "=~", ".+") for label in rule.equal), *((k, "=~", v) for k, v in rule.source_labels)]
 
 
 def target_matchers(rule: InhibitRule) -> list[Matcher]:
@@ -100,6 +109,17 @@ HEADER = """\
 # and append `inhibit_rules` to yours. Notifications are grouped by account, region, replication group and alert;
 # the inhibit rules silence the alerts that another one explains while it fires (docs/runbooks.md says which).
 """
+
+
+def inhibitions_table(alerts: list[Alert]) -> str:
+    """docs/runbooks.md's table of what each alert silences, where, from which data and why (generated)."""
+    lines = ["| alert | silences | where equal | data | why |", "|---|---|---|---|---|"]
+    for rule in inhibit_rules(alerts):
+        only = "".join(f" (where the source's {label} is {value.replace('|', ' or ')})" for label, value in rule.source_labels)
+        where = ", ".join(rule.equal) + only
+        targets = ", ".join(rule.targets)
+        lines.append(f"| {rule.source} | {targets} | {where} | {rule.inhibition.data} | {rule.inhibition.why} |")
+    return "\n".join(lines) + "\n"
 
 
 def render_alertmanager(alerts: list[Alert], tags: tuple[str, ...] = ()) -> str:

@@ -10,39 +10,61 @@ from typing import Any
 from exporter.common.records import record
 
 # labels an alert's expression can be given, by where they come from:
-#   shard: replication_group and shard of the node's shard (elasticache_shard_member_info, as it was in the last
-#          10 minutes, so a node that is down keeps the shard it had), joined on instance;
+#   shard: replication_group, shard and shard_source of the node's shard (elasticache_shard_member_info: the exporter
+#          serves a node's shard while it is down too, as it is configured or discovered in or last answered in; the
+#          recording rule keeps it 10 minutes more for an exporter that restarted meanwhile), joined on instance;
 #   node:  account_id, region and replication_group of a discovered node (elasticache_node_info), joined on instance
 #          (Redis series) or on the node's CloudWatch dimensions.
 JOINS = ("shard", "node")
-JOINED_LABELS = {"shard": ("replication_group", "shard"), "node": ("account_id", "region", "replication_group")}
+JOINED_LABELS = {"shard": ("replication_group", "shard", "shard_source"), "node": ("account_id", "region", "replication_group")}
+
+# Where an inhibition holds: the labels its source and targets must share. A node is its instance (for the exporter's
+# own alerts, the exporter's instance); a shard is its name within its replication group, or its name alone where the
+# name is unique by itself: a cluster-mode shard is named by its primary's node id and a shard learnt from replication by
+# its replication id (shard_source, as the exporter serves it), so a self-managed cluster without a configured group
+# is matched too.
+SCOPES = {"node": ("instance",), "shard": ("replication_group", "shard"), "exporter": ("instance",)}
+UNIQUE_SHARD_SOURCES = ("cluster", "replication")
+# the data an alert is computed from: the exporter's reads of the node (redis), CloudWatch, AWS's records of the fleet
+# as the exporter's discovery keeps them (aws), the exporter's own state
+DATA = ("redis", "cloudwatch", "aws", "exporter")
 
 
 @record(frozen=True)
 class Inhibition:
-    """While the alert fires, the alerts matched by ``alerts`` (catalog names, ``*`` globs) are silenced where every
-    label of ``equal`` has the same value on both."""
+    """While the alert fires, the alerts matched by ``alerts`` (catalog names, ``*`` globs) are silenced in the same
+    ``scope`` (SCOPES); ``data`` is the source the alert and every target are computed from, and ``why`` says why the
+    alert explains them (docs/runbooks.md lists it). A target never outranks its source (checked when rendered)."""
 
     alerts: tuple[str, ...]
-    equal: tuple[str, ...]
+    scope: str
+    data: str
+    why: str
+
+
+INHIBITION_KEYS = ("alerts", "scope", "data", "why")
 
 
 def parse_inhibits(raw: Any, where: str, error: Callable[[str], Exception]) -> tuple[Inhibition, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or not raw:
-        raise error(f"{where}: must be a list of {{alerts: [...], equal: [...]}}")
+        raise error(f"{where}: must be a list of {{alerts: [...], scope: ..., data: ..., why: ...}}")
     parsed = []
     for index, item in enumerate(raw):
         place = f"{where}[{index}]"
-        if not isinstance(item, dict) or set(item) - {"alerts", "equal"}:
-            raise error(f"{place}: must be a mapping of alerts (names or globs) and equal (labels)")
-        alerts, equal = item.get("alerts"), item.get("equal", [])
+        if not isinstance(item, dict) or set(item) != set(INHIBITION_KEYS):
+            raise error(f"{place}: must be a mapping of {', '.join(INHIBITION_KEYS)}, each given")
+        alerts, scope, data, why = (item[key] for key in INHIBITION_KEYS)
         if not isinstance(alerts, list) or not alerts or not all(isinstance(name, str) and name for name in alerts):
             raise error(f"{place}.alerts: must be a non-empty list of alert names or globs")
-        if not isinstance(equal, list) or not all(isinstance(label, str) and label.isidentifier() for label in equal):
-            raise error(f"{place}.equal: must be a list of label names")
-        parsed.append(Inhibition(tuple(alerts), tuple(equal)))
+        if scope not in SCOPES:
+            raise error(f"{place}.scope: must be one of {', '.join(SCOPES)}, not {scope!r}")
+        if data not in DATA:
+            raise error(f"{place}.data: must be one of {', '.join(DATA)}, not {data!r}")
+        if not isinstance(why, str) or not why.strip():
+            raise error(f"{place}.why: must say why the alert explains its targets")
+        parsed.append(Inhibition(tuple(alerts), scope, data, " ".join(why.split())))
     return tuple(parsed)
 
 
@@ -56,16 +78,20 @@ def parse_join(raw: Any, where: str, error: Callable[[str], Exception]) -> tuple
 
 @record(frozen=True)
 class InhibitRule:
-    """One Alertmanager inhibit rule: ``source`` silences ``targets`` where ``equal`` match."""
+    """One Alertmanager inhibit rule: ``source`` silences ``targets`` where ``equal`` match and the source's labels
+    match ``source_labels`` (label, regular expression) too; ``inhibition`` is the catalog's entry it renders."""
 
     source: str
     targets: tuple[str, ...]
     equal: tuple[str, ...]
+    inhibition: Inhibition
+    source_labels: tuple[tuple[str, str], ...] = ()
 
 
-def resolve(source: str, inhibition: Inhibition, names: Iterable[str], where: str, error: Callable[[str], Exception]) -> InhibitRule:
-    """The rule with its globs expanded to the catalog's names (the source itself left out); a glob or name that matches
-    no other alert is an error, as a typo would silence nothing."""
+def resolve(source: str, inhibition: Inhibition, names: Iterable[str], where: str, error: Callable[[str], Exception]) -> tuple[InhibitRule, ...]:
+    """The rules of an inhibition with its globs expanded to the catalog's names (the source itself left out); a glob or
+    name that matches no other alert is an error, as a typo would silence nothing. A shard's inhibition is two rules:
+    within the replication group, and by the shard's name alone where that name is unique."""
     names = list(names)
     targets: set[str] = set()
     for pattern in inhibition.alerts:
@@ -73,4 +99,9 @@ def resolve(source: str, inhibition: Inhibition, names: Iterable[str], where: st
         if not matched:
             raise error(f"{where}: {pattern!r} names no other alert of the catalog")
         targets |= matched
-    return InhibitRule(source, tuple(sorted(targets)), inhibition.equal)
+    ordered = tuple(sorted(targets))
+    rule = InhibitRule(source, ordered, SCOPES[inhibition.scope], inhibition)
+    if inhibition.scope != "shard":
+        return (rule,)
+    unique = InhibitRule(source, ordered, ("shard",), inhibition, (("shard_source", "|".join(UNIQUE_SHARD_SOURCES)),))
+    return (rule, unique)

@@ -42,12 +42,15 @@ def expression(alert: Alert) -> str | None:
 # what an alert's series share with elasticache_node_info, by the guard its expression has
 _NODE_JOIN = {"redis": "instance", "utilization": "instance", "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}
 
-# the shard each node is in: as it answers now, else as it last answered in the last 10 minutes (a node that is down keeps
-# the shard it had), one per node (after a failover its replication-id shard may have changed: one of them is kept)
+# the shard each node is in, with where its name comes from (shard_source): as the exporter serves it, which for a node
+# that is down is the shard it is configured or discovered in or last answered in (so an alert joined with it keeps its
+# labels for as long as the outage lasts); else as it was served in the last 10 minutes, which bridges an exporter that
+# restarted while the node was down and learns its shard from the node itself; one per node (after a failover its
+# replication-id shard may have changed: one of them is kept)
 SHARD_MEMBERSHIP = "elasticache:shard_membership"
 SHARD_MEMBERSHIP_EXPR = (
-    "max by (instance, replication_group, shard) (elasticache_shard_member_info) or on (instance) topk by (instance) "
-    "(1, max by (instance, replication_group, shard) (last_over_time(elasticache_shard_member_info[10m])))"
+    "max by (instance, replication_group, shard, shard_source) (elasticache_shard_member_info) or on (instance) topk by (instance) "
+    "(1, max by (instance, replication_group, shard, shard_source) (last_over_time(elasticache_shard_member_info[10m])))"
 )
 
 
@@ -80,8 +83,9 @@ RECORDED = (
              "`render prometheus --hit-ratio 0.8 --min-miss-rate 100` (your ratio and misses per second)", ("RedisCacheHitRateLow",)),
     Recorded("elasticache:miss_rate_min", "none", "the misses per second above which a low hit ratio counts",
              "`render prometheus --hit-ratio 0.8 --min-miss-rate 100`", ("RedisCacheHitRateLow",)),
-    Recorded(SHARD_MEMBERSHIP, "`instance`, and the shard labels of `elasticache_shard_member_info`",
-             "the shard each node is in, kept while the node is down"),
+    Recorded(SHARD_MEMBERSHIP, "`instance`, `replication_group`, `shard`, `shard_source`",
+             "the shard each node is in, as served (a down node's too), else as served in the last 10 minutes (an "
+             "exporter that restarted meanwhile)"),
 )  # fmt: skip
 
 

@@ -88,31 +88,38 @@ class Membership:
     cluster_shard: str | None = None
 
 
-def shard_of(info: InfoReply, membership: Membership) -> tuple[str, str, str] | None:
-    """(replication group, shard, where the shard name comes from): the configured or discovered name, else
-    the cluster-mode shard primary's node id, else the replication id (a primary and the replicas synced to
-    it share it, and a replica keeps it while its link is down)."""
+# (replication group, shard, where the shard's name comes from: config, cluster or replication)
+Shard = tuple[str, str, str]
+
+
+def shard_of(info: InfoReply | None, membership: Membership) -> Shard | None:
+    """The node's shard: the configured or discovered name, else the cluster-mode shard primary's node id, else the
+    replication id (a primary and the replicas synced to it share it, and a replica keeps it while its link is down).
+    ``info`` None: the node did not answer, so only what is known without it."""
     if membership.shard:
         return membership.replication_group, membership.shard, "config"
     if membership.cluster_shard:
         return membership.replication_group, membership.cluster_shard, "cluster"
+    if info is None:
+        return None
     replid = info.sections.get("replication", {}).get("master_replid", "")
     if replid and replid.strip("0"):
         return membership.replication_group, replid, "replication"
     return None
 
 
-def add_shard_membership(info: InfoReply, target: str, membership: Membership, out: FamilySet) -> None:
-    shard = shard_of(info, membership)
-    role = info.get("role", "") or ""
-    if shard is None or not role:
-        return
+def add_shard_membership(shard: Shard, target: str, role: str, out: FamilySet) -> None:
+    """A node's membership; ``role`` empty for a node that does not answer, which stays in the shard it is known in
+    (a shard's membership does not end when a node stops answering) with no role, as it answers as none."""
     group, name, source = shard
+    labels = {"instance": target, "replication_group": group, "shard": name, "shard_source": source}
+    if role:
+        labels["role"] = role
     out.add(
         "elasticache_shard_member_info",
         GAUGE,
-        "The shard a node answering now belongs to, with its current role; count by (replication_group, shard).",
-        {"instance": target, "replication_group": group, "shard": name, "shard_source": source, "role": role},
+        "The shard a node belongs to, with its role as it answers now (no role while it does not answer); count by (replication_group, shard).",
+        labels,
         1.0,
     )
 

@@ -66,7 +66,7 @@ REPLICATION = [
     Doc("elasticache_replication_replica_info", "gauge", f"{T}, `replica`, `slave_ip`, `slave_port`, `slave_state`",
         "INFO replication of a primary", "always 1; `replica` is the configured target at that address, else `host:port`"),
     Doc("elasticache_shard_member_info", "gauge", f"{T}, `replication_group`, `shard`, `shard_source`, `role`",
-        "configuration, discovery, `CLUSTER NODES` or `master_replid`", "always 1, for every node that answers now"),
+        "configuration, discovery, `CLUSTER NODES` or `master_replid`", "always 1, for every node; no `role` while it does not answer"),
 ]  # fmt: skip
 
 BASELINES = [

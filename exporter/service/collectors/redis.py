@@ -25,6 +25,7 @@ from exporter.redis.replication import (
     add_heartbeat_metrics,
     add_replication_metrics,
     add_shard_membership,
+    shard_of,
 )
 
 from ..pool import ScrapePool
@@ -84,8 +85,6 @@ class RedisCollector(FamilyCollector):
                 with out.rendering(target.rendering):  # the target's lines of its last scrape, replayed where they stand
                     add_node_metrics(outcome, target.rendering.labels, out)
                 add_replication_metrics(info, target.name, self._address_names, out)
-                membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
-                add_shard_membership(info, target.name, membership, out)
                 heartbeat_errors, lags = add_heartbeat_metrics(
                     self._readings(outcome), info.get("role", "") or "", outcome.read_time, target.name, out
                 )
@@ -97,6 +96,7 @@ class RedisCollector(FamilyCollector):
                     log.exception("could not turn the reply of target %s into metrics", target.name)
                 outcome, info = RuntimeError("internal"), None
         _record_state(target, outcome, elapsed, heartbeat_errors, out)
+        _add_membership(target, info, out)
         if info is not None:
             with target.lock:
                 target.state.heartbeat_lag = lags
@@ -108,6 +108,21 @@ class RedisCollector(FamilyCollector):
             HeartbeatReading(source, key, value, result.heartbeat_types.get(key))
             for (source, key), value in zip(self._heartbeat_sources, result.heartbeat_values, strict=True)
         ]
+
+
+def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> None:
+    """A node that answers is in the shard it is configured or discovered in, else the one it says, with its role; one
+    that does not (``info`` None) stays in the shard it is known in or last answered in, without a role, so the alerts
+    joined with its shard (RedisDown) keep their labels and inhibitions for as long as it is down."""
+    membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
+    with target.lock:
+        if info is None:
+            shard = shard_of(None, membership) or target.state.shard
+        else:
+            shard = target.state.shard = shard_of(info, membership)
+    role = (info.get("role", "") or "") if info is not None else ""
+    if shard is not None and (role or info is None):
+        add_shard_membership(shard, target.name, role, out)
 
 
 def _record_state(
