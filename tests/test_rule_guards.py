@@ -238,3 +238,14 @@ def test_the_alerts_inert_by_default_fire_once_their_series_are_recorded(tmp_pat
     test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+@pytest.mark.unit
+def test_the_table_of_recorded_series_in_the_metrics_doc_is_up_to_date():
+    from pathlib import Path
+
+    from exporter.alerts.recorded_doc import replace_recorded
+
+    document = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    assert "<!-- BEGIN GENERATED: recorded -->" in document
+    assert replace_recorded(document) == document, "run: python -m exporter.alerts.recorded_doc docs/metrics.md"

@@ -1,6 +1,7 @@
 """docs/metrics.md's tables, generated from the code: every family with its type, labels, source and relation to
 redis_exporter. ``python -m exporter.service.metrics_doc [docs/metrics.md]`` rewrites the generated blocks;
-tests/test_compat.py checks the result against what the exporter serves from real servers."""
+tests/test_compat.py checks the result against what the exporter serves from real servers. The table of the series the
+rules record is exporter.alerts.recorded_doc's (this package may not import the alerts)."""
 
 from __future__ import annotations
 
@@ -311,28 +312,6 @@ SECTIONS: dict[str, list[Doc]] = {
 }
 
 
-def recorded_table() -> list[str]:
-    """The series the rendered rules record: whether the shipped rules do (rendered here from the shipped catalog and
-    table), what arms those they do not, and the alerts that read each; an alert reading one not recorded is inert."""
-    from exporter.alerts.catalog import load_catalog
-    from exporter.alerts.prometheus import RECORDED, render_prometheus, rules
-    from exporter.baselines.table import load_table
-
-    alerts = load_catalog()
-    shipped = set(re.findall(r"^\s*- record: (\S+)$", render_prometheus(alerts, load_table()), re.M))
-    rendered = rules(alerts)
-    lines = ["| series | labels | meaning | in the shipped rules | alerts that read it |", "|---|---|---|---|---|"]
-    for series in RECORDED:
-        readers = [rule.alert for rule in rendered if re.search(rf"{re.escape(series.name)}\b", rule.expr)]
-        if series.name in shipped:
-            recorded = "recorded"
-        else:
-            recorded = f"**not recorded**; to record it: {series.armed_by}"
-            readers = [f"{name} (**inert** until then)" if name in series.inert_without else name for name in readers]
-        lines.append(f"| `{series.name}` | {series.labels} | {series.meaning} | {recorded} | {', '.join(readers)} |")
-    return lines
-
-
 def relation(name: str) -> str:
     if not name.startswith("redis_"):
         return "ours only"
@@ -370,8 +349,6 @@ def _table(docs: list[Doc]) -> list[str]:
 def render(section: str) -> str:
     if section == "info":
         lines = _table(field_docs())
-    elif section == "recorded":
-        lines = recorded_table()
     elif section == "differences":
         lines = ["| redis_exporter | this exporter | instead write |", "|---|---|---|"]
         lines += [f"| `{name}` | {ours} | {rewrite} |" for name, (ours, rewrite) in sorted(UPSTREAM_DIFFERENCES.items())]
@@ -385,9 +362,15 @@ def render(section: str) -> str:
 _BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (\w+) -->\n)(.*?)(<!-- END GENERATED -->)", re.S)
 
 
+OTHER_GENERATORS = {"recorded": "exporter.alerts.recorded_doc"}  # blocks the alerts package renders (service may not import it)
+
+
 def replace_tables(document: str) -> str:
-    """The document with every generated block rendered anew."""
-    return _BLOCK.sub(lambda match: match.group(1) + render(match.group(2)) + "\n" + match.group(4), document)
+    """The document with every generated block rendered anew (but those of OTHER_GENERATORS, left as they are)."""
+    return _BLOCK.sub(
+        lambda match: match.group(0) if match.group(2) in OTHER_GENERATORS else match.group(1) + render(match.group(2)) + "\n" + match.group(4),
+        document,
+    )
 
 
 if __name__ == "__main__":
