@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 from servers import start_exporter, start_prometheus, start_redis, wait_until
 from test_e2e_prometheus import api, shorten
+from test_outage_alerts import notified_after_inhibitions
 
 
 def firing_alerts(port: int) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
@@ -93,7 +94,7 @@ def cluster_stack(tmp_path):
             node.stop()
 
 
-def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_alerts(cluster_stack):
+def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_alerts(cluster_stack, tmp_path):
     port, nodes = cluster_stack["prometheus"], cluster_stack["nodes"]
     members = 'count by (shard, role) (elasticache_shard_member_info{shard_source="cluster"})'
     shards = api(port, "/api/v1/query?query=" + urllib.request.quote(members))
@@ -117,3 +118,12 @@ def test_a_healthy_cluster_fires_nothing_and_a_lost_master_fires_exactly_its_ale
     wait_until(lambda: expected <= firing_alerts(port), timeout=60, interval=0.5, what=f"{expected} firing")
     wait_for_evaluations(port, since=time.time(), seconds=FOR_SECONDS + 1)  # room for anything else to fire
     assert firing_alerts(port) == expected
+    # no replication_group is configured: the shard's name, its primary's node id, is unique, and the rendered inhibit
+    # rules match it alone, so RedisDown is the one alert left to notify
+    firing = [alert["labels"] for alert in api(port, "/api/v1/alerts")["data"]["alerts"] if alert["state"] == "firing"]
+    assert all("replication_group" not in labels for labels in firing)
+    assert notified_after_inhibitions(tmp_path, firing) == {
+        "RedisDown": "active",
+        "RedisMasterLinkDown": "suppressed",
+        "RedisMissingMaster": "suppressed",
+    }
