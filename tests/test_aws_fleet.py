@@ -191,7 +191,7 @@ def test_serverless_caches_are_polled_by_cluster_id_and_set_against_their_own_li
         keys = set(dict(labels))
         assert not ({"dimension_clusterId", "dimension_CacheClusterId"} <= keys), (name, labels)
     # once its datapoints are older than the exporter trusts, a ratio is gone; the limits stay (they come from discovery)
-    monitor.fresh_seconds = lambda: 60.0  # the datapoints are 3 to 7 minutes old
+    monitor.fresh_seconds = lambda tier="paging": 60.0  # the datapoints are 3 to 7 minutes old
     stale = parse_samples(encode_text(AwsCollector(monitor).collect()).decode())
     assert not [name for name, _ in stale if name.endswith("_utilization_ratio")]
     assert sample(stale, "elasticache_serverless_ecpu_per_second_limit", account_id=PROD, region=EU, cache="carts") == 10000
@@ -324,11 +324,12 @@ def test_cost_is_given_per_account_and_region(aws_credentials, capsys, tmp_path)
     per_cache = sum(len(spec.statistics) for spec in SERVERLESS_METRICS)
     dev_us = next(line.split() for line in out.splitlines() if line.startswith(f"{DEV} {US}".replace(" ", " " * (15 - len(DEV)))))
     assert dev_us[2:5] == ["2", "3", f"{2 * per_node + 3 * per_cache}"]
-    # the fleet's calls are each place's: 3 places of under 500 queries make 3 calls, not ceil(all queries / 500) = 1
-    configured = next(line.split() for line in out.splitlines() if line.endswith("(configured)"))
-    assert configured[1:3] == [f"{6 * per_node + 4 * per_cache}", "3"]
+    # the fleet's calls are each place's: 3 places of under 500 queries make a call each, not ceil(all queries / 500)
+    total = next(line.split() for line in out.splitlines() if line.startswith("total "))
+    assert total[1] == f"{6 * per_node + 4 * per_cache}"
+    assert [line.split()[5] for line in out.splitlines() if line.startswith((DEV, PROD))] == ["1", "1", "1"]
     assert "nodes discovered: 6, serverless caches: 4" in out
-    assert f"{2 * per_node:>14,}" in out
+    assert [line.split()[4] for line in out.splitlines() if line.startswith((DEV, PROD)) and line.split()[3] == "0"] == [f"{2 * per_node}"]
 
 
 def test_an_assumed_role_is_renewed_before_it_expires_and_outlives_a_failing_sts(aws_credentials, monkeypatch):

@@ -144,8 +144,8 @@ def test_cost_counts_the_lag_queries_of_the_secondaries(aws_credentials, capsys,
     out = capsys.readouterr().out
     assert "Global Datastore secondary clusters: 3" in out
     per_node = sum(len(spec.statistics) for spec in monitor.node_metrics)
-    configured = next(line.split() for line in out.splitlines() if line.endswith("(configured)"))
-    assert configured[1] == f"{len(monitor.nodes()) * per_node + len(polled):,}"
+    total = next(line.split() for line in out.splitlines() if line.startswith("total "))
+    assert total[1] == f"{len(monitor.nodes()) * per_node + len(polled):,}"
     assert {n.replication_group for n in polled} == {"orders-euw1", "orders-apse1", "carts-use1"}
 
 

@@ -20,7 +20,8 @@ CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimen
 READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
 CREDITS, CPU_AVG = "aws_elasticache_cpucredit_balance_minimum", "aws_elasticache_cpuutilization_average"
 STAMP = "elasticache_cloudwatch_datapoint_timestamp_seconds"
-FRESH, STALE = "0+60x40", "-1000+0x40"  # promtool's time() is the evaluation time: a datapoint of now, or one always old
+# promtool's time() is the evaluation time: a datapoint of now, or one always old (past the 20 minutes of the alerting tier)
+FRESH, STALE = "0+60x40", "-2000+0x40"
 
 
 def stamp(metric: str, when: str, **dims: str) -> tuple[str, str]:
@@ -113,9 +114,10 @@ def test_each_arm_renders_with_its_own_series_freshness(tmp_path):
     assert rendered.count(" or ") == 1
     cloudwatch_node = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
     assert f"label_replace((aws_elasticache_a >= 3) and on ({cloudwatch_node})" in rendered
-    assert '{metric="aws_elasticache_a"} < 600), "op", "a", "", "")' in rendered
+    # a series no known metric gives is a trend, asked hourly: fresh for 65 minutes (the delay, two periods, a poll)
+    assert '{metric="aws_elasticache_a"} < 3900), "op", "a", "", "")' in rendered
     assert f"(aws_elasticache_b > 4) and on ({cloudwatch_node})" in rendered
-    assert '{metric="aws_elasticache_b"} < 600)' in rendered
+    assert '{metric="aws_elasticache_b"} < 3900)' in rendered
 
 
 @pytest.mark.unit

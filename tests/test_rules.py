@@ -1135,13 +1135,23 @@ case(
     [(series(DISCOVERY, instance="exporter-b:9769", job="elasticache"), "0+60x40")],  # succeeding every minute
 )
 STALE = {**CW, "metric": "aws_elasticache_cpuutilization_average"}
+TREND = {**CW, "metric": "aws_elasticache_pub_sub_channels_maximum"}
 case(
     "ElastiCacheCloudWatchDataStale",
-    [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30")],
+    [
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **STALE), "0+0x30"),
+        # each exporter of a sharded fleet serves the limits of its tiers (10 minutes for a paging series)
+        *((series("elasticache_cloudwatch_fresh_seconds", metric=STALE["metric"], tier="paging", instance=e), "600+0x30") for e in ("a", "b")),
+    ],
     "21m",
     "19m",
     STALE,
-    [(series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30")],
+    [
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**STALE, "metric": "q"}), "0+60x30"),
+        # a trends series asked once an hour: 21 minutes old is still fresh
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **TREND), "0+0x30"),
+        (series("elasticache_cloudwatch_fresh_seconds", metric=TREND["metric"], tier="trends", instance="a"), "3900+0x30"),
+    ],
 )
 case(
     "ElastiCacheCloudWatchPollFailing",
@@ -1190,8 +1200,9 @@ def guard_inputs(guard: str, expr: str, inputs: list[tuple[str, str]], fresh: bo
             dims = {k: v for k, v in labels.items() if k in ("account_id", "region") or k.startswith("dimension_")}
             # each CloudWatch input its own datapoints' time (an input of another family: the one the expression reads)
             metric = text.partition("{")[0] if CW_SERIES.fullmatch(text.partition("{")[0]) else CW_SERIES.search(expr).group(0)
-            # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -1000 is stale
-            extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x120" if fresh else "-1000+0x120"
+            # promtool's time() is the evaluation time: +60 a minute is a datapoint of now, a constant -2000 is stale (older
+            # than the 20 minutes the alerting tier's guard allows)
+            extra[series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=metric)] = "0+60x120" if fresh else "-2000+0x120"
         elif guard == "fleet":  # discovery of the exporter that polls AWS succeeded now, or 50 minutes before the test's start
             extra[series("elasticache_exporter_discovery_last_success_timestamp_seconds", instance="e:9769", job="x")] = (
                 "0+60x120" if fresh else "-3000+0x120"

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from exporter.aws.cloudwatch import FRESH_SECONDS
+from exporter.aws.cloudwatch import DEFAULT_TIER_INTERVALS, fresh_seconds, tier_of_series
 from exporter.common.errors import ExporterError
 from exporter.common.records import record
 from exporter.common.schema import check_known_keys
@@ -46,7 +46,7 @@ FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
 ARM_SOURCES = {
     "cloudwatch": (
         CLOUDWATCH_DIMENSIONS,
-        f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{{{metric="{{series}}"}}}} < {FRESH_SECONDS}',
+        'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{series}"}} < {fresh}',
     ),
     "redis": ("instance", "redis_up == 1"),
 }
@@ -274,7 +274,7 @@ def render_arms(arms: tuple[Arm, ...], combination: str) -> str:
     rendered = []
     for arm in arms:
         on, fresh = ARM_SOURCES[arm.source]
-        text = f"({arm.series} {arm.when}) and on ({on}) ({fresh.format(series=arm.series)})"
+        text = f"({arm.series} {arm.when}) and on ({on}) ({fresh.format(series=arm.series, fresh=cloudwatch_fresh_seconds(arm.series))})"
         for name, value in arm.labels:
             text = f'label_replace({text}, "{name}", "{value}", "", "")'
         rendered.append(f"({text})")
@@ -330,6 +330,11 @@ def _guard_for(expr: str | None, baseline: bool) -> str:
     return "redis"
 
 
+def cloudwatch_fresh_seconds(series: str) -> int:
+    """How old a served CloudWatch series' datapoint may be at the default intervals of its tier (``cloudwatch.TIERS``)."""
+    return int(fresh_seconds(DEFAULT_TIER_INTERVALS[tier_of_series(series)]))
+
+
 def guarded(expr: str, guard: str) -> str:
     """The expression, silent when its data is stale: its target is down, its CloudWatch datapoint is old, or discovery
     (which reads the fleet's events and updates) has not succeeded for half an hour. A "fresh"
@@ -341,7 +346,8 @@ def guarded(expr: str, guard: str) -> str:
     if guard == "cloudwatch":
         metric = CLOUDWATCH_SERIES.search(expr)
         assert metric is not None
-        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {FRESH_SECONDS}'
+        limit = cloudwatch_fresh_seconds(metric.group(0))
+        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {limit}'
         return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({fresh})"
     if guard == "fleet":
         return f"({expr}) and on () (time() - max(elasticache_exporter_discovery_last_success_timestamp_seconds) < {FLEET_FRESH_SECONDS})"

@@ -145,6 +145,12 @@ SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
 )
 
 
+def _known_series() -> dict[str, str]:
+    specs = [*DEFAULT_METRICS, *(spec for group in METRIC_GROUPS.values() for spec in group), *GLOBAL_DATASTORE_METRICS, *SERVERLESS_METRICS]
+    specs += [spec for _, group in NODE_TYPE_METRICS for spec in group]
+    return {prometheus_name(spec.name, statistic): tier_of(spec.name, statistic) for spec in specs for statistic in spec.statistics}
+
+
 def valid_statistic(statistic: str) -> bool:
     if statistic in BASIC_STATISTICS:
         return True
@@ -209,6 +215,13 @@ def build_queries(
     return queries
 
 
+def in_tiers(specs: Iterable[MetricSpec], tiers: Iterable[str]) -> tuple[MetricSpec, ...]:
+    """The metric-statistics of ``specs`` asked in ``tiers``: each metric with only those of its statistics."""
+    wanted = set(tiers)
+    kept = ((spec, tuple(s for s in spec.statistics if tier_of(spec.name, s) in wanted)) for spec in specs)
+    return tuple(MetricSpec(spec.name, statistics) for spec, statistics in kept if statistics)
+
+
 def batches(queries: Sequence[Query], size: int = MAX_QUERIES_PER_CALL) -> list[list[Query]]:
     return [list(queries[i : i + size]) for i in range(0, len(queries), size)]
 
@@ -242,14 +255,93 @@ def get_metric_data(
     return results
 
 
-def window(now: float, period: int, delay: float, lookback_periods: int) -> tuple[datetime, datetime]:
-    """[start, end): end is a period boundary at least ``delay`` before now, so its buckets are complete."""
+def window(now: float, period: int, delay: float, lookback_periods: int, since: float | None = None) -> tuple[datetime, datetime]:
+    """[start, end): end is a period boundary at least ``delay`` before now, so its buckets are complete. ``since``: the
+    start of the newest complete minute the last poll asked for; the window reaches back to it, so no minute between two
+    polls goes unasked (a minute asked twice is kept once, by its timestamp), within :data:`MAX_WINDOW_SECONDS`."""
     end = math.floor((now - delay) / period) * period
-    start = end - lookback_periods * period
+    start: float = end - lookback_periods * period
+    if since is not None:
+        start = max(min(start, since), end - MAX_WINDOW_SECONDS)
     return datetime.fromtimestamp(start, tz=timezone.utc), datetime.fromtimestamp(end, tz=timezone.utc)
 
 
-FRESH_SECONDS = 600  # a datapoint older than this no longer speaks for the node (the rules' guard uses the same)
+# The longest window a poll asks: 500 queries of 180 one-minute datapoints are 90,000, under the 100,800 one
+# GetMetricData reply holds, so a poll never pages (a poller stalled longer than this loses the minutes before it).
+MAX_WINDOW_SECONDS = 180 * 60
+
+
+# --- tiers: how often a (metric, statistic) is asked, by what its data is for -----------------------------------------
+# paging: the inputs of the alerts that page (network against the baselines, engine and host CPU, memory, swap, the
+# allowance-exceeded counters, replication lag, traffic management, a serverless cache's limits); alerting: the inputs
+# of the other warnings; trends: dashboards and capacity planning. A metric this table does not name is a trend.
+TIERS = ("paging", "alerting", "trends")
+DEFAULT_TIER_INTERVALS = {"paging": 300.0, "alerting": 900.0, "trends": 3600.0}
+_PAGING: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("NetworkBytesIn", "Sum"),
+        ("NetworkBytesOut", "Sum"),
+        ("NetworkBaselineUsageInPercentage", "Average"),
+        ("NetworkBaselineUsageOutPercentage", "Average"),
+        ("NetworkBaselineMaxUsageInPercentage", "Maximum"),
+        ("NetworkBaselineMaxUsageOutPercentage", "Maximum"),
+        ("EngineCPUUtilization", "Average"),
+        ("CPUUtilization", "Average"),
+        ("DatabaseMemoryUsagePercentage", "Maximum"),
+        ("FreeableMemory", "Minimum"),
+        ("SwapUsage", "Maximum"),
+        ("NetworkBandwidthInAllowanceExceeded", "Maximum"),
+        ("NetworkBandwidthOutAllowanceExceeded", "Maximum"),
+        ("NetworkPacketsPerSecondAllowanceExceeded", "Maximum"),
+        ("NetworkConntrackAllowanceExceeded", "Maximum"),
+        ("ReplicationLag", "Maximum"),
+        ("TrafficManagementActive", "Maximum"),
+        ("GlobalDatastoreReplicationLag", "Maximum"),
+        ("ElastiCacheProcessingUnits", "Sum"),  # serverless: against its ECPU limit
+        ("BytesUsedForCache", "Maximum"),  # serverless: against its storage limit
+        ("ThrottledCmds", "Sum"),  # serverless
+    }
+)
+_ALERTING: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("MajorPageFaults", "Sum"),
+        ("AllocatorFragmentationBytes", "Maximum"),
+        ("AllocatorFragmentationRatio", "Maximum"),
+        ("Evictions", "Sum"),
+        ("CurrConnections", "Maximum"),
+        ("RejectedConnections", "Sum"),
+        ("IsPrimary", "Maximum"),
+        ("SuccessfulReadRequestLatency", "p99"),
+        ("SuccessfulWriteRequestLatency", "p99"),
+        ("CPUCreditBalance", "Minimum"),
+        ("DatabaseCapacityUsageCountedForEvictPercentage", "Maximum"),
+    }
+)
+
+
+def tier_of(metric: str, statistic: str) -> str:
+    """The tier a (metric, statistic) is asked in."""
+    if (metric, statistic) in _PAGING:
+        return "paging"
+    return "alerting" if (metric, statistic) in _ALERTING else "trends"
+
+
+def tier_of_series(name: str) -> str:
+    """The tier of a served ``aws_elasticache_*`` series, by its name (a name no known metric gives: trends)."""
+    return _SERIES_TIERS.get(name, "trends")
+
+
+def fresh_seconds(interval: float, period: int = 60, delay: float = 120.0) -> float:
+    """How old a datapoint asked every ``interval`` may be while its poller is healthy: the delay, the newest complete
+    minute's own period and its start stamp (two periods), the interval until the next poll and a minute for the poll
+    itself. Older, the poller has missed a poll: the datapoint no longer speaks for the node."""
+    return delay + 2 * period + interval + 60.0
+
+
+FRESH_SECONDS = fresh_seconds(DEFAULT_TIER_INTERVALS["paging"])  # 600 s: a paging datapoint at the defaults
+
+
+_SERIES_TIERS = _known_series()
 
 
 @record(frozen=True)
@@ -288,6 +380,21 @@ class CostEstimate:
     @property
     def usd_per_month(self) -> float:
         return self.metrics_per_month / 1000 * PRICE_PER_1000_METRICS
+
+
+def usd_per_month(pairs: float, interval: float) -> float:
+    """What asking ``pairs`` metric-statistics every ``interval`` seconds costs a month (each asked once per request,
+    however many minutes its window holds)."""
+    return pairs * SECONDS_PER_MONTH / interval / 1000 * PRICE_PER_1000_METRICS
+
+
+def pairs_by_tier(specs: Iterable[MetricSpec]) -> dict[str, int]:
+    """The metric-statistics of ``specs`` per tier (every tier named, 0 where none)."""
+    counts = dict.fromkeys(TIERS, 0)
+    for spec in specs:
+        for statistic in spec.statistics:
+            counts[tier_of(spec.name, statistic)] += 1
+    return counts
 
 
 def estimate_cost(

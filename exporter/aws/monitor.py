@@ -15,19 +15,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exporter.common.records import record
+from exporter.common.records import field, record
 
 from .api import AwsApi, AwsCallError
 from .cloudwatch import (
-    FRESH_SECONDS,
     GLOBAL_DATASTORE_METRICS,
     SERVERLESS_METRICS,
+    TIERS,
     Datapoint,
     MetricSpec,
     Query,
     batches,
     build_queries,
+    fresh_seconds,
     get_metric_data,
+    in_tiers,
     newest_datapoints,
     node_type_metrics,
     polled_metrics,
@@ -61,6 +63,17 @@ class CachedValue:
     datapoint: Datapoint
 
 
+@record
+class _Poll:
+    """What one poll gathers across its accounts and regions (the poll thread's alone)."""
+
+    deadline: float
+    fresh: dict[SeriesKey, CachedValue] = field(factory=dict)
+    minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]] = field(factory=list)
+    queried: set[SeriesKey] = field(factory=set)
+    queries: int = 0
+
+
 class AwsMonitor:
     def __init__(
         self,
@@ -70,8 +83,10 @@ class AwsMonitor:
         apis: dict[AwsAccount, AwsApi] | None = None,
         log_failures: bool = True,
         owns: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
         # a sharded exporter polls and describes only its own share of the nodes (all are still discovered)
         self.owns = owns or (lambda _cluster_id: True)
         self._log_failures = log_failures  # off for a command, which reports failures itself
@@ -100,6 +115,10 @@ class AwsMonitor:
         self.last_poll_duration = 0.0
         self.last_queries = 0
         self.polls = 0
+        # per tier: when it was last asked; per (tier, account, region): the start of the newest complete minute its
+        # last successful poll asked for, where the next poll's window starts (the poll thread's alone)
+        self._asked: dict[str, float] = {}
+        self._since: dict[tuple[str, AwsAccount, str], float] = {}
         self._warned: set[str] = set()
         self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
@@ -132,7 +151,7 @@ class AwsMonitor:
 
     def _poll_all(self) -> None:
         if self.config.cloudwatch:
-            self.poll_once()
+            self.poll_once(self.due_tiers())
         if self.fleet is not None:
             self.poll_events()
 
@@ -259,67 +278,87 @@ class AwsMonitor:
 
     # --- CloudWatch -------------------------------------------------------------------
 
-    def poll_once(self) -> None:
+    def due_tiers(self) -> tuple[str, ...]:
+        """The tiers whose interval has passed since they were last asked (half a wake-up early, so a tier of 15 minutes
+        polled by a 5-minute poller is asked every third poll, not every fourth)."""
+        now = self._clock()
+        slack = self.config.poll_interval / 2
+        return tuple(tier for tier in TIERS if tier not in self._asked or now - self._asked[tier] >= self.config.tier_interval(tier) - slack)
+
+    def poll_once(self, tiers: tuple[str, ...] | None = None) -> None:
+        """Ask CloudWatch for the metric-statistics of ``tiers`` (every tier when None), each over every minute since the
+        last poll of its tier in that account and region; every minute a poll brings is kept by its own timestamp."""
+        tiers = TIERS if tiers is None else tiers
         started = time.monotonic()
-        deadline = started + max(5.0, 0.8 * self.config.poll_interval)
-        span = window(time.time(), self.config.period, self.config.delay, self.config.lookback_periods)
-        fresh: dict[SeriesKey, CachedValue] = {}
-        minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]] = []
-        queried: set[SeriesKey] = set()
-        total_queries = 0
+        now = self._clock()
+        poll = _Poll(deadline=started + max(5.0, 0.8 * self.config.poll_interval))
+        node_metrics = in_tiers(self.node_metrics, tiers)
+        serverless_metrics = in_tiers(self.serverless_metrics, tiers)
         with self._lock:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
+        for tier in tiers:
+            self._asked[tier] = now
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = build_queries(groups.get((account, region), []), self.node_metrics, extra=self.extra_metrics)
-            queries += build_queries(caches.get((account, region), []), self.serverless_metrics, first=len(queries))
-            total_queries += len(queries)
-            if not queries:
-                continue
-            api = self.apis[account]
-            try:
-                client = api.client("cloudwatch", region)  # assumes the account's role when it is due: may fail alone
-            except AwsCallError as err:
-                queried.update(series_key(query) for query in queries)
-                self._report(err, f"GetMetricData in {_place(api, region)}")
-                continue
-            for batch in batches(queries):
-                keys = {query.id: series_key(query) for query in batch}
-                queried.update(keys.values())
-                try:
-                    results = get_metric_data(api, client, batch, self.config.period, span, deadline=deadline)
-                except AwsCallError as err:
-                    self._report(err, f"GetMetricData in {_place(api, region)}")
-                    continue
-                by_id = {query.id: query for query in batch}
-                minutes += [
-                    ((query.node.key, query.metric, query.statistic), result)
-                    for result in results
-                    if (query := by_id.get(result.get("Id", ""))) is not None
-                    and ((query.metric, query.statistic) in HISTORY_SERIES or (query.metric, query.statistic) in BURST_SERIES)
-                ]
-                for query_id, datapoint in newest_datapoints(results).items():
-                    query = by_id.get(query_id)
-                    if query is not None:
-                        fresh[keys[query_id]] = CachedValue(query, datapoint)
+            queries = build_queries(groups.get((account, region), []), node_metrics, extra=lambda node: in_tiers(self.extra_metrics(node), tiers))
+            queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
+            poll.queries += len(queries)
+            if queries:
+                self._poll_place(account, region, queries, tiers, now, poll)
         with self._lock:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
             live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
             # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
-            merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in fresh}
-            merged.update(fresh)
+            merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in poll.fresh}
+            merged.update(poll.fresh)
             self._cache = merged
             self._index()
-            self._keep_history(minutes, live)
-            if fresh or not queried:
-                self.last_poll = time.time()
+            self._keep_history(poll.minutes, live)
+            if poll.fresh or not poll.queried:
+                self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
-            self.last_queries = total_queries
+            self.last_queries = poll.queries
             self.polls += 1
+
+    def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> None:
+        """One account's and region's queries, over the window since their tiers' last poll there (the widest of them)."""
+        sinces = [self._since[(tier, account, region)] for tier in tiers if (tier, account, region) in self._since]
+        span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=min(sinces, default=None))
+        api = self.apis[account]
+        try:
+            client = api.client("cloudwatch", region)  # assumes the account's role when it is due: may fail alone
+        except AwsCallError as err:
+            poll.queried.update(series_key(query) for query in queries)
+            self._report(err, f"GetMetricData in {_place(api, region)}")
+            return
+        complete = True
+        for batch in batches(queries):
+            keys = {query.id: series_key(query) for query in batch}
+            poll.queried.update(keys.values())
+            try:
+                results = get_metric_data(api, client, batch, self.config.period, span, deadline=poll.deadline)
+            except AwsCallError as err:
+                self._report(err, f"GetMetricData in {_place(api, region)}")
+                complete = False
+                continue
+            by_id = {query.id: query for query in batch}
+            poll.minutes += [
+                ((query.node.key, query.metric, query.statistic), result)
+                for result in results
+                if (query := by_id.get(result.get("Id", ""))) is not None
+                and ((query.metric, query.statistic) in HISTORY_SERIES or (query.metric, query.statistic) in BURST_SERIES)
+            ]
+            for query_id, datapoint in newest_datapoints(results).items():
+                query = by_id.get(query_id)
+                if query is not None:
+                    poll.fresh[keys[query_id]] = CachedValue(query, datapoint)
+        if complete:  # the next poll starts at this one's newest complete minute; after a failure, where this one started
+            for tier in tiers:
+                self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
 
     def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey]) -> None:
         """Add this poll's minutes of the implied baseline; drop minutes over an hour old and nodes gone. Lock held."""
-        oldest = time.time() - HISTORY_SECONDS
+        oldest = self._clock() - HISTORY_SECONDS
         polled: dict[tuple[NodeKey, str, str], dict[float, float]] = {}
         for key, result in minutes:
             polled.setdefault(key, {}).update(datapoints(result.get("Timestamps", []), result.get("Values", [])))
@@ -370,10 +409,10 @@ class AwsMonitor:
         metrics = self.config.serverless_metrics
         return SERVERLESS_METRICS if metrics is None else metrics
 
-    def fresh_seconds(self) -> float:
-        """How old the newest datapoint of a node may be while it still describes the node now."""
+    def fresh_seconds(self, tier: str = "paging") -> float:
+        """How old the newest datapoint of a tier's metric may be while it still describes the node now."""
         config = self.config
-        return max(FRESH_SECONDS, config.delay + config.period * (config.lookback_periods + 1) + config.poll_interval)
+        return fresh_seconds(config.tier_interval(tier), config.period, config.delay)
 
     def latest(self, instance: str, metric: str, statistic: str) -> Datapoint | None:
         """The newest datapoint of a metric of the node named ``instance`` (its CacheClusterId where unique, else
@@ -392,7 +431,7 @@ class AwsMonitor:
         """The newest datapoint of a serverless cache's metric, if it is still fresh."""
         with self._lock:
             value = self._cache.get((*cache.as_node().key, metric, statistic))
-        if value is None or value.datapoint.timestamp < time.time() - self.fresh_seconds():
+        if value is None or value.datapoint.timestamp < self._clock() - self.fresh_seconds():
             return None
         return value.datapoint
 

@@ -22,7 +22,9 @@ class AwsConfig:
     tag_filters: dict[str, tuple[str, ...]] = field(factory=dict)
     discovery_interval: float = 300.0
     cloudwatch: bool = True
-    poll_interval: float = 60.0
+    poll_interval: float = 300.0  # how often the poller wakes; the paging tier's interval
+    alerting_interval: float = 900.0  # the alerting tier's (cloudwatch.TIERS); never shorter than poll_interval
+    trends_interval: float = 3600.0  # the trends tier's
     period: int = 60
     delay: float = 120.0
     lookback_periods: int = 5
@@ -33,6 +35,11 @@ class AwsConfig:
     events: bool = True  # poll DescribeEvents and the service updates
     node_type_metrics: bool = True  # poll the metrics only some node types have (r6gd data tiering, t-family credits)
     exclude_groups: tuple[str, ...] = ()  # groups of cloudwatch.METRIC_GROUPS not polled
+
+    def tier_interval(self, tier: str) -> float:
+        """How often a tier is asked: its setting, never more often than the poller wakes."""
+        configured = {"paging": self.poll_interval, "alerting": self.alerting_interval, "trends": self.trends_interval}[tier]
+        return max(configured, self.poll_interval)
 
     @property
     def enabled(self) -> bool:

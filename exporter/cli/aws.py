@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -56,8 +57,30 @@ def check_names(wanted: list[str], known: set[str], flag: str) -> None:
             raise UsageError(f"{flag} {name}: no such cache cluster among the {len(known)} discovered{hint}")
 
 
+def _add_pairs(into: dict[str, int], pairs: Mapping[str, int]) -> None:
+    for tier, count in pairs.items():
+        into[tier] += count
+
+
+def _print_tiers(config: Config, pairs: Mapping[str, int], watched: int) -> None:
+    """Per tier: its metric-statistics, how often they are asked, USD a node and month and in all; the total."""
+    from exporter.aws.cloudwatch import TIERS, usd_per_month
+
+    print("Each metric-statistic is asked once a poll of its tier, for every minute since the last (billed once per request).")
+    print(f"{'tier':<10} {'pairs':>8} {'interval':>9} {'USD/node/month':>15} {'USD/month':>10}")
+    usd_total = 0.0
+    for tier in TIERS:
+        interval = config.aws.tier_interval(tier)
+        usd = usd_per_month(pairs[tier], interval)
+        usd_total += usd
+        print(f"{tier:<10} {pairs[tier]:>8,} {interval:>8.0f}s {usd / watched:>15.4f} {usd:>10.2f}")
+    print(f"{'total':<10} {sum(pairs.values()):>8,} {'':>9} {usd_total / watched:>15.4f} {usd_total:>10.2f}")
+    every_minute = usd_per_month(sum(pairs.values()), 60.0)
+    print(f"(every pair every minute would cost USD {every_minute:,.2f} a month, {every_minute / watched:.2f} a node)")
+
+
 def print_cost(config: Config) -> int:
-    from exporter.aws.cloudwatch import build_queries, estimate_cost
+    from exporter.aws.cloudwatch import TIERS, pairs_by_tier, usd_per_month
     from exporter.aws.monitor import AwsMonitor
 
     if not config.aws.enabled:
@@ -76,35 +99,29 @@ def print_cost(config: Config) -> int:
     secondaries = sum(len(d.members_of("secondary")) for d in monitor.global_datastores())
     if secondaries:
         print(f"Global Datastore secondary clusters: {secondaries}; each primary's GlobalDatastoreReplicationLag is polled (1 query)")
-    places: dict[tuple[str, str], list[int]] = {}  # nodes, serverless caches, and the nodes' extras (node type, global lag)
+    names = {spec.name for spec in metrics}
+    places: dict[tuple[str, str], dict[str, int]] = {}  # pairs per tier, by account and region
+    counts: dict[tuple[str, str], list[int]] = {}  # nodes and serverless caches, by account and region
     for node in nodes:
-        counts = places.setdefault((node.account_id, node.region), [0, 0, 0])
-        counts[0] += 1
-        counts[2] += len(build_queries([node], metrics, extra=monitor.extra_metrics)) - per_node
+        specs = (*metrics, *(spec for spec in monitor.extra_metrics(node) if spec.name not in names))
+        _add_pairs(places.setdefault((node.account_id, node.region), dict.fromkeys(TIERS, 0)), pairs_by_tier(specs))
+        counts.setdefault((node.account_id, node.region), [0, 0])[0] += 1
     for cache in caches:
-        places.setdefault((cache.account_id, cache.region), [0, 0, 0])[1] += 1
-
-    def cost_at(interval: float, counts: list[list[int]]):
-        """Calls are made per account and region, so their count is the sum of each place's."""
-        costs = [
-            estimate_cost(n, metrics, interval, serverless=s, serverless_metrics=serverless_metrics, node_type_queries=extra)
-            for n, s, extra in counts
-        ]
-        fields = ("queries_per_cycle", "calls_per_cycle", "metrics_per_month", "usd_per_month")
-        return tuple(sum(getattr(cost, field) for cost in costs) for field in fields)
-
-    print(f"{'interval':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'metrics/month':>15} {'USD/month':>10}")
-    for interval in sorted({config.aws.poll_interval, 60.0, 300.0}):
-        queries, calls, metrics_per_month, usd = cost_at(interval, list(places.values()))
-        marker = "  (configured)" if interval == config.aws.poll_interval else ""
-        print(f"{interval:>9.0f}s {queries:>14,} {calls:>12,} {metrics_per_month:>15,.0f} {usd:>10.2f}{marker}")
+        _add_pairs(places.setdefault((cache.account_id, cache.region), dict.fromkeys(TIERS, 0)), pairs_by_tier(serverless_metrics))
+        counts.setdefault((cache.account_id, cache.region), [0, 0])[1] += 1
+    total = dict.fromkeys(TIERS, 0)
+    for pairs in places.values():
+        _add_pairs(total, pairs)
+    _print_tiers(config, total, max(1, len(nodes) + len(caches)))
     if places:
-        print(f"at the configured interval ({config.aws.poll_interval:.0f}s), per account and region:")
-        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'queries/cycle':>14} {'calls/cycle':>12} {'USD/month':>10}")
-        for (account_id, region), (count, serverless, extra) in sorted(places.items()):
-            queries, calls, _, usd = cost_at(config.aws.poll_interval, [[count, serverless, extra]])
-            print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>14,} {calls:>12,} {usd:>10.2f}")
-        print("Calls are made per account and region: ceil(queries / 500) each, every cycle.")
+        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
+        for (account_id, region), pairs in sorted(places.items()):
+            count, serverless = counts[(account_id, region)]
+            usd = sum(usd_per_month(pairs[tier], config.aws.tier_interval(tier)) for tier in TIERS)
+            queries = sum(pairs.values())
+            calls = math.ceil(queries / 500)
+            print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>8,} {calls:>10,} {usd:>10.2f}")
+        print("Calls are made per account and region: ceil(pairs / 500) each, at most, when a poll asks every tier.")
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
     if config.aws.events:
         account_regions = sum(len(account.regions) for account in config.aws.accounts)

@@ -510,7 +510,12 @@ CLOUDWATCH = Group(
     "aws.cloudwatch",
     (
         Setting("enabled", BOOL, "poll CloudWatch", field="cloudwatch"),
-        Setting("interval", duration(), "how often", field="poll_interval"),
+        Setting("interval", duration(), "how often the poller wakes and asks the paging tier (the inputs of the alerts that "
+                "page: docs/cloudwatch-cost.md)", field="poll_interval"),
+        Setting("alerting_interval", duration(), "how often the alerting tier is asked (the inputs of the other warnings)",
+                field="alerting_interval"),
+        Setting("trends_interval", duration(), "how often the trends tier is asked (dashboards, capacity planning)",
+                field="trends_interval"),
         Setting("period", duration(60), "datapoint period, a multiple of 60s (ElastiCache publishes one datapoint a minute)",
                 field="period"),
         Setting("delay", duration(120, "newer one-minute datapoints are still incomplete"), "how far behind now the "

@@ -93,6 +93,9 @@ AWS = [
     Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId` (a serverless cache's: `dimension_clusterId`), `metric`",
         "CloudWatch", "time of that datapoint"),
+    Doc("elasticache_cloudwatch_fresh_seconds", "gauge", "`metric`, `tier`", "the configuration",
+        "how old that datapoint may be while its poller is healthy: the tier's interval, the delay, two periods and a minute "
+        "(docs/cloudwatch-cost.md); older, ElastiCacheCloudWatchDataStale fires"),
     Doc("elasticache_node_info", "gauge", f"{T}, `account_id`, `region`, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, "
         "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `tag_<key>` (each of `aws.export_tags`)", "discovery",
         "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),

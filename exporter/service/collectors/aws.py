@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name
+from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name, tier_of
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.engine_support import SupportRow, cluster_support, load_support_table
 from exporter.aws.monitor import AwsMonitor, series_key
@@ -27,6 +27,7 @@ class AwsCollector(FamilyCollector):
 
     def write(self, out: FamilySet) -> None:
         monitor = self._monitor
+        tiers: dict[str, str] = {}  # each served series' tier
         for value in sorted(monitor.cache().values(), key=lambda v: series_key(v.query)):
             query = value.query
             labels = {"account_id": query.node.account_id, "region": query.node.region}
@@ -39,6 +40,15 @@ class AwsCollector(FamilyCollector):
                 "Time of the CloudWatch datapoint behind each aws_elasticache_* series.",
                 {**labels, "metric": name},
                 value.datapoint.timestamp,
+            )
+            tiers[name] = tier_of(query.metric, query.statistic)
+        for name, tier in sorted(tiers.items()):
+            out.add(
+                "elasticache_cloudwatch_fresh_seconds",
+                GAUGE,
+                "How old the datapoint of each aws_elasticache_* series may be while its poller is healthy (its tier's interval).",
+                {"metric": name, "tier": tier},
+                monitor.fresh_seconds(tier),
             )
         for name, node in monitor.named_nodes():
             if not monitor.owns(name):

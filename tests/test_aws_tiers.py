@@ -1,0 +1,244 @@
+"""CloudWatch asked by tier: each poll asks every minute since the last, each minute is kept once by its timestamp, the
+paging metrics every 5 minutes, and the bill `cost` predicts is what a running monitor counts (moto behind it)."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import math
+import re
+
+import boto3
+import pytest
+from helpers import parse_samples, sample
+from moto import mock_aws
+
+from exporter.alerts.catalog import cloudwatch_fresh_seconds, load_catalog
+from exporter.alerts.prometheus import expression
+from exporter.aws.api import AwsApi
+from exporter.aws.cloudwatch import (
+    DEFAULT_METRICS,
+    DEFAULT_TIER_INTERVALS,
+    MAX_WINDOW_SECONDS,
+    SECONDS_PER_MONTH,
+    TIERS,
+    fresh_seconds,
+    pairs_by_tier,
+    polled_metrics,
+    prometheus_name,
+    tier_of,
+    usd_per_month,
+    window,
+)
+from exporter.aws.monitor import AwsMonitor
+from exporter.baselines.table import load_table
+from exporter.common.exposition import encode_text
+from exporter.config import build_config
+from exporter.service.collectors.aws import AwsCollector
+
+REGION = "eu-west-1"
+# a fleet of 120 nodes of mixed types: burstable ones with their CPU credits, data tiering with its SSD metrics
+MIXED = {"cache.r6g.large": 40, "cache.t3.medium": 30, "cache.m6g.large": 30, "cache.r6gd.xlarge": 20}
+START = 1_800_000_000.0  # the simulated clock's start: a minute boundary
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("interval", [60, 300, 420, 900, 3600])
+def test_each_poll_asks_every_minute_since_the_last_ones_newest(interval):
+    """Polls every ``interval`` seconds at odd moments: the windows' minutes join without a gap, and the newest of each
+    is complete (at least the delay old)."""
+    asked: set[float] = set()
+    since = None
+    first = None
+    now = START + 17.3
+    for _ in range(30):
+        start, end = window(now, 60, 120, 5, since=since)
+        assert now - end.timestamp() >= 120
+        minutes = set(range(int(start.timestamp()), int(end.timestamp()), 60))
+        first = min(minutes) if first is None else first
+        asked |= {float(m) for m in minutes}
+        since = end.timestamp() - 60
+        now += interval + (7.9 if interval > 60 else 0)
+    assert asked == {float(m) for m in range(int(first), int(since) + 60, 60)}  # every minute, from the first to the newest
+
+
+@pytest.mark.unit
+def test_a_window_after_a_long_stall_is_bounded_so_a_poll_never_pages():
+    start, end = window(START + 86400, 60, 120, 5, since=START)
+    assert end.timestamp() - start.timestamp() == MAX_WINDOW_SECONDS
+    assert 500 * MAX_WINDOW_SECONDS / 60 <= 100_800  # GetMetricData's datapoints per reply: no NextToken
+
+
+@pytest.mark.unit
+def test_the_default_tiers_and_their_bill_per_node():
+    pairs = pairs_by_tier(polled_metrics(DEFAULT_METRICS))
+    assert pairs == {"paging": 17, "alerting": 9, "trends": 22}
+    per_node = sum(usd_per_month(pairs[tier], DEFAULT_TIER_INTERVALS[tier]) for tier in TIERS)
+    assert per_node == pytest.approx(17 * 0.0864 + 9 * 0.0288 + 22 * 0.0072)
+    assert per_node <= 2.00
+    # every paging alert's CloudWatch inputs are in the paging tier
+    for metric, statistic in (
+        ("NetworkBaselineMaxUsageOutPercentage", "Maximum"),
+        ("NetworkBandwidthOutAllowanceExceeded", "Maximum"),
+        ("EngineCPUUtilization", "Average"),
+        ("SwapUsage", "Maximum"),
+        ("ReplicationLag", "Maximum"),
+        ("TrafficManagementActive", "Maximum"),
+    ):
+        assert tier_of(metric, statistic) == "paging"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("tier", TIERS)
+def test_freshness_accepts_a_healthy_pollers_newest_minute_and_rejects_a_stalled_one(tier):
+    interval = DEFAULT_TIER_INTERVALS[tier]
+    limit = fresh_seconds(interval)
+    # just before its next poll, a healthy poller's newest minute started delay + up to two periods + the interval ago
+    healthy = 120 + 2 * 60 + interval - 1 + 30  # and a poll of half a minute
+    stalled = 120 + 60 + 2 * interval  # one poll missed
+    assert healthy < limit < stalled
+
+
+@pytest.mark.unit
+def test_every_cloudwatch_guard_allows_its_tiers_age():
+    checked = 0
+    for alert in load_catalog():
+        rendered = expression(alert) or ""
+        for metric, limit in re.findall(r'datapoint_timestamp_seconds\{metric="(aws_elasticache_[a-z0-9_]+)"\} < (\d+)', rendered):
+            assert int(limit) == cloudwatch_fresh_seconds(metric)
+            checked += 1
+    assert checked >= 20
+    assert cloudwatch_fresh_seconds("aws_elasticache_swap_usage_maximum") == 600  # paging
+    assert cloudwatch_fresh_seconds("aws_elasticache_evictions_sum") == 1200  # alerting
+
+
+class _RecordingApi(AwsApi):
+    """The real API client, recording each GetMetricData request: when (the monitor's clock), which queries, which window."""
+
+    def __init__(self, clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.requests: list[tuple[float, list[dict], datetime.datetime, datetime.datetime]] = []
+
+    def call(self, client, api, *, deadline=None, **kwargs):
+        if api == "get_metric_data":
+            self.requests.append((self.clock(), kwargs["MetricDataQueries"], kwargs["StartTime"], kwargs["EndTime"]))
+        return super().call(client, api, deadline=deadline, **kwargs)
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _seed_fleet() -> int:
+    elasticache = boto3.client("elasticache", region_name=REGION)
+    count = 0
+    for node_type, nodes in MIXED.items():
+        for index in range(nodes):
+            elasticache.create_cache_cluster(
+                CacheClusterId=f"{node_type.split('.')[1]}-{index:03d}", CacheNodeType=node_type, Engine="redis", NumCacheNodes=1
+            )
+            count += 1
+    return count
+
+
+def test_cost_and_a_live_runs_counted_requests_agree_under_two_dollars_a_node(aws_credentials, capsys):
+    from exporter.cli.aws import print_cost
+
+    with mock_aws():
+        nodes = _seed_fleet()
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        assert print_cost(config) == 0
+        printed = capsys.readouterr().out
+        total = re.search(r"^total\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)$", printed, re.MULTILINE)
+        assert total is not None, printed
+        usd_per_node, usd_month = float(total.group(2)), float(total.group(3))
+        assert usd_per_node <= 2.00
+        for tier in TIERS:
+            assert re.search(rf"^{tier}\s+[\d,]+\s+{DEFAULT_TIER_INTERVALS[tier]:.0f}s\s", printed, re.MULTILINE), printed
+        # an hour of the poller's own schedule, on a simulated clock: what it asks, counted as AWS bills it
+        clock = _Clock(START)
+        api = _RecordingApi(clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor.discover_once()
+        while clock.now < START + 3600:
+            monitor.poll_once(monitor.due_tiers())
+            clock.now += config.aws.poll_interval
+        _, _, requested = api.stats.snapshot()
+    assert requested == sum(len(queries) for _, queries, _, _ in api.requests)
+    assert requested * SECONDS_PER_MONTH / 3600 / 1000 * 0.01 == pytest.approx(usd_month, abs=0.01)
+    assert usd_month / nodes == pytest.approx(usd_per_node, abs=0.0001)
+    # every paging metric of every node asked at least every 5 minutes, each over every minute since its last ask
+    asked: dict[tuple, list[tuple[float, float, float]]] = {}
+    for when, queries, start, end in api.requests:
+        for query in queries:
+            stat = query["MetricStat"]
+            dims = tuple((d["Name"], d["Value"]) for d in stat["Metric"]["Dimensions"])
+            key = (dims, stat["Metric"]["MetricName"], stat["Stat"])
+            asked.setdefault(key, []).append((when, start.timestamp(), end.timestamp()))
+    paging = [key for key in asked if tier_of(key[1], key[2]) == "paging"]
+    assert len(paging) == nodes * 17
+    for key in paging:
+        times = asked[key]
+        assert len(times) == 12
+        assert all(later[0] - earlier[0] <= 300 for earlier, later in itertools.pairwise(times))
+        assert all(later[1] <= earlier[2] - 60 for earlier, later in itertools.pairwise(times)), key  # no minute missed
+    assert {len(asked[key]) for key in asked if tier_of(key[1], key[2]) == "alerting"} == {4}
+    assert {len(asked[key]) for key in asked if tier_of(key[1], key[2]) == "trends"} == {1}
+
+
+def _put(cloudwatch, cluster_id: str, minutes: dict[float, tuple[float, float]]) -> None:
+    """Per minute (its start): the busiest second's and the average's share of the baseline, out, in percent."""
+    dimensions = [{"Name": "CacheClusterId", "Value": cluster_id}, {"Name": "CacheNodeId", "Value": "0001"}]
+    data = []
+    for stamp, (peak, average) in minutes.items():
+        when = datetime.datetime.fromtimestamp(stamp, tz=datetime.timezone.utc)
+        data.append({"MetricName": "NetworkBaselineMaxUsageOutPercentage", "Timestamp": when, "Value": peak, "Dimensions": dimensions})
+        data.append({"MetricName": "NetworkBaselineUsageOutPercentage", "Timestamp": when, "Value": average, "Dimensions": dimensions})
+        data.append({"MetricName": "SwapUsage", "Timestamp": when, "Value": stamp, "Dimensions": dimensions})
+    for first in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[first : first + 500])
+
+
+@pytest.mark.parametrize("interval", ["1m", "5m"])
+def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minutes(aws_credentials, interval):
+    """Two hours of minutes, a burst in one minute of every seven: after each poll, the gauge is the newest complete
+    minute and the microburst series counts exactly the bursts of the 10 minutes up to it."""
+    import time
+
+    now = math.floor(time.time() / 60) * 60
+    first = now - 3 * 3600
+    minutes = {float(stamp): (130.0 if (stamp // 60) % 7 == 0 else 40.0, 50.0 + (stamp // 60) % 10) for stamp in range(first, now, 60)}
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        elasticache.create_cache_cluster(CacheClusterId="node", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+        _put(boto3.client("cloudwatch", region_name=REGION), "node", minutes)
+        # the first poll asks the 10 minutes the microburst series counts over (5 by default: its first window is short)
+        cloudwatch = {"interval": interval, "lookback": "10m"}
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": cloudwatch}, "redis": {"addr": ""}}, environ={})
+        clock = _Clock(first + 3600 + 23.0)
+        monitor = AwsMonitor(config.aws, clock=clock)
+        monitor.discover_once()
+        polls = 0
+        while clock.now < now:
+            monitor.poll_once(monitor.due_tiers())
+            polls += 1
+            newest = math.floor((clock.now - 120) / 60) * 60 - 60.0  # the newest complete minute
+            samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+            labels = {"account_id": "123456789012", "region": REGION, "dimension_CacheClusterId": "node", "dimension_CacheNodeId": "0001"}
+            assert sample(samples, prometheus_name("SwapUsage", "Maximum"), **labels) == newest
+            stamp_labels = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
+            assert sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", **stamp_labels) == newest
+            burst = monitor.burst_window("node", "out")
+            assert burst is not None
+            last_ten = [stamp for stamp in minutes if newest - 600 < stamp <= newest]
+            assert burst.newest == newest
+            assert burst.minutes == 10
+            assert burst.burst_minutes == sum(minutes[stamp][0] > 100 for stamp in last_ten)
+            assert burst.max_usage_percent == max(minutes[stamp][1] for stamp in last_ten)
+            clock.now += config.aws.poll_interval
+    assert polls == (120 if interval == "1m" else 24)
