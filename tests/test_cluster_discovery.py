@@ -4,6 +4,7 @@ and /discovery, following a failover; tested on real 3-primary, 3-replica cluste
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from helpers import call, make_app, sample
@@ -11,6 +12,7 @@ from servers import ENGINES, start_cluster, wait_until
 from tools import missing
 
 from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
+from exporter.service.cluster_discovery import EARLIEST as EARLIEST_READ
 
 NODES_TEXT = """\
 aaa 10.0.0.1:6379@16379 myself,master - 0 0 1 connected 0-5460
@@ -23,11 +25,12 @@ ddd 10.0.0.4:6379@16379 slave,fail ccc 0 0 2 connected
 @pytest.mark.unit
 def test_members_from_cluster_nodes_and_cluster_shards():
     members = parse_cluster_nodes(NODES_TEXT)
-    assert [(m.name, m.role, m.shard) for m in members] == [
-        ("10.0.0.1:6379", "primary", "aaa"),
-        ("10.0.0.2:6379", "replica", "aaa"),
-        ("10.0.0.3:6379", "primary", "ccc"),
-    ]  # the failed replica is left out
+    assert [(m.name, m.role, m.shard, m.answering) for m in members] == [
+        ("10.0.0.1:6379", "primary", "aaa", True),
+        ("10.0.0.2:6379", "replica", "aaa", True),
+        ("10.0.0.3:6379", "primary", "ccc", True),
+        ("10.0.0.4:6379", "replica", "ccc", False),
+    ]  # the failed replica is still a member of its shard, not answering
     shards = [
         [b"slots", [0, 5460], b"nodes", [
             [b"id", b"aaa", b"port", 6379, b"ip", b"10.0.0.1", b"endpoint", b"n1.example", b"role", b"master", b"health", b"online"],
@@ -36,9 +39,21 @@ def test_members_from_cluster_nodes_and_cluster_shards():
             [b"id", b"zzz", b"port", 6379, b"ip", b"10.0.0.9", b"endpoint", b"n9.example", b"role", b"replica", b"health", b"loading"],
         ]],
     ]  # fmt: skip
-    assert [(m.name, m.role, m.shard) for m in parse_cluster_shards(shards, tls=False)] == [
-        ("n1.example:6379", "primary", "aaa"),
-        ("n2.example:6379", "replica", "aaa"),
+    assert [(m.name, m.role, m.shard, m.answering) for m in parse_cluster_shards(shards, tls=False)] == [
+        ("n1.example:6379", "primary", "aaa", True),
+        ("n2.example:6379", "replica", "aaa", True),
+        ("n9.example:6379", "replica", "aaa", False),
+    ]
+    # after a failover the failed old primary is still listed as a master: the shard is named by the online one
+    failed_over = [
+        [b"slots", [0, 5460], b"nodes", [
+            [b"id", b"aaa", b"port", 6379, b"ip", b"10.0.0.1", b"role", b"master", b"health", b"fail"],
+            [b"id", b"bbb", b"port", 6379, b"ip", b"10.0.0.2", b"role", b"master", b"health", b"online"],
+        ]],
+    ]  # fmt: skip
+    assert [(m.name, m.shard, m.answering) for m in parse_cluster_shards(failed_over, tls=False)] == [
+        ("10.0.0.1:6379", "bbb", False),
+        ("10.0.0.2:6379", "bbb", True),
     ]
     assert parse_cluster_shards(shards, tls=True)[1].port == 6380  # the TLS port where the seed speaks TLS
 
@@ -109,24 +124,57 @@ def test_a_node_that_leaves_is_dropped_with_its_connection_and_the_flag_sets_dis
     assert targets.resolve("10.0.0.1:6379") is kept["10.0.0.1:6379"]
 
 
-def test_a_node_that_fails_a_scrape_makes_the_cluster_be_read_again_and_leaves():
+def test_a_stopped_node_stays_down_in_its_shard_until_the_cluster_forgets_it():
+    """A node that stops is still a member of its cluster: it is scraped (redis_up 0) in the shard it had, through the
+    failover its stop causes, so RedisDown fires for it with one label set; it leaves when the cluster forgets it."""
     engine = "valkey-8.1"
     if ENGINES.get(engine) is None:
         missing(engine)  # skipped outside CI; under CI a missing engine fails
-    nodes = start_cluster(engine, node_timeout_ms=3000)
-    # refreshed once an hour: only a failed scrape brings the next look sooner
+    nodes = start_cluster(engine, node_timeout_ms=2000)
+    # refreshed once an hour: only a failed scrape, or a cluster in flux, brings the next look sooner
     app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "1h"}})
     try:
         wait_until(lambda: len(_discovered(app)) == 6, timeout=30, what="six nodes found")
-        gone = next(node for node in nodes if node.info()["role"] == "slave")
+        gone = next(node for node in nodes[1:] if node.info()["role"] == "master")
+        gone_id = gone.client().execute_command("CLUSTER", "MYID").decode()
+        name = f"127.0.0.1:{gone.port}"
+
+        def membership() -> dict[str, str]:
+            samples = call(app, "/metrics").samples()
+            found = [dict(labels) for metric, labels in samples if metric == "elasticache_shard_member_info" and ("instance", name) in labels]
+            return found[0] if found else {}
+
+        assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": gone_id, "shard_source": "cluster", "role": "master"}
+        replica = next(node for node in nodes if node.info().get("master_port") == gone.port)
         gone.stop()
+        survivors = [node for node in nodes if node is not gone]
+
+        wait_until(
+            lambda: b"master,fail " in replica.client().execute_command("CLUSTER", "NODES"), timeout=30, interval=0.5, what="the primary held failed"
+        )
+        replica.client().execute_command("CLUSTER", "FAILOVER", "FORCE")  # its replica takes the shard over
+
+        def failed_over() -> bool:
+            ok = all(b"cluster_state:ok" in node.client().execute_command("CLUSTER", "INFO") for node in survivors)
+            return ok and replica.info()["role"] == "master"
+
+        wait_until(failed_over, timeout=60, interval=1.0, what="the cluster failed over and is ok")
+        for _ in range(3):  # the cluster read again after the failed scrapes and the failover: the node is still there
+            call(app, "/metrics")
+            assert name in _discovered(app)
+            assert sample(call(app, "/metrics").samples(), "redis_up", instance=name) == 0
+            assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": gone_id, "shard_source": "cluster", "role": ""}
+            time.sleep(EARLIEST_READ)  # the cluster is read at most every 5 s: a read happens between two looks
+        for node in survivors:
+            node.client().execute_command("CLUSTER", "FORGET", gone_id)
 
         def left() -> bool:
-            call(app, "/metrics")  # its scrape fails, and asks for a new look at the cluster
-            return f"127.0.0.1:{gone.port}" not in _discovered(app)
+            call(app, "/metrics")
+            return name not in _discovered(app)
 
-        wait_until(left, timeout=60, interval=1.0, what="the stopped node dropped")
+        wait_until(left, timeout=60, interval=1.0, what="the forgotten node dropped")
         assert len(_discovered(app)) == 5
+        assert membership() == {}
     finally:
         app.close()
         for node in nodes:

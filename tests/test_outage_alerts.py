@@ -171,9 +171,9 @@ def notified_after_inhibitions(tmp_path: Path, alerts: list[dict[str, str]]) -> 
 
 def test_a_primary_down_for_two_hours_pages_once_with_one_label_set(tmp_path):
     before, during = capture_an_outage(tmp_path)
-    # the down primary keeps the shard it is configured in, without a role: it is not answering as anything
+    # the down primary keeps the shard it is configured in, with no role: it is not answering as anything
     membership = [_labels(s) for s in during if s[0] == "elasticache_shard_member_info" and _labels(s)["instance"] == "orders-001"]
-    assert membership == [{**EXPORTER, "instance": "orders-001", **SHARD, "shard_source": "config"}]
+    assert membership == [{**EXPORTER, "instance": "orders-001", **SHARD, "shard_source": "config"}]  # role="" is no label
     alerts = expected_alerts(during)
     result = promtool_test(tmp_path, input_series(before, during), alerts)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
@@ -202,7 +202,7 @@ def test_a_node_down_stays_in_the_shard_it_last_answered_in(tmp_path):
         assert (answering["shard_source"], answering["role"]) == ("replication", "master")
         primary.stop()
         wait_until(lambda: value(metrics(exporter), "redis_up", instance="solo") == 0.0, timeout=30, what="the node down")
-        assert member() == {k: v for k, v in answering.items() if k != "role"}
+        assert member() == {k: v for k, v in answering.items() if k != "role"}  # role="": no label
     finally:
         if exporter is not None:
             exporter.stop()

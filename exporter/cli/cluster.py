@@ -74,6 +74,11 @@ def run_cluster(args: argparse.Namespace, environ: Mapping[str, str], sleep: Cal
     try:
         members = reader.members()
         primaries = [member for member in members if member.role == "primary" and member.slots]
+        failed = [member.name for member in primaries if not member.answering]
+        if failed:
+            raise UsageError(
+                f"--target: the cluster of {reader.endpoint.host_port} has failed primaries ({', '.join(failed)}): plan once they have failed over"
+            )
         if not primaries:
             raise UsageError(f"--target: the cluster of {reader.endpoint.host_port} has no primary serving slots")
         first = reader.slot_loads(primaries, args.resource)

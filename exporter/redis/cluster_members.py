@@ -23,6 +23,7 @@ class Member:
     shard: str  # the node id of its shard's primary (CLUSTER SHARDS' shard id where no primary answers)
     hostname: str = ""  # the hostname the node announces, "" where it announces none
     slots: frozenset[int] = frozenset()  # a primary's slots (a replica's: none)
+    answering: bool = True  # False: the cluster holds it failed or not yet serving (loading, syncing); still a member
 
     @property
     def name(self) -> str:
@@ -59,32 +60,40 @@ def _slot_ranges(bounds: Any) -> frozenset[int]:
 
 
 def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
-    """CLUSTER SHARDS (RESP2: flat name/value lists); nodes not online are left out."""
+    """CLUSTER SHARDS (RESP2: flat name/value lists). A node the cluster holds failed or not yet serving is a member
+    all the same, marked not answering: it is still part of its shard until the cluster forgets it."""
     members = []
     for shard_items in reply if isinstance(reply, list) else []:
         shard = _pairs(shard_items)
         nodes = [_pairs(node) for node in shard.get("nodes", [])]
         slots = _slot_ranges(shard.get("slots"))
-        primary = next((node for node in nodes if _text(node.get("role", "")) == "master"), None)
+        primaries = [node for node in nodes if _text(node.get("role", "")) == "master"]
+        # after a failover the failed old primary may still be listed as a master: the shard is named by the one online
+        primary = next((node for node in primaries if _online(node)), primaries[0] if primaries else None)
         shard_id = _text(primary.get("id", "")) if primary else _text(shard.get("id", ""))
         for node in nodes:
-            if _text(node.get("health", "online")) != "online":
-                continue
             host = _text(node.get("endpoint") or node.get("ip") or "")
             port = node.get("tls-port") if tls and node.get("tls-port") else node.get("port")
             if not host or host == "?" or not isinstance(port, int) or port <= 0:
                 continue
             role = "primary" if _text(node.get("role", "")) == "master" else "replica"
             hostname = _text(node.get("hostname") or "")
-            members.append(Member(_text(node.get("id", "")), host, port, role, shard_id, hostname, slots if role == "primary" else frozenset()))
+            owned = slots if node is primary else frozenset()  # the shard's slots are its serving primary's alone
+            members.append(Member(_text(node.get("id", "")), host, port, role, shard_id, hostname, owned, _online(node)))
     return members
 
 
+def _online(node: dict[str, Any]) -> bool:
+    return _text(node.get("health", "online")) == "online"
+
+
 def parse_cluster_nodes(text: str) -> list[Member]:
-    """CLUSTER NODES (before 7.0): a node's address is its ``ip:port``; failed and handshaking nodes are left out."""
+    """CLUSTER NODES (before 7.0): a node's address is its ``ip:port``; a failed node (``fail`` or ``fail?``) is a member
+    marked not answering, a node in handshake or without an address is none yet."""
     members = []
     for fields in node_lines(text)[0]:
-        if len(fields) < 8 or {"fail", "handshake", "noaddr"} & set(fields[2].split(",")):
+        flags = set(fields[2].split(",")) if len(fields) >= 8 else set()
+        if len(fields) < 8 or {"handshake", "noaddr"} & flags:
             continue
         address, _, hostname = fields[1].partition(",")
         host, _, port = address.split("@", 1)[0].rpartition(":")
@@ -94,13 +103,14 @@ def parse_cluster_nodes(text: str) -> list[Member]:
         role, shard = ("replica", fields[3]) if replica else ("primary", fields[0])
         slots = frozenset() if replica else slot_entries(fields[8:])
         announced = hostname.split(",", 1)[0]
-        members.append(Member(fields[0], host, int(port), role, shard, "" if "=" in announced else announced, slots))
+        failed = bool({"fail", "fail?"} & flags) or fields[7] != "connected"
+        members.append(Member(fields[0], host, int(port), role, shard, "" if "=" in announced else announced, slots, not failed))
     return members
 
 
 def read_members(node: RedisNode) -> tuple[list[Member], bool] | None:
-    """The cluster's nodes as ``node`` sees them, and whether all of them are online; None where it is not a cluster
-    node (or CLUSTER is renamed away)."""
+    """The cluster's nodes as ``node`` sees them, and whether all of them are online (the others are read again soon);
+    None where it is not a cluster node (or CLUSTER is renamed away)."""
     (server, cluster) = node.call_many([("INFO", "server"), ("INFO", "cluster")])
     if not isinstance(cluster, bytes) or b"cluster_enabled:1" not in cluster:
         return None
@@ -114,4 +124,5 @@ def read_members(node: RedisNode) -> tuple[list[Member], bool] | None:
         return None
     text = reply.decode()
     members = parse_cluster_nodes(text)
-    return members, len(members) == len([line for line in text.splitlines() if line.strip()])
+    listed = len([line for line in text.splitlines() if line.strip()])
+    return members, len(members) == listed and all(member.answering for member in members)

@@ -110,11 +110,10 @@ def shard_of(info: InfoReply | None, membership: Membership) -> Shard | None:
 
 def add_shard_membership(shard: Shard, target: str, role: str, out: FamilySet) -> None:
     """A node's membership; ``role`` empty for a node that does not answer, which stays in the shard it is known in
-    (a shard's membership does not end when a node stops answering) with no role, as it answers as none."""
+    (a shard's membership does not end when a node stops answering) with no role, as it answers as none (an empty
+    label is no label to Prometheus: ``{role=""}`` selects it; every series of the family has the same label names)."""
     group, name, source = shard
-    labels = {"instance": target, "replication_group": group, "shard": name, "shard_source": source}
-    if role:
-        labels["role"] = role
+    labels = {"instance": target, "replication_group": group, "shard": name, "shard_source": source, "role": role}
     out.add(
         "elasticache_shard_member_info",
         GAUGE,

@@ -333,7 +333,9 @@ class TargetSet:
 
     def set_cluster_members(self, seed: TargetConfig, members: list[Member]) -> None:
         """The nodes of ``seed``'s cluster as targets (``host:port``, the seed's credentials and TLS), each labelled with
-        its shard (its primary's node id) and role; a node that left is dropped with its connection."""
+        its shard (its primary's node id) and role; a node that left (the cluster forgot it) is dropped with its
+        connection. A node the cluster holds failed stays, in the shard and role it had: its membership does not end
+        when it stops answering, so it is scraped (``redis_up 0``) and its alerts keep their shard."""
         group = seed.replication_group or seed.name
         with self._lock:
             wanted = {member.name: member for member in members if self._free_for(member.name, MEMBER, seed.name)}
@@ -343,7 +345,7 @@ class TargetSet:
                 if member is None:
                     self._remove(target)
                     changed = True
-                else:
+                elif member.answering:
                     target.shard = member.shard  # a failover moves a node to another primary's shard
                     target.member_role = member.role
             for name, member in wanted.items():

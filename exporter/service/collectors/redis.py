@@ -29,7 +29,7 @@ from exporter.redis.replication import (
 )
 
 from ..pool import ScrapePool
-from ..targets import Target
+from ..targets import MEMBER, Target
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,10 @@ def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> N
     """A node that answers is in the shard it is configured or discovered in, else the one it says, with its role; one
     that does not (``info`` None) stays in the shard it is known in or last answered in, without a role, so the alerts
     joined with its shard (RedisDown) keep their labels and inhibitions for as long as it is down."""
-    membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
+    if target.kind is MEMBER:  # its shard is the cluster's (its primary's node id), as discovery last read it
+        membership = Membership(target.replication_group, "", target.shard)
+    else:
+        membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
     with target.lock:
         if info is None:
             shard = shard_of(None, membership) or target.state.shard
