@@ -207,7 +207,8 @@ def _put(cloudwatch, cluster_id: str, minutes: dict[float, tuple[float, float]])
 @pytest.mark.parametrize("interval", ["1m", "5m"])
 def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minutes(aws_credentials, interval):
     """Two hours of minutes, a burst in one minute of every seven: after each poll, the gauge is the newest complete
-    minute and the microburst series counts exactly the bursts of the 10 minutes up to it."""
+    minute, the microburst series counts exactly the bursts of the 10 minutes up to it and the sustained share is the
+    lowest average of the 15."""
     import time
 
     now = math.floor(time.time() / 60) * 60
@@ -224,6 +225,7 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
         monitor = AwsMonitor(config.aws, clock=clock)
         monitor.discover_once()
         polls = 0
+        first_asked = 0.0
         while clock.now < now:
             monitor.poll_once(monitor.due_tiers())
             polls += 1
@@ -240,5 +242,12 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
             assert burst.minutes == 10
             assert burst.burst_minutes == sum(minutes[stamp][0] > 100 for stamp in last_ten)
             assert burst.max_usage_percent == max(minutes[stamp][1] for stamp in last_ten)
+            # the 15-minute rules' window: each minute held once, from the first the first poll asked (10 minutes back)
+            first_asked = newest - 540 if polls == 1 else first_asked
+            last_fifteen = [stamp for stamp in minutes if max(newest - 900, first_asked - 60) < stamp <= newest]
+            held = monitor.sustained_window("node", "out")
+            assert held is not None
+            assert (held.newest, held.minutes) == (newest, len(last_fifteen))
+            assert held.min_usage_percent == min(minutes[stamp][1] for stamp in last_fifteen)
             clock.now += config.aws.poll_interval
     assert polls == (120 if interval == "1m" else 24)

@@ -894,6 +894,32 @@ for alert, ratio in (
 # AWS's own view of the node: served only while fresh, so no guard
 AWSN = {"instance": "rg-001", "node_type": "cache.r6g.large"}
 USAGE, PEAK = "elasticache_network_aws_baseline_usage_ratio", "elasticache_network_aws_baseline_peak_usage_ratio"
+SUSTAINED, HELD = "elasticache_network_aws_baseline_sustained_min_usage_ratio", "elasticache_network_aws_baseline_sustained_minutes"
+
+
+def served_sustained(percents: list[float], poll_every: int) -> tuple[str, str]:
+    """What the exporter serves each minute of a promtool test from one CloudWatch minute a minute (``percents``): its
+    poller, every ``poll_every`` minutes, brings every minute since its last poll (minute i is there at minute i); the
+    15-minute window of what it holds, as promtool values (``_`` before the first poll brings a minute)."""
+    from exporter.aws.network_baseline import BurstMinutes
+
+    kept = BurstMinutes()
+    lowest, held = [], []
+    window = None
+    for minute in range(len(percents)):
+        if minute % poll_every == 0:
+            kept.merge({}, {60.0 * i: percents[i] for i in range(minute + 1)})
+            window = kept.sustained()
+        lowest.append("_" if window is None else f"{window.min_usage_percent / 100:g}")
+        held.append("_" if window is None else str(window.minutes))
+    return " ".join(lowest), " ".join(held)
+
+
+def sustained_inputs(labels: dict[str, str], percents: list[float], poll_every: int) -> list[tuple[str, str]]:
+    lowest, held = served_sustained(percents, poll_every)
+    return [(series(SUSTAINED, **labels), lowest), (series(HELD, **labels), held)]
+
+
 for alert, direction, level in (
     ("ElastiCacheNetworkOutNearAWSBaseline", "out", 0.8),
     ("ElastiCacheNetworkOutAtAWSBaseline", "out", 0.9),
@@ -903,19 +929,24 @@ for alert, direction, level in (
     ("ElastiCacheNetworkInOverAWSBaseline", "in", 1.0),
 ):
     other = "in" if direction == "out" else "out"
-    labels = {**AWSN, "direction": direction}
-    case(
-        alert,
-        [(series(USAGE, **labels), f"{level + 0.05:g}+0x20")],
-        "16m",
-        "14m",
-        labels,
-        [
-            (series(USAGE, **{**labels, "instance": "calm"}), f"{level - 0.05:g}+0x20"),
-            (series(USAGE, **{**labels, "direction": other}), f"{level + 0.05:g}+0x20"),
-            (series(USAGE, **{**labels, "instance": "brief"}), f"{level + 0.05:g}+0x10 {level - 0.05:g} {level + 0.05:g}+0x10"),
-        ],
-    )
+    above, below = 100 * level + 5, 100 * level - 5
+    # one minute under the level, at minute 12: a poller every 5 minutes never serves it as its newest minute, but
+    # holds it: the alert waits for 15 minutes without it, at either poll interval
+    dip = [above] * 12 + [below] + [above] * 17
+    firing, silent = [], []
+    for every in (1, 5):
+        labels = {**AWSN, "instance": f"polled-every-{every}m", "direction": direction}
+        firing.append(labels)
+        firing_inputs = sustained_inputs(labels, [above] * 30, every)
+        silent += sustained_inputs({**labels, "instance": f"calm-{every}m"}, [below] * 30, every)
+        silent += sustained_inputs({**labels, "direction": other}, [above] * 30, every)
+        silent += sustained_inputs({**labels, "instance": f"dip-{every}m"}, dip, every)
+        if every == 1:
+            inputs = firing_inputs
+        else:
+            inputs += firing_inputs
+    # 15 minutes held (0 to 14) at minute 14 when polled every minute, at minute 15 every 5: neither before minute 14
+    case(alert, inputs, "16m", "13m", firing, silent)
 BURST = {**AWSN, "direction": "out"}
 BURSTS, WINDOW_USAGE = "elasticache_network_aws_baseline_burst_minutes", "elasticache_network_aws_baseline_window_max_usage_ratio"
 case(
@@ -1269,6 +1300,8 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "elasticache_network_aws_baseline_peak_usage_ratio",
         "elasticache_network_aws_baseline_burst_minutes",
         "elasticache_network_aws_baseline_window_max_usage_ratio",
+        "elasticache_network_aws_baseline_sustained_min_usage_ratio",
+        "elasticache_network_aws_baseline_sustained_minutes",
     }
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
     unguarded = set()

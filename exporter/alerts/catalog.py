@@ -31,7 +31,7 @@ UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|networ
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
 CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
 SERVED_WHILE_FRESH = re.compile(
-    r"\belasticache_(serverless_[a-z_]+_utilization_ratio|network_aws_baseline_(usage_ratio|peak_usage_ratio|burst_minutes|window_minutes"
+    r"\belasticache_(serverless_[a-z_]+_utilization_ratio|network_aws_baseline_(usage_ratio|peak_usage_ratio|burst_minutes|window_minutes|sustained_minutes|sustained_min_usage_ratio"
     r"|window_max_usage_ratio))\b"
 )
 # AWS's own records of the fleet (events, service updates, maintenance windows): kept between polls, so fresh only while

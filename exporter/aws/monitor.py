@@ -46,6 +46,7 @@ from .network_baseline import (
     BurstMinutes,
     BurstWindow,
     ImpliedMinutes,
+    SustainedWindow,
     burst_series_names,
     datapoints,
     series_names,
@@ -109,6 +110,7 @@ class AwsMonitor:
         # the last 10 CloudWatch minutes of each node's busiest seconds and averages, by (node, direction)
         self._burst_minutes: dict[tuple[NodeKey, str], BurstMinutes] = {}
         self._bursts: dict[tuple[str, str], BurstWindow] = {}  # (instance, direction) → its window, recomputed each poll
+        self._sustained: dict[tuple[str, str], SustainedWindow] = {}  # (instance, direction) → its last 15 minutes' averages
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
@@ -386,18 +388,31 @@ class AwsMonitor:
                 if peaks or usage:
                     self._burst_minutes.setdefault((node_key, direction), BurstMinutes()).merge(peaks or {}, usage or {})
         bursts: dict[tuple[str, str], BurstWindow] = {}
+        sustained: dict[tuple[str, str], SustainedWindow] = {}
         for (node_key, direction), kept in list(self._burst_minutes.items()):
-            window_now = kept.merge({}, {}) if node_key in live else None
-            if window_now is None:
+            if node_key not in live:
                 del self._burst_minutes[(node_key, direction)]
-            else:
-                bursts[(self._names.get(node_key, node_key[2]), direction)] = window_now
+                continue
+            name = (self._names.get(node_key, node_key[2]), direction)
+            window_now, held = kept.merge({}, {}), kept.sustained()
+            if window_now is not None:
+                bursts[name] = window_now
+            if held is not None:
+                sustained[name] = held
+            if window_now is None and held is None:
+                del self._burst_minutes[(node_key, direction)]
         self._bursts = bursts
+        self._sustained = sustained
 
     def burst_window(self, instance: str, direction: str) -> BurstWindow | None:
         """The node's last 10 CloudWatch minutes of busiest seconds (``network_baseline.burst_window``), or None."""
         with self._lock:
             return self._bursts.get((instance, direction))
+
+    def sustained_window(self, instance: str, direction: str) -> SustainedWindow | None:
+        """The node's last 15 CloudWatch minutes of average share of the baseline (``network_baseline``), or None."""
+        with self._lock:
+            return self._sustained.get((instance, direction))
 
     def implied_baseline(self, instance: str, direction: str) -> float | None:
         """The bandwidth (bytes/s) AWS counts as the node's baseline over the last hour (``network_baseline``), or None."""

@@ -1,7 +1,7 @@
 """What the monitor keeps of each node for AWS's implied baseline (``common.implied_bandwidth``): per direction, the
 implied bandwidth of each of the last hour's minutes, in two arrays (about 1 KiB a node and direction, where a dict
-of floats would take several); and for its microbursts, the last 10 minutes' busiest second and average, each minute
-counted once by its own timestamp however often a poll brings it back."""
+of floats would take several); and for its microbursts, the last 10 minutes' busiest second and the last 15 minutes'
+average, each minute counted once by its own timestamp however often a poll brings it back."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ HISTORY_SERIES = frozenset(
 DIRECTIONS = {"in": "In", "out": "Out"}
 BURST_WINDOW_SECONDS = 600  # the CloudWatch minutes a node's microbursts are counted over, up to its newest
 BURST_PERCENT = 100.0  # a minute bursts when its busiest second is above the baseline
+SUSTAINED_SECONDS = 900  # the CloudWatch minutes a node's sustained share of the baseline is the lowest of, up to its newest
 # the series a poll keeps minute by minute for the microbursts: (metric, statistic)
 BURST_SERIES = frozenset(
     {
@@ -95,6 +96,24 @@ def burst_window(peaks: Mapping[float, float], averages: Mapping[float, float], 
     return BurstWindow(len(inside), sum(value > BURST_PERCENT for value in inside), max(usage) if usage else None, newest)
 
 
+@record(frozen=True)
+class SustainedWindow:
+    """The minute averages of a node and direction within :data:`SUSTAINED_SECONDS` of its newest one: a share held in
+    every minute of the window is held "for 15 minutes", whether the minutes came one poll at a time or five."""
+
+    minutes: int  # minutes with an average
+    min_usage_percent: float  # the lowest of them
+    newest: float  # the newest minute's timestamp
+
+
+def sustained_window(averages: Mapping[float, float], seconds: float = SUSTAINED_SECONDS) -> SustainedWindow | None:
+    if not averages:
+        return None
+    newest = max(averages)
+    inside = [value for stamp, value in averages.items() if stamp > newest - seconds]
+    return SustainedWindow(len(inside), min(inside), newest)
+
+
 class BurstMinutes:
     """One node's and direction's minutes of the busiest second and the average share; owned by the monitor, used under
     its lock."""
@@ -111,5 +130,9 @@ class BurstMinutes:
         self.averages.update(averages)
         newest = max(self.peaks, default=max(self.averages, default=0.0))
         self.peaks = {stamp: value for stamp, value in self.peaks.items() if stamp > newest - BURST_WINDOW_SECONDS}
-        self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - BURST_WINDOW_SECONDS}
+        self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - SUSTAINED_SECONDS}
         return burst_window(self.peaks, self.averages)
+
+    def sustained(self) -> SustainedWindow | None:
+        """The window of the minute averages held, up to the newest of them."""
+        return sustained_window(self.averages)

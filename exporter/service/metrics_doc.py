@@ -146,6 +146,12 @@ AWS = [
         "reads it; while fresh"),
     Doc("elasticache_network_aws_baseline_window_max_usage_ratio", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
         "the highest minute average (NetworkBaselineUsage*Percentage / 100) of the same minutes; while fresh"),
+    Doc("elasticache_network_aws_baseline_sustained_minutes", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
+        "CloudWatch minutes with an average among the 15 up to the newest, each counted once by its timestamp however often "
+        "a poll brings it; while fresh"),
+    Doc("elasticache_network_aws_baseline_sustained_min_usage_ratio", "gauge", f"{T}, `direction`, `node_type`",
+        "CloudWatch, kept by minute", "the lowest minute average (NetworkBaselineUsage*Percentage / 100) of those minutes: a share "
+        "held in every one of them; the 15-minute AWS-baseline alerts read it; while fresh"),
     Doc("elasticache_network_aws_baseline_bytes_per_second", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch",
         "the baseline AWS implies: NetworkBytes (Sum / period) / (the share / 100), median of the last hour's minutes at 1 % or more"),
     Doc("elasticache_baseline_agreement_ratio", "gauge", "`node_type`, `direction`", "CloudWatch and the baseline table",

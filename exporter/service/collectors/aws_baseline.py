@@ -7,7 +7,7 @@ import statistics
 import time
 
 from exporter.aws.monitor import AwsMonitor
-from exporter.aws.network_baseline import DIRECTIONS, BurstWindow
+from exporter.aws.network_baseline import DIRECTIONS, BurstWindow, SustainedWindow
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import GAUGE, FamilySet
 
@@ -56,6 +56,9 @@ def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: Fami
             bursts = monitor.burst_window(name, direction)
             if bursts is not None and bursts.newest >= fresh_after:
                 _add_bursts(bursts, labels, out)
+            held = monitor.sustained_window(name, direction)
+            if held is not None and held.newest >= fresh_after:
+                _add_sustained(held, labels, out)
             implied = monitor.implied_baseline(name, direction)
             if implied is not None:
                 out.add(
@@ -95,6 +98,24 @@ def _add_bursts(bursts: BurstWindow, labels: dict[str, str], out: FamilySet) -> 
             labels,
             bursts.max_usage_percent / 100.0,
         )
+
+
+def _add_sustained(held: SustainedWindow, labels: dict[str, str], out: FamilySet) -> None:
+    """The node's last 15 CloudWatch minutes of average share, each minute once: what the 15-minute rules read."""
+    out.add(
+        "elasticache_network_aws_baseline_sustained_minutes",
+        GAUGE,
+        "CloudWatch minutes with an average (NetworkBaselineUsage*Percentage) among the 15 up to the newest.",
+        labels,
+        held.minutes,
+    )
+    out.add(
+        "elasticache_network_aws_baseline_sustained_min_usage_ratio",
+        GAUGE,
+        "The lowest minute average (NetworkBaselineUsage*Percentage / 100) of the same 15 minutes: held in every one of them.",
+        labels,
+        held.min_usage_percent / 100.0,
+    )
 
 
 def _add_agreement(table: BaselineTable, implied_by_type: dict[tuple[str, str], list[float]], out: FamilySet) -> None:
