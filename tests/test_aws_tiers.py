@@ -70,6 +70,21 @@ def test_a_window_after_a_long_stall_is_bounded_so_a_poll_never_pages():
 
 
 @pytest.mark.unit
+def test_rising_minutes_count_each_minute_once_by_its_timestamp():
+    from exporter.aws.rising_minutes import Rising, RisingMinutes, rising
+
+    count = {60.0 * m: (4.0 if m == 6 else 0.0) for m in range(10)}  # a count of the minute: one minute shaped
+    cumulative = {60.0 * m: (12.0 if m >= 6 else 9.0) for m in range(10)}  # a counter that grew once
+    assert rising(count) == rising(cumulative) == Rising(5, 1, 540.0)
+    assert rising({60.0 * m: 7.0 for m in range(10)}) == Rising(5, 0, 540.0)
+    kept = RisingMinutes()
+    for poll in range(10):  # a poll every minute asking the last 5: each minute is merged five times, counted once
+        now = kept.merge({stamp: value for stamp, value in count.items() if 60.0 * (poll - 4) <= stamp <= 60.0 * poll})
+    assert now == Rising(5, 1, 540.0)
+    assert len(kept.values) == 6  # the window and the minute before it
+
+
+@pytest.mark.unit
 def test_the_default_tiers_and_their_bill_per_node():
     pairs = pairs_by_tier(polled_metrics(DEFAULT_METRICS))
     assert pairs == {"paging": 17, "alerting": 9, "trends": 22}
@@ -200,6 +215,8 @@ def _put(cloudwatch, cluster_id: str, minutes: dict[float, tuple[float, float]])
         data.append({"MetricName": "NetworkBaselineMaxUsageOutPercentage", "Timestamp": when, "Value": peak, "Dimensions": dimensions})
         data.append({"MetricName": "NetworkBaselineUsageOutPercentage", "Timestamp": when, "Value": average, "Dimensions": dimensions})
         data.append({"MetricName": "SwapUsage", "Timestamp": when, "Value": stamp, "Dimensions": dimensions})
+        shaped = 5.0 if (stamp // 60) % 11 == 0 else 0.0  # a per-minute count, above 0 one minute in 11
+        data.append({"MetricName": "NetworkBandwidthOutAllowanceExceeded", "Timestamp": when, "Value": shaped, "Dimensions": dimensions})
     for first in range(0, len(data), 500):
         cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[first : first + 500])
 
@@ -249,5 +266,10 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
             assert held is not None
             assert (held.newest, held.minutes) == (newest, len(last_fifteen))
             assert held.min_usage_percent == min(minutes[stamp][1] for stamp in last_fifteen)
+            # the allowance rules' count: the minutes of the last 5 above the minute before, each once
+            allowance = prometheus_name("NetworkBandwidthOutAllowanceExceeded", "Maximum")
+            last_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp - 60 >= first_asked]
+            expected = sum(1 for stamp in last_five if (stamp // 60) % 11 == 0)
+            assert sample(samples, "elasticache_cloudwatch_rising_minutes", **{**labels, "metric": allowance}) == expected
             clock.now += config.aws.poll_interval
     assert polls == (120 if interval == "1m" else 24)

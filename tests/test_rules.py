@@ -267,27 +267,48 @@ case(
 )
 
 CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
+RISING = "elasticache_cloudwatch_rising_minutes"
+
+
+def served_rising(values: list[float], poll_every: int) -> str:
+    """What the exporter serves each minute of a promtool test from a counter's CloudWatch minutes (``values``, minute i
+    there at minute i), polled every ``poll_every`` minutes: the rising minutes among the last 5 it holds."""
+    from exporter.aws.rising_minutes import RisingMinutes
+
+    kept = RisingMinutes()
+    served, now = [], None
+    for minute in range(len(values)):
+        if minute % poll_every == 0:
+            now = kept.merge({60.0 * i: values[i] for i in range(minute + 1)})
+        served.append("_" if now is None else str(now.rising))
+    return " ".join(served)
+
+
+def rising_case(alert: str, metric: str, fire_at: str, quiet_at: str) -> None:
+    """A per-minute count above 0 in one minute (8, which a poller every 5 minutes never serves as its newest) and a
+    cumulative counter that grew at minute 8: the alert fires at either poll interval; a counter that stays, at 0 or not,
+    does not."""
+    firing, inputs, silent = [], [], []
+    for every in (1, 5):
+        for shape, values in (("count", [0.0] * 8 + [3.0] + [0.0] * 11), ("cumulative", [9.0] * 8 + [12.0] * 12)):
+            labels = {**CW, "dimension_CacheClusterId": f"{shape}-every-{every}m"}
+            firing.append(labels)
+            inputs.append((series(RISING, **labels, metric=metric), served_rising(values, every)))
+        for name, values in (("calm", [0.0] * 20), ("steady", [7.0] * 20)):
+            silent.append(
+                (series(RISING, **{**CW, "dimension_CacheClusterId": f"{name}-every-{every}m"}, metric=metric), served_rising(values, every))
+            )
+    case(alert, inputs, fire_at, quiet_at, firing, silent)
+
+
 for alert, metric in (
     ("ElastiCacheBandwidthOutAllowanceExceeded", "aws_elasticache_network_bandwidth_out_allowance_exceeded_maximum"),
     ("ElastiCacheBandwidthInAllowanceExceeded", "aws_elasticache_network_bandwidth_in_allowance_exceeded_maximum"),
     ("ElastiCachePPSAllowanceExceeded", "aws_elasticache_network_packets_per_second_allowance_exceeded_maximum"),
 ):
-    case(
-        alert,
-        [(series(metric, **CW), "0 0 0 5 10 15 20 25 30 35")],
-        "5m",
-        "3m",
-        CW,
-        [(series(metric, **{**CW, "dimension_CacheClusterId": "q"}), "7+0x10")],
-    )
-case(
-    "ElastiCacheConntrackAllowanceExceeded",
-    [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **CW), "0 0 3 3 3")],
-    "3m",
-    "1m",
-    CW,
-    [(series("aws_elasticache_network_conntrack_allowance_exceeded_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "2+0x5")],
-)
+    # counted from minute 8 to 12 (every minute) or 10 to 14 (every 5): firing, 2 minutes on, at 12 either way
+    rising_case(alert, metric, "12m", "6m")
+rising_case("ElastiCacheConntrackAllowanceExceeded", "aws_elasticache_network_conntrack_allowance_exceeded_maximum", "12m", "6m")
 
 T = {"instance": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
@@ -1525,8 +1546,8 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
                 {"series": series(rejected, instance="self-managed"), "values": "0 0 5 5"},
                 {"series": series("redis_up", instance="orders-001"), "values": "1+0x20"},
                 {"series": series("redis_up", instance="self-managed"), "values": "1+0x20"},
-                {"series": series(allowance, **cw_known), "values": "0 0 0 5 10 15 20 25 30 35"},
-                {"series": series(allowance, **cw_other), "values": "0 0 0 5 10 15 20 25 30 35"},
+                {"series": series(RISING, **cw_known, metric=allowance), "values": "0 0 0 1 2 3 4 5 5 5"},
+                {"series": series(RISING, **cw_other, metric=allowance), "values": "0 0 0 1 2 3 4 5 5 5"},
                 {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_known, metric=allowance), "values": "0+60x20"},
                 {"series": series("elasticache_cloudwatch_datapoint_timestamp_seconds", **cw_other, metric=allowance), "values": "0+60x20"},
             ],

@@ -51,6 +51,7 @@ from .network_baseline import (
     datapoints,
     series_names,
 )
+from .rising_minutes import RISING_SERIES, Rising, RisingMinutes
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class AwsMonitor:
         self._burst_minutes: dict[tuple[NodeKey, str], BurstMinutes] = {}
         self._bursts: dict[tuple[str, str], BurstWindow] = {}  # (instance, direction) → its window, recomputed each poll
         self._sustained: dict[tuple[str, str], SustainedWindow] = {}  # (instance, direction) → its last 15 minutes' averages
+        # the allowance-exceeded counters' last minutes, and how many of the last 5 rose, by series
+        self._rising_minutes: dict[SeriesKey, RisingMinutes] = {}
+        self._rising: dict[SeriesKey, Rising] = {}
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
@@ -348,7 +352,7 @@ class AwsMonitor:
                 ((query.node.key, query.metric, query.statistic), result)
                 for result in results
                 if (query := by_id.get(result.get("Id", ""))) is not None
-                and ((query.metric, query.statistic) in HISTORY_SERIES or (query.metric, query.statistic) in BURST_SERIES)
+                and any((query.metric, query.statistic) in kept for kept in (HISTORY_SERIES, BURST_SERIES, RISING_SERIES))
             ]
             for query_id, datapoint in newest_datapoints(results).items():
                 query = by_id.get(query_id)
@@ -378,6 +382,26 @@ class AwsMonitor:
                 implied[(self._names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
         self._implied = implied
         self._keep_burst_minutes(polled, live)
+        self._keep_rising(polled, live)
+
+    def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
+        """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""
+        for (node_key, metric, statistic), values in polled.items():
+            if (metric, statistic) in RISING_SERIES:
+                self._rising_minutes.setdefault((*node_key, metric, statistic), RisingMinutes()).merge(values, self.config.period)
+        rising: dict[SeriesKey, Rising] = {}
+        for key, kept in list(self._rising_minutes.items()):
+            now = kept.merge({}, self.config.period) if key[:4] in live else None
+            if now is None:
+                del self._rising_minutes[key]
+            else:
+                rising[key] = now
+        self._rising = rising
+
+    def rising(self) -> dict[SeriesKey, Rising]:
+        """The allowance-exceeded counters' count of rising minutes among their last 5 (``rising_minutes``), by series."""
+        with self._lock:
+            return dict(self._rising)
 
     def _keep_burst_minutes(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
         """Add this poll's minutes of the busiest seconds and averages; drop nodes gone. Lock held."""

@@ -93,6 +93,10 @@ AWS = [
     Doc("elasticache_cloudwatch_datapoint_timestamp_seconds", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId` (a serverless cache's: `dimension_clusterId`), `metric`",
         "CloudWatch", "time of that datapoint"),
+    Doc("elasticache_cloudwatch_rising_minutes", "gauge",
+        "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
+        "of the last 5 minutes of an allowance-exceeded series (`metric`), those above the minute before, each minute "
+        "counted once however often a poll brings it; the allowance alerts read it"),
     Doc("elasticache_cloudwatch_fresh_seconds", "gauge", "`metric`, `tier`", "the configuration",
         "how old that datapoint may be while its poller is healthy: the tier's interval, the delay, two periods and a minute "
         "(docs/cloudwatch-cost.md); older, ElastiCacheCloudWatchDataStale fires"),

@@ -28,6 +28,7 @@ class AwsCollector(FamilyCollector):
     def write(self, out: FamilySet) -> None:
         monitor = self._monitor
         tiers: dict[str, str] = {}  # each served series' tier
+        rising = monitor.rising()
         for value in sorted(monitor.cache().values(), key=lambda v: series_key(v.query)):
             query = value.query
             labels = {"account_id": query.node.account_id, "region": query.node.region}
@@ -42,6 +43,16 @@ class AwsCollector(FamilyCollector):
                 value.datapoint.timestamp,
             )
             tiers[name] = tier_of(query.metric, query.statistic)
+            counted = rising.get(series_key(query))
+            if counted is not None:
+                out.add(
+                    "elasticache_cloudwatch_rising_minutes",
+                    GAUGE,
+                    "Of the last 5 CloudWatch minutes of each allowance-exceeded series, those above the minute before "
+                    "(each minute once, however often the exporter polls).",
+                    {**labels, "metric": name},
+                    counted.rising,
+                )
         for name, tier in sorted(tiers.items()):
             out.add(
                 "elasticache_cloudwatch_fresh_seconds",
