@@ -271,5 +271,11 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
             last_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp - 60 >= first_asked]
             expected = sum(1 for stamp in last_five if (stamp // 60) % 11 == 0)
             assert sample(samples, "elasticache_cloudwatch_rising_minutes", **{**labels, "metric": allowance}) == expected
+            # the paging gauges' window (SwapUsage: the last 5 minutes; its value is the minute's own timestamp)
+            swap = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
+            held_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp >= first_asked]
+            assert sample(samples, "elasticache_cloudwatch_window_minutes", **swap) == len(held_five)
+            assert sample(samples, "elasticache_cloudwatch_window_lowest", **swap) == min(held_five)
+            assert sample(samples, "elasticache_cloudwatch_window_highest", **swap) == newest
             clock.now += config.aws.poll_interval
     assert polls == (120 if interval == "1m" else 24)

@@ -38,6 +38,7 @@ from .cloudwatch import (
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
 from .global_datastores import GlobalDatastore, describe_global_datastores, merge_global_datastores, secondary_groups
+from .minute_window import WINDOW_SERIES, MinuteWindow, WindowMinutes
 from .network_baseline import (
     BURST_SERIES,
     DIRECTIONS,
@@ -115,6 +116,9 @@ class AwsMonitor:
         # the allowance-exceeded counters' last minutes, and how many of the last 5 rose, by series
         self._rising_minutes: dict[SeriesKey, RisingMinutes] = {}
         self._rising: dict[SeriesKey, Rising] = {}
+        # the paging gauges' last minutes and their lowest and highest, by series (minute_window.WINDOW_SERIES)
+        self._window_minutes: dict[SeriesKey, WindowMinutes] = {}
+        self._windows: dict[SeriesKey, MinuteWindow] = {}
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
@@ -352,7 +356,7 @@ class AwsMonitor:
                 ((query.node.key, query.metric, query.statistic), result)
                 for result in results
                 if (query := by_id.get(result.get("Id", ""))) is not None
-                and any((query.metric, query.statistic) in kept for kept in (HISTORY_SERIES, BURST_SERIES, RISING_SERIES))
+                and any((query.metric, query.statistic) in kept for kept in (HISTORY_SERIES, BURST_SERIES, RISING_SERIES, WINDOW_SERIES))
             ]
             for query_id, datapoint in newest_datapoints(results).items():
                 query = by_id.get(query_id)
@@ -383,6 +387,27 @@ class AwsMonitor:
         self._implied = implied
         self._keep_burst_minutes(polled, live)
         self._keep_rising(polled, live)
+        self._keep_windows(polled, live)
+
+    def _keep_windows(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
+        """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone. Lock held."""
+        for (node_key, metric, statistic), values in polled.items():
+            length = WINDOW_SERIES.get((metric, statistic))
+            if length is not None:
+                self._window_minutes.setdefault((*node_key, metric, statistic), WindowMinutes(length)).merge(values, self.config.period)
+        windows: dict[SeriesKey, MinuteWindow] = {}
+        for key, kept in list(self._window_minutes.items()):
+            now = kept.merge({}, self.config.period) if key[:4] in live else None
+            if now is None:
+                del self._window_minutes[key]
+            else:
+                windows[key] = now
+        self._windows = windows
+
+    def windows(self) -> dict[SeriesKey, MinuteWindow]:
+        """The paging gauges' lowest and highest of the last minutes held (``minute_window``), by series."""
+        with self._lock:
+            return dict(self._windows)
 
     def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
         """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""

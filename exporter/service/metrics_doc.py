@@ -97,6 +97,16 @@ AWS = [
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
         "of the last 5 minutes of an allowance-exceeded series (`metric`), those above the minute before, each minute "
         "counted once however often a poll brings it; the allowance alerts read it"),
+    Doc("elasticache_cloudwatch_window_minutes", "gauge",
+        "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
+        "minutes held of the window of a paging gauge (`metric`): the last 2 of TrafficManagementActive, the last 5 of "
+        "ReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory and SwapUsage; each counted once however often a "
+        "poll brings it"),
+    Doc("elasticache_cloudwatch_window_lowest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
+        "CloudWatch, kept by minute",
+        "the lowest value of those minutes: what their alerts read, so a value held every minute is seen at any poll interval"),
+    Doc("elasticache_cloudwatch_window_highest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
+        "CloudWatch, kept by minute", "the highest value of those minutes"),
     Doc("elasticache_cloudwatch_fresh_seconds", "gauge", "`metric`, `tier`", "the configuration",
         "how old that datapoint may be while its poller is healthy: the tier's interval, the delay, two periods and a minute "
         "(docs/cloudwatch-cost.md); older, ElastiCacheCloudWatchDataStale fires"),

@@ -8,6 +8,7 @@ import time
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name, tier_of
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.engine_support import SupportRow, cluster_support, load_support_table
+from exporter.aws.minute_window import MinuteWindow
 from exporter.aws.monitor import AwsMonitor, series_key
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
@@ -29,6 +30,7 @@ class AwsCollector(FamilyCollector):
         monitor = self._monitor
         tiers: dict[str, str] = {}  # each served series' tier
         rising = monitor.rising()
+        windows = monitor.windows()
         for value in sorted(monitor.cache().values(), key=lambda v: series_key(v.query)):
             query = value.query
             labels = {"account_id": query.node.account_id, "region": query.node.region}
@@ -43,6 +45,9 @@ class AwsCollector(FamilyCollector):
                 value.datapoint.timestamp,
             )
             tiers[name] = tier_of(query.metric, query.statistic)
+            held = windows.get(series_key(query))
+            if held is not None:
+                _add_window(held, {**labels, "metric": name}, out)
             counted = rising.get(series_key(query))
             if counted is not None:
                 out.add(
@@ -95,6 +100,19 @@ class AwsCollector(FamilyCollector):
         add_global_datastores(monitor.global_datastores(), out, monitor.owns)
         add_engine_support(cluster_support(monitor.nodes(), self.support_table), out, monitor.owns)
         _add_api_health(monitor, out)
+
+
+def _add_window(held: MinuteWindow, labels: dict[str, str], out: FamilySet) -> None:
+    """The lowest and highest of a paging gauge's last minutes (2 or 5, as its alert holds it), each minute once."""
+    out.add(
+        "elasticache_cloudwatch_window_minutes",
+        GAUGE,
+        "CloudWatch minutes held of each paging gauge's window (the last 2 or 5, as its alert wants them held).",
+        labels,
+        held.minutes,
+    )
+    out.add("elasticache_cloudwatch_window_lowest", GAUGE, "The lowest value of the same minutes.", labels, held.lowest)
+    out.add("elasticache_cloudwatch_window_highest", GAUGE, "The highest value of the same minutes.", labels, held.highest)
 
 
 def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet) -> None:
