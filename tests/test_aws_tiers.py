@@ -247,35 +247,45 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
             monitor.poll_once(monitor.due_tiers())
             polls += 1
             newest = math.floor((clock.now - 120) / 60) * 60 - 60.0  # the newest complete minute
-            samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
-            labels = {"account_id": "123456789012", "region": REGION, "dimension_CacheClusterId": "node", "dimension_CacheNodeId": "0001"}
-            assert sample(samples, prometheus_name("SwapUsage", "Maximum"), **labels) == newest
-            stamp_labels = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
-            assert sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", **stamp_labels) == newest
-            burst = monitor.burst_window("node", "out")
-            assert burst is not None
-            last_ten = [stamp for stamp in minutes if newest - 600 < stamp <= newest]
-            assert burst.newest == newest
-            assert burst.minutes == 10
-            assert burst.burst_minutes == sum(minutes[stamp][0] > 100 for stamp in last_ten)
-            assert burst.max_usage_percent == max(minutes[stamp][1] for stamp in last_ten)
-            # the 15-minute rules' window: each minute held once, from the first the first poll asked (10 minutes back)
-            first_asked = newest - 540 if polls == 1 else first_asked
-            last_fifteen = [stamp for stamp in minutes if max(newest - 900, first_asked - 60) < stamp <= newest]
-            held = monitor.sustained_window("node", "out")
-            assert held is not None
-            assert (held.newest, held.minutes) == (newest, len(last_fifteen))
-            assert held.min_usage_percent == min(minutes[stamp][1] for stamp in last_fifteen)
-            # the allowance rules' count: the minutes of the last 5 above the minute before, each once
-            allowance = prometheus_name("NetworkBandwidthOutAllowanceExceeded", "Maximum")
-            last_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp - 60 >= first_asked]
-            expected = sum(1 for stamp in last_five if (stamp // 60) % 11 == 0)
-            assert sample(samples, "elasticache_cloudwatch_rising_minutes", **{**labels, "metric": allowance}) == expected
-            # the paging gauges' window (SwapUsage: the last 5 minutes; its value is the minute's own timestamp)
-            swap = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
-            held_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp >= first_asked]
-            assert sample(samples, "elasticache_cloudwatch_window_minutes", **swap) == len(held_five)
-            assert sample(samples, "elasticache_cloudwatch_window_lowest", **swap) == min(held_five)
-            assert sample(samples, "elasticache_cloudwatch_window_highest", **swap) == newest
+            first_asked = newest - 540 if polls == 1 else first_asked  # the first poll asks 10 minutes back
+            _check_poll(monitor, minutes, newest, first_asked, int(config.aws.poll_interval // 60))
             clock.now += config.aws.poll_interval
     assert polls == (120 if interval == "1m" else 24)
+
+
+def _check_poll(monitor: AwsMonitor, minutes: dict[float, tuple[float, float]], newest: float, first_asked: float, brought: int) -> None:
+    """What is served after a poll whose newest complete minute is ``newest``, from every minute held since ``first_asked``."""
+    samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+    labels = {"account_id": "123456789012", "region": REGION, "dimension_CacheClusterId": "node", "dimension_CacheNodeId": "0001"}
+    assert sample(samples, prometheus_name("SwapUsage", "Maximum"), **labels) == newest
+    stamp_labels = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
+    assert sample(samples, "elasticache_cloudwatch_datapoint_timestamp_seconds", **stamp_labels) == newest
+    burst = monitor.burst_window("node", "out")
+    assert burst is not None
+    last_ten = [stamp for stamp in minutes if newest - 600 < stamp <= newest]
+    assert burst.newest == newest
+    assert burst.minutes == 10
+    assert burst.burst_minutes == sum(minutes[stamp][0] > 100 for stamp in last_ten)
+    assert burst.max_usage_percent == max(minutes[stamp][1] for stamp in last_ten)
+    # of the windows of 15 ending at each minute this poll brought, the full ones (every minute held)
+    ends = [newest - 60 * step for step in range(brought)]
+    full = [[m for m in minutes if end - 900 < m <= end] for end in ends if end - 840 >= first_asked]
+    held = monitor.sustained_window("node", "out")
+    assert held is not None
+    if full:
+        assert (held.newest, held.minutes) == (newest, 15)
+        assert held.min_usage_percent == max(min(minutes[m][1] for m in window) for window in full)
+    else:
+        assert held.minutes == len([m for m in minutes if max(newest - 900, first_asked - 60) < m <= newest])
+    # the allowance rules' count: the minutes of the last 5 above the minute before, each once
+    allowance = prometheus_name("NetworkBandwidthOutAllowanceExceeded", "Maximum")
+    last_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp - 60 >= first_asked]
+    expected = sum(1 for stamp in last_five if (stamp // 60) % 11 == 0)
+    assert sample(samples, "elasticache_cloudwatch_rising_minutes", **{**labels, "metric": allowance}) == expected
+    # the paging gauges' window (SwapUsage: the last 5 minutes; its value is the minute's own timestamp)
+    swap = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
+    held_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp >= first_asked]
+    assert sample(samples, "elasticache_cloudwatch_window_minutes", **swap) == len(held_five)
+    full_ends = [end for end in ends if end - 240 >= first_asked]  # windows of 5 with every minute held
+    assert sample(samples, "elasticache_cloudwatch_window_lowest", **swap) == max(end - 240 for end in full_ends)
+    assert sample(samples, "elasticache_cloudwatch_window_highest", **swap) == min(full_ends)

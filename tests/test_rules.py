@@ -270,12 +270,55 @@ CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimen
 RISING = "elasticache_cloudwatch_rising_minutes"
 
 
+def served_window(values: list[float], poll_every: int, length: int) -> tuple[str, str]:
+    """What the exporter serves each minute of a promtool test from a gauge's CloudWatch minutes (minute i there at
+    minute i), polled every ``poll_every`` minutes: the window's lowest and highest, as promtool values."""
+    from exporter.aws.minute_window import WindowMinutes
+
+    kept = WindowMinutes(length, poll_every)
+    lowest, highest, now = [], [], None
+    for minute in range(len(values)):
+        if minute % poll_every == 0:
+            now = kept.merge({60.0 * i: values[i] for i in range(minute + 1)})
+        full = now is not None and now.lowest is not None and now.highest is not None
+        lowest.append(f"{now.lowest:g}" if full else "_")
+        highest.append(f"{now.highest:g}" if full else "_")
+    return " ".join(lowest), " ".join(highest)
+
+
+def window_case(alert: str, metric: str, length: int, held: float, other: float, below: bool = False) -> None:
+    """A value past the threshold every minute fires at either poll interval; one that leaves it one minute in every
+    ``length`` (never held for the whole window, but past it at each minute a 5-minute poller serves) does not."""
+    family = "elasticache_cloudwatch_window_highest" if below else "elasticache_cloudwatch_window_lowest"
+    firing, inputs, silent = [], [], []
+    for every in (1, 5):
+        for name, values, into in (
+            ("held", [held] * 12, inputs),
+            ("broken", [other if m % length == length - 1 else held for m in range(12)], silent),
+            ("calm", [other] * 12, silent),
+        ):
+            labels = {**CW, "dimension_CacheClusterId": f"{name}-every-{every}m"}
+            lowest, highest = served_window(values, every, length)
+            into.append((series(family, **labels, metric=metric), highest if below else lowest))
+            if name == "held":
+                firing.append(labels)
+    # held from minute 0: a full window from minute length-1 (every minute) or 5 (every 5 minutes); none by minute 0
+    case(alert, inputs, "7m", "0m", firing, silent)
+
+
+window_case("ElastiCacheTrafficManagementActive", "aws_elasticache_traffic_management_active_maximum", 2, 1, 0)
+window_case("ElastiCacheReplicationLag", "aws_elasticache_replication_lag_maximum", 5, 45, 3)
+window_case("ElastiCacheDatabaseMemoryHigh", "aws_elasticache_database_memory_usage_percentage_maximum", 5, 95, 50)
+window_case("ElastiCacheFreeableMemoryLow", "aws_elasticache_freeable_memory_minimum", 5, 5e7, 5e8, below=True)
+window_case("ElastiCacheSwapUsageHigh", "aws_elasticache_swap_usage_maximum", 5, 6e7, 1000)
+
+
 def served_rising(values: list[float], poll_every: int) -> str:
     """What the exporter serves each minute of a promtool test from a counter's CloudWatch minutes (``values``, minute i
     there at minute i), polled every ``poll_every`` minutes: the rising minutes among the last 5 it holds."""
     from exporter.aws.rising_minutes import RisingMinutes
 
-    kept = RisingMinutes()
+    kept = RisingMinutes(poll_every)
     served, now = [], None
     for minute in range(len(values)):
         if minute % poll_every == 0:
@@ -447,14 +490,6 @@ case(
     [(series("elasticache_replication_lag_bytes", **{**BL, "instance": "q"}), "1000+0x10")],
 )
 case(
-    "ElastiCacheReplicationLag",
-    [(series("aws_elasticache_replication_lag_maximum", **CW), "45+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_replication_lag_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "3+0x10")],
-)
-case(
     "RedisOutOfConfiguredMaxmemory",
     [(series("redis_memory_used_bytes", **T), "95+0x5"), (series("redis_memory_max_bytes", **T), "100+0x5")],
     "3m",
@@ -474,30 +509,6 @@ case(
     "1m",
     T,
     [(series("redis_memory_used_bytes", instance="q"), "50+0x5"), (series("redis_total_system_memory_bytes", instance="q"), "100+0x5")],
-)
-case(
-    "ElastiCacheDatabaseMemoryHigh",
-    [(series("aws_elasticache_database_memory_usage_percentage_maximum", **CW), "95+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_database_memory_usage_percentage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "50+0x10")],
-)
-case(
-    "ElastiCacheFreeableMemoryLow",
-    [(series("aws_elasticache_freeable_memory_minimum", **CW), "50000000+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_freeable_memory_minimum", **{**CW, "dimension_CacheClusterId": "q"}), "500000000+0x10")],
-)
-case(
-    "ElastiCacheSwapUsageHigh",
-    [(series("aws_elasticache_swap_usage_maximum", **CW), "60000000+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_swap_usage_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "1000+0x10")],
 )
 case(
     "RedisEvictions",
@@ -924,7 +935,7 @@ def served_sustained(percents: list[float], poll_every: int) -> tuple[str, str]:
     15-minute window of what it holds, as promtool values (``_`` before the first poll brings a minute)."""
     from exporter.aws.network_baseline import BurstMinutes
 
-    kept = BurstMinutes()
+    kept = BurstMinutes(poll_every)
     lowest, held = [], []
     window = None
     for minute in range(len(percents)):
@@ -985,14 +996,6 @@ case(
         (series(BURSTS, **{**BURST, "instance": "busy"}), "6+0x15"),
         (series(WINDOW_USAGE, **{**BURST, "instance": "busy"}), "0.85+0x15"),
     ],
-)
-case(
-    "ElastiCacheTrafficManagementActive",
-    [(series("aws_elasticache_traffic_management_active_maximum", **CW), "0 0 1 1 1 1 1 1 1 1")],
-    "5m",
-    "3m",
-    CW,
-    [(series("aws_elasticache_traffic_management_active_maximum", **{**CW, "dimension_CacheClusterId": "calm"}), "0+0x10")],
 )
 case(
     "ElastiCacheRejectedConnections",
@@ -1420,7 +1423,7 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
         (series("redis_up", instance="orders-002"), "1x20"),
         (series("redis_master_link_up", instance="orders-002"), "1 1 1 0x20"),
         (series("elasticache_node_info", instance="orders-002", **node, **dims), "1x20"),
-        (series(lag, **replica_dims), "45x20"),
+        (series("elasticache_cloudwatch_window_lowest", **replica_dims, metric=lag), "45x20"),
         (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **replica_dims, metric=lag), "0+60x20"),
     ]
     checks = [

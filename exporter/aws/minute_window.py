@@ -1,7 +1,7 @@
 """What the monitor keeps of each node's paging gauges that alerts want held for some minutes: their last CloudWatch
 minutes, each once by its timestamp however often a poll brings it back, and the lowest and highest of the last few.
-A rule "above X for 5 minutes" over a gauge polled every 5 minutes sees one minute of the 5; over the lowest of the
-5 minutes held it sees every one of them."""
+A rule "above X for 5 minutes" over a gauge polled every 5 minutes sees one minute of the 5; over the windows of 5
+minutes ending at each minute a poll brought it sees every one of them."""
 
 from __future__ import annotations
 
@@ -21,33 +21,46 @@ WINDOW_SERIES: dict[tuple[str, str], int] = {
 
 @record(frozen=True)
 class MinuteWindow:
-    minutes: int  # minutes held among the last ``length``
-    lowest: float
-    highest: float
+    """Of the windows of ``length`` minutes ending at each minute since the last poll's newest (all minutes held): the
+    highest of their lowest values and the lowest of their highest. A value above X in every minute of some window is
+    "lowest > X", whichever minute the window ended at and however often the exporter polls."""
+
+    minutes: int  # minutes held in the newest window
+    lowest: float | None  # None: no full window ended since the last poll
+    highest: float | None
     newest: float  # the newest minute's timestamp
 
 
-def minute_window(values: Mapping[float, float], length: int, period: float = 60.0) -> MinuteWindow | None:
-    """The minutes within ``length`` periods of the newest, each once, by its timestamp."""
+def minute_window(values: Mapping[float, float], length: int, ending: int = 1, period: float = 60.0) -> MinuteWindow | None:
+    """The full windows (``length`` minutes, each held) ending at each of the newest ``ending`` minutes, each minute once,
+    by its timestamp."""
     if not values:
         return None
     newest = max(values)
-    inside = [value for stamp, value in values.items() if stamp > newest - length * period]
-    return MinuteWindow(len(inside), min(inside), max(inside), newest)
+    lows, highs = [], []
+    for end in (newest - step * period for step in range(ending)):
+        inside = [value for stamp, value in values.items() if end - length * period < stamp <= end]
+        if len(inside) == length:
+            lows.append(min(inside))
+            highs.append(max(inside))
+    held = sum(1 for stamp in values if stamp > newest - length * period)
+    return MinuteWindow(held, max(lows) if lows else None, min(highs) if highs else None, newest)
 
 
 class WindowMinutes:
     """One node's minutes of one gauge; owned by the monitor, used under its lock."""
 
-    __slots__ = ("length", "values")
+    __slots__ = ("ending", "length", "values")
 
-    def __init__(self, length: int) -> None:
+    def __init__(self, length: int, ending: int = 1) -> None:
         self.length = length
+        self.ending = max(1, ending)  # the minutes a poll brings: the poll interval in periods
         self.values: dict[float, float] = {}
 
     def merge(self, values: Mapping[float, float], period: float = 60.0) -> MinuteWindow | None:
-        """Add the minutes of a poll (a minute seen again takes its newer value); keep those of the window."""
+        """Add the minutes of a poll (a minute seen again takes its newer value); keep those of the windows."""
         self.values.update(values)
         newest = max(self.values, default=0.0)
-        self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - self.length * period}
-        return minute_window(self.values, self.length, period)
+        keep = (self.length + self.ending - 1) * period
+        self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - keep}
+        return minute_window(self.values, self.length, self.ending, period)

@@ -9,6 +9,7 @@ good values keep being served and their age shows it.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import threading
 import time
@@ -394,7 +395,8 @@ class AwsMonitor:
         for (node_key, metric, statistic), values in polled.items():
             length = WINDOW_SERIES.get((metric, statistic))
             if length is not None:
-                self._window_minutes.setdefault((*node_key, metric, statistic), WindowMinutes(length)).merge(values, self.config.period)
+                kept = self._window_minutes.setdefault((*node_key, metric, statistic), WindowMinutes(length, self._minutes_a_poll()))
+                kept.merge(values, self.config.period)
         windows: dict[SeriesKey, MinuteWindow] = {}
         for key, kept in list(self._window_minutes.items()):
             now = kept.merge({}, self.config.period) if key[:4] in live else None
@@ -403,6 +405,10 @@ class AwsMonitor:
             else:
                 windows[key] = now
         self._windows = windows
+
+    def _minutes_a_poll(self) -> int:
+        """The CloudWatch minutes a poll of the paging tier brings: the windows ending at each of them are looked at."""
+        return max(1, math.ceil(self.config.tier_interval("paging") / self.config.period))
 
     def windows(self) -> dict[SeriesKey, MinuteWindow]:
         """The paging gauges' lowest and highest of the last minutes held (``minute_window``), by series."""
@@ -413,7 +419,8 @@ class AwsMonitor:
         """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""
         for (node_key, metric, statistic), values in polled.items():
             if (metric, statistic) in RISING_SERIES:
-                self._rising_minutes.setdefault((*node_key, metric, statistic), RisingMinutes()).merge(values, self.config.period)
+                kept = self._rising_minutes.setdefault((*node_key, metric, statistic), RisingMinutes(self._minutes_a_poll()))
+                kept.merge(values, self.config.period)
         rising: dict[SeriesKey, Rising] = {}
         for key, kept in list(self._rising_minutes.items()):
             now = kept.merge({}, self.config.period) if key[:4] in live else None
@@ -435,7 +442,7 @@ class AwsMonitor:
                 peak_metric, usage_metric = burst_series_names(direction)
                 peaks, usage = polled.get((node_key, peak_metric, "Maximum")), polled.get((node_key, usage_metric, "Average"))
                 if peaks or usage:
-                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes()).merge(peaks or {}, usage or {})
+                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes(self._minutes_a_poll())).merge(peaks or {}, usage or {})
         bursts: dict[tuple[str, str], BurstWindow] = {}
         sustained: dict[tuple[str, str], SustainedWindow] = {}
         for (node_key, direction), kept in list(self._burst_minutes.items()):

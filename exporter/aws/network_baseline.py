@@ -98,29 +98,37 @@ def burst_window(peaks: Mapping[float, float], averages: Mapping[float, float], 
 
 @record(frozen=True)
 class SustainedWindow:
-    """The minute averages of a node and direction within :data:`SUSTAINED_SECONDS` of its newest one: a share held in
-    every minute of the window is held "for 15 minutes", whether the minutes came one poll at a time or five."""
+    """The minute averages of a node and direction over :data:`SUSTAINED_SECONDS`: a share held in every minute of a
+    window is held "for 15 minutes", whether the minutes came one poll at a time or five, whichever minute it ended."""
 
-    minutes: int  # minutes with an average
+    minutes: int  # minutes with an average: 15 where a full window ended at a minute the last poll brought
     min_usage_percent: float  # the lowest of them
     newest: float  # the newest minute's timestamp
 
 
-def sustained_window(averages: Mapping[float, float], seconds: float = SUSTAINED_SECONDS) -> SustainedWindow | None:
-    if not averages:
+def sustained_window(averages: Mapping[float, float], ending: int = 1, seconds: float = SUSTAINED_SECONDS) -> SustainedWindow | None:
+    """Of the full windows (every minute held) ending at each of the newest ``ending`` minutes, the one whose lowest
+    average is highest; without one, the newest window as held (fewer minutes than the window has)."""
+    from .minute_window import minute_window
+
+    length = int(seconds // 60)
+    held = minute_window(averages, length, ending)
+    if held is None:
         return None
-    newest = max(averages)
-    inside = [value for stamp, value in averages.items() if stamp > newest - seconds]
-    return SustainedWindow(len(inside), min(inside), newest)
+    if held.lowest is not None:
+        return SustainedWindow(length, held.lowest, held.newest)
+    inside = [value for stamp, value in averages.items() if stamp > held.newest - seconds]
+    return SustainedWindow(len(inside), min(inside), held.newest)
 
 
 class BurstMinutes:
     """One node's and direction's minutes of the busiest second and the average share; owned by the monitor, used under
     its lock."""
 
-    __slots__ = ("averages", "peaks")
+    __slots__ = ("averages", "ending", "peaks")
 
-    def __init__(self) -> None:
+    def __init__(self, ending: int = 1) -> None:
+        self.ending = max(1, ending)  # the minutes a poll brings: the windows ending at each of them are looked at
         self.peaks: dict[float, float] = {}
         self.averages: dict[float, float] = {}
 
@@ -130,9 +138,10 @@ class BurstMinutes:
         self.averages.update(averages)
         newest = max(self.peaks, default=max(self.averages, default=0.0))
         self.peaks = {stamp: value for stamp, value in self.peaks.items() if stamp > newest - BURST_WINDOW_SECONDS}
-        self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - SUSTAINED_SECONDS}
+        keep = SUSTAINED_SECONDS + (self.ending - 1) * 60
+        self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - keep}
         return burst_window(self.peaks, self.averages)
 
     def sustained(self) -> SustainedWindow | None:
-        """The window of the minute averages held, up to the newest of them."""
-        return sustained_window(self.averages)
+        """The best full window of minute averages ending at a minute the last poll brought (``sustained_window``)."""
+        return sustained_window(self.averages, self.ending)

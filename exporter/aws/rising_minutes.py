@@ -23,13 +23,14 @@ RISING_WINDOW_SECONDS = 300  # the CloudWatch minutes counted, up to the newest
 
 @record(frozen=True)
 class Rising:
-    minutes: int  # minutes held among the last 5
+    minutes: int  # minutes held among the last 5 (or as many as a poll brings, if more)
     rising: int  # of them, the minutes whose value is above the minute before's
     newest: float  # the newest minute's timestamp
 
 
 def rising(values: Mapping[float, float], period: float = 60.0, seconds: float = RISING_WINDOW_SECONDS) -> Rising | None:
-    """Each minute once, by its timestamp; a minute whose minute before is not held does not count as rising."""
+    """Each minute once, by its timestamp; a minute whose minute before is not held does not count as rising. ``seconds``:
+    at least the time between two polls, so every minute is in some poll's window."""
     if not values:
         return None
     newest = max(values)
@@ -41,14 +42,16 @@ def rising(values: Mapping[float, float], period: float = 60.0, seconds: float =
 class RisingMinutes:
     """One node's minutes of one counter; owned by the monitor, used under its lock."""
 
-    __slots__ = ("values",)
+    __slots__ = ("ending", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, ending: int = 1) -> None:
+        self.ending = max(1, ending)  # the minutes a poll brings: the window is at least as long
         self.values: dict[float, float] = {}
 
     def merge(self, values: Mapping[float, float], period: float = 60.0) -> Rising | None:
         """Add the minutes of a poll (a minute seen again takes its newer value); keep the window and the minute before."""
         self.values.update(values)
         newest = max(self.values, default=0.0)
-        self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - RISING_WINDOW_SECONDS - period}
-        return rising(self.values, period)
+        seconds = max(RISING_WINDOW_SECONDS, self.ending * period)
+        self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - seconds - period}
+        return rising(self.values, period, seconds)

@@ -99,14 +99,15 @@ AWS = [
         "counted once however often a poll brings it; the allowance alerts read it"),
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
-        "minutes held of the window of a paging gauge (`metric`): the last 2 of TrafficManagementActive, the last 5 of "
+        "minutes held of the newest window of a paging gauge (`metric`): the last 2 of TrafficManagementActive, the last 5 of "
         "ReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory and SwapUsage; each counted once however often a "
         "poll brings it"),
     Doc("elasticache_cloudwatch_window_lowest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
         "CloudWatch, kept by minute",
-        "the lowest value of those minutes: what their alerts read, so a value held every minute is seen at any poll interval"),
+        "of the full windows ending at each minute the last poll brought, the highest lowest value: a value held in every "
+        "minute of one window, which the alerts read, so a run of minutes between two polls is seen at any poll interval"),
     Doc("elasticache_cloudwatch_window_highest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
-        "CloudWatch, kept by minute", "the highest value of those minutes"),
+        "CloudWatch, kept by minute", "of the same windows, the lowest highest value (for a `<` alert: FreeableMemory)"),
     Doc("elasticache_cloudwatch_fresh_seconds", "gauge", "`metric`, `tier`", "the configuration",
         "how old that datapoint may be while its poller is healthy: the tier's interval, the delay, two periods and a minute "
         "(docs/cloudwatch-cost.md); older, ElastiCacheCloudWatchDataStale fires"),

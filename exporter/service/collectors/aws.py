@@ -103,16 +103,29 @@ class AwsCollector(FamilyCollector):
 
 
 def _add_window(held: MinuteWindow, labels: dict[str, str], out: FamilySet) -> None:
-    """The lowest and highest of a paging gauge's last minutes (2 or 5, as its alert holds it), each minute once."""
+    """A paging gauge's windows of minutes (2 or 5, as its alert holds it) ending at each minute the last poll brought."""
     out.add(
         "elasticache_cloudwatch_window_minutes",
         GAUGE,
-        "CloudWatch minutes held of each paging gauge's window (the last 2 or 5, as its alert wants them held).",
+        "CloudWatch minutes held of each paging gauge's newest window (the last 2 or 5, as its alert wants them held).",
         labels,
         held.minutes,
     )
-    out.add("elasticache_cloudwatch_window_lowest", GAUGE, "The lowest value of the same minutes.", labels, held.lowest)
-    out.add("elasticache_cloudwatch_window_highest", GAUGE, "The highest value of the same minutes.", labels, held.highest)
+    if held.lowest is not None and held.highest is not None:
+        out.add(
+            "elasticache_cloudwatch_window_lowest",
+            GAUGE,
+            "Of the full windows ending at each minute the last poll brought, the highest lowest value: held in every minute of one.",
+            labels,
+            held.lowest,
+        )
+        out.add(
+            "elasticache_cloudwatch_window_highest",
+            GAUGE,
+            "Of the same windows, the lowest highest value: not passed in any minute of one.",
+            labels,
+            held.highest,
+        )
 
 
 def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet) -> None:
