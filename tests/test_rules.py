@@ -555,22 +555,32 @@ NODE = {
     "az": "eu-west-1a",
 }
 OTHER_ACCOUNT = {"account_id": "222222222222", "instance": "222222222222/eu-west-1/rg-001", "node_type": "cache.r6g.4xlarge"}
+HOST_CPU, CPU_WINDOW = "aws_elasticache_cpuutilization_average", "elasticache_cloudwatch_window_lowest"
+
+
+def host_cpu_inputs(cw: dict[str, str], node: dict[str, str], values: list[float]) -> list[tuple[str, str]]:
+    """A node's CPUUtilization minutes as a poller every minute and one every 5 serve its window of 10 (two nodes)."""
+    inputs = []
+    for every in (1, 5):
+        labels = {**cw, "dimension_CacheClusterId": f"{cw['dimension_CacheClusterId']}-every-{every}m"}
+        inputs.append((series(CPU_WINDOW, **labels, metric=HOST_CPU), served_window(values, every, 10)[0]))
+        inputs.append((series("elasticache_node_info", **{**node, **labels}), "1+0x15"))
+    return inputs
+
+
 case(
     "ElastiCacheHostCPUHigh",
-    [
-        (series("aws_elasticache_cpuutilization_average", **CW), "50+0x15"),
-        (series("elasticache_node_info", **NODE), "1+0x15"),
-        # the same CacheClusterId in another account, a larger node type, idle: joined to its own node_info only
-        (series("aws_elasticache_cpuutilization_average", **{**CW, "account_id": "222222222222"}), "5+0x15"),
-        (series("elasticache_node_info", **{**NODE, **OTHER_ACCOUNT}), "1+0x15"),
-    ],
+    # above 45 % (90 % over 2 vCPUs) every minute: a full window of 10 at minute 9 (every minute) or 10 (every 5)
+    host_cpu_inputs(CW, NODE, [50.0] * 16)
+    # the same CacheClusterId in another account, a larger node type, idle: joined to its own node_info only
+    + host_cpu_inputs({**CW, "account_id": "222222222222"}, {**NODE, **OTHER_ACCOUNT}, [5.0] * 16),
     "11m",
-    "9m",
-    {**CW, "node_type": "cache.r6g.large"},
-    [
-        (series("aws_elasticache_cpuutilization_average", **{**CW, "dimension_CacheClusterId": "q"}), "40+0x15"),
-        (series("elasticache_node_info", **{**NODE, "dimension_CacheClusterId": "q", "instance": "q", "node": "q"}), "1+0x15"),
-    ],
+    "8m",
+    [{**CW, "dimension_CacheClusterId": f"rg-001-every-{every}m", "node_type": "cache.r6g.large"} for every in (1, 5)],
+    # under it one minute in 10: never held for the whole window, though a 5-minute poller serves minutes above it
+    host_cpu_inputs(
+        {**CW, "dimension_CacheClusterId": "q"}, {**NODE, "instance": "q", "node": "q"}, [40.0 if m % 10 == 9 else 50.0 for m in range(16)]
+    ),
 )
 case(
     "RedisTooManyConnections",

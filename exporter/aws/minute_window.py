@@ -16,6 +16,7 @@ WINDOW_SERIES: dict[tuple[str, str], int] = {
     ("DatabaseMemoryUsagePercentage", "Maximum"): 5,
     ("FreeableMemory", "Minimum"): 5,
     ("SwapUsage", "Maximum"): 5,
+    ("CPUUtilization", "Average"): 10,
 }
 
 

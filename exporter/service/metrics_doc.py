@@ -100,7 +100,8 @@ AWS = [
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
         "minutes held of the newest window of a paging gauge (`metric`): the last 2 of TrafficManagementActive, the last 5 of "
-        "ReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory and SwapUsage; each counted once however often a "
+        "ReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory and SwapUsage, the last 10 of CPUUtilization; each "
+        "counted once however often a "
         "poll brings it"),
     Doc("elasticache_cloudwatch_window_lowest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
         "CloudWatch, kept by minute",
