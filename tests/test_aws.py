@@ -615,6 +615,7 @@ def test_assume_role_per_account(aws_credentials):
         ({"aws": {"regions": ["mars-1"]}}, "aws.regions[0]"),
         ({"aws": {"regions": [REGION], "role_arn": "admin"}}, "aws.role_arn"),
         ({"aws": {"regions": [REGION], "cloudwatch": {"period": "90s"}}}, "aws.cloudwatch.period"),
+        ({"aws": {"regions": [REGION], "cloudwatch": {"period": "300s"}}}, "aws.cloudwatch.period"),
         ({"aws": {"regions": [REGION], "cloudwatch": {"delay": "30s"}}}, "aws.cloudwatch.delay"),
         (
             {"aws": {"regions": [REGION], "cloudwatch": {"metrics": [{"name": "CPUUtilization", "statistics": ["Median"]}]}}},

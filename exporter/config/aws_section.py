@@ -70,8 +70,10 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
     cloudwatch = as_mapping(raw, "cloudwatch")
     fields.update(CLOUDWATCH.fields(cloudwatch, "aws.cloudwatch"))
     period = fields["period"] = int(fields["period"])
-    if period % 60:
-        raise ConfigError("aws.cloudwatch.period", "must be a multiple of 60s (ElastiCache publishes one datapoint a minute)")
+    if period != 60:
+        # a poll asks every minute since the last at the price of one query a metric, so a longer period saves nothing, and
+        # the series that count minutes for the alerts (bursts, sustained runs, rising counters) need one datapoint each
+        raise ConfigError("aws.cloudwatch.period", f"must be 60s (one datapoint a minute, as ElastiCache publishes), got {period}s")
     lookback = CLOUDWATCH.value(cloudwatch, "lookback", "aws.cloudwatch") or period * 5
     metrics = _metric_specs(cloudwatch.get("metrics"), "aws.cloudwatch.metrics")
     serverless_metrics = cloudwatch.get("serverless_metrics")

@@ -516,7 +516,7 @@ CLOUDWATCH = Group(
                 field="alerting_interval"),
         Setting("trends_interval", duration(), "how often the trends tier is asked (dashboards, capacity planning)",
                 field="trends_interval"),
-        Setting("period", duration(60), "datapoint period, a multiple of 60s (ElastiCache publishes one datapoint a minute)",
+        Setting("period", duration(60), "datapoint period: 60s, one datapoint a minute as ElastiCache publishes (the alerts count minutes)",
                 field="period"),
         Setting("delay", duration(120, "newer one-minute datapoints are still incomplete"), "how far behind now the "
                 "newest datapoint asked for ends", field="delay"),
