@@ -392,19 +392,39 @@ class AwsMonitor:
 
     def _keep_windows(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
         """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone. Lock held."""
-        for (node_key, metric, statistic), values in polled.items():
+
+        def keeper(metric: str, statistic: str) -> WindowMinutes | None:
             length = WINDOW_SERIES.get((metric, statistic))
-            if length is not None:
-                kept = self._window_minutes.setdefault((*node_key, metric, statistic), WindowMinutes(length, self._minutes_a_poll()))
-                kept.merge(values, self.config.period)
-        windows: dict[SeriesKey, MinuteWindow] = {}
-        for key, kept in list(self._window_minutes.items()):
+            return None if length is None else WindowMinutes(length, self._minutes_a_poll())
+
+        self._windows = self._keep_by_minute(polled, live, self._window_minutes, keeper)
+
+    def _keep_by_minute(
+        self,
+        polled: dict[tuple[NodeKey, str, str], dict[float, float]],
+        live: set[NodeKey],
+        store: dict[SeriesKey, Any],
+        keeper: Callable[[str, str], Any],
+    ) -> dict[SeriesKey, Any]:
+        """Add this poll's minutes to each series' keeper (``keeper`` makes one for a series kept by minute, None for the
+        others), drop the keepers of nodes gone, and return what each holds now. Lock held."""
+        for (node_key, metric, statistic), values in polled.items():
+            key: SeriesKey = (*node_key, metric, statistic)
+            kept = store.get(key)
+            if kept is None:
+                kept = keeper(metric, statistic)
+                if kept is None:
+                    continue
+                store[key] = kept
+            kept.merge(values, self.config.period)
+        held: dict[SeriesKey, Any] = {}
+        for key, kept in list(store.items()):
             now = kept.merge({}, self.config.period) if key[:4] in live else None
             if now is None:
-                del self._window_minutes[key]
+                del store[key]
             else:
-                windows[key] = now
-        self._windows = windows
+                held[key] = now
+        return held
 
     def _minutes_a_poll(self) -> int:
         """The CloudWatch minutes a poll of the paging tier brings: the windows ending at each of them are looked at."""
@@ -417,18 +437,11 @@ class AwsMonitor:
 
     def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
         """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""
-        for (node_key, metric, statistic), values in polled.items():
-            if (metric, statistic) in RISING_SERIES:
-                kept = self._rising_minutes.setdefault((*node_key, metric, statistic), RisingMinutes(self._minutes_a_poll()))
-                kept.merge(values, self.config.period)
-        rising: dict[SeriesKey, Rising] = {}
-        for key, kept in list(self._rising_minutes.items()):
-            now = kept.merge({}, self.config.period) if key[:4] in live else None
-            if now is None:
-                del self._rising_minutes[key]
-            else:
-                rising[key] = now
-        self._rising = rising
+
+        def keeper(metric: str, statistic: str) -> RisingMinutes | None:
+            return RisingMinutes(self._minutes_a_poll()) if (metric, statistic) in RISING_SERIES else None
+
+        self._rising = self._keep_by_minute(polled, live, self._rising_minutes, keeper)
 
     def rising(self) -> dict[SeriesKey, Rising]:
         """The allowance-exceeded counters' count of rising minutes among their last 5 (``rising_minutes``), by series."""
