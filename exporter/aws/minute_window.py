@@ -20,6 +20,14 @@ WINDOW_SERIES: dict[tuple[str, str], int] = {
 }
 
 
+def new_minutes(before: float | None, newest: float, first: int, period: float = 60.0) -> int:
+    """How many windows a poll looks at: one ending at each minute newer than the newest held before it (``before``),
+    so minutes a poll brings after a failed poll, or a longer gap, are each the end of one; ``first`` on the first poll."""
+    if before is None:
+        return max(1, first)
+    return max(1, round((newest - before) / period))
+
+
 @record(frozen=True)
 class MinuteWindow:
     """Of the windows of ``length`` minutes ending at each minute since the last poll's newest (all minutes held): the
@@ -59,9 +67,12 @@ class WindowMinutes:
         self.values: dict[float, float] = {}
 
     def merge(self, values: Mapping[float, float], period: float = 60.0) -> MinuteWindow | None:
-        """Add the minutes of a poll (a minute seen again takes its newer value); keep those of the windows."""
+        """Add the minutes of a poll (a minute seen again takes its newer value), once a poll; the windows ending at each
+        minute it brought; keep those of the windows."""
+        before = max(self.values, default=None)
         self.values.update(values)
         newest = max(self.values, default=0.0)
-        keep = (self.length + self.ending - 1) * period
+        ending = new_minutes(before, newest, self.ending, period)
+        keep = (self.length + ending - 1) * period
         self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - keep}
-        return minute_window(self.values, self.length, self.ending, period)
+        return minute_window(self.values, self.length, ending, period)

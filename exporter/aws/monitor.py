@@ -407,19 +407,20 @@ class AwsMonitor:
         keeper: Callable[[str, str], Any],
     ) -> dict[SeriesKey, Any]:
         """Add this poll's minutes to each series' keeper (``keeper`` makes one for a series kept by minute, None for the
-        others), drop the keepers of nodes gone, and return what each holds now. Lock held."""
+        others), once a poll each (a keeper looks at the windows ending at each minute new since its last merge), drop the
+        keepers of nodes gone, and return what each holds now. Lock held."""
+        brought: dict[SeriesKey, dict[float, float]] = {}
         for (node_key, metric, statistic), values in polled.items():
             key: SeriesKey = (*node_key, metric, statistic)
-            kept = store.get(key)
-            if kept is None:
-                kept = keeper(metric, statistic)
-                if kept is None:
+            if key not in store:
+                made = keeper(metric, statistic)
+                if made is None:
                     continue
-                store[key] = kept
-            kept.merge(values, self.config.period)
+                store[key] = made
+            brought[key] = values
         held: dict[SeriesKey, Any] = {}
         for key, kept in list(store.items()):
-            now = kept.merge({}, self.config.period) if key[:4] in live else None
+            now = kept.merge(brought.get(key, {}), self.config.period) if key[:4] in live else None
             if now is None:
                 del store[key]
             else:
@@ -449,13 +450,15 @@ class AwsMonitor:
             return dict(self._rising)
 
     def _keep_burst_minutes(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
-        """Add this poll's minutes of the busiest seconds and averages; drop nodes gone. Lock held."""
+        """Add this poll's minutes of the busiest seconds and averages, once a poll each; drop nodes gone. Lock held."""
+        brought: dict[tuple[NodeKey, str], tuple[dict[float, float], dict[float, float]]] = {}
         for node_key in {key[0] for key in polled}:
             for direction in DIRECTIONS:
                 peak_metric, usage_metric = burst_series_names(direction)
                 peaks, usage = polled.get((node_key, peak_metric, "Maximum")), polled.get((node_key, usage_metric, "Average"))
                 if peaks or usage:
-                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes(self._minutes_a_poll())).merge(peaks or {}, usage or {})
+                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes(self._minutes_a_poll()))
+                    brought[(node_key, direction)] = (peaks or {}, usage or {})
         bursts: dict[tuple[str, str], BurstWindow] = {}
         sustained: dict[tuple[str, str], SustainedWindow] = {}
         for (node_key, direction), kept in list(self._burst_minutes.items()):
@@ -463,7 +466,8 @@ class AwsMonitor:
                 del self._burst_minutes[(node_key, direction)]
                 continue
             name = (self._names.get(node_key, node_key[2]), direction)
-            window_now, held = kept.merge({}, {}), kept.sustained()
+            window_now = kept.merge(*brought.get((node_key, direction), ({}, {})))
+            held = kept.sustained()
             if window_now is not None:
                 bursts[name] = window_now
             if held is not None:

@@ -85,15 +85,26 @@ class BurstWindow:
     newest: float  # the newest minute's timestamp
 
 
-def burst_window(peaks: Mapping[float, float], averages: Mapping[float, float], seconds: float = BURST_WINDOW_SECONDS) -> BurstWindow | None:
+def burst_window(
+    peaks: Mapping[float, float], averages: Mapping[float, float], seconds: float = BURST_WINDOW_SECONDS, ending: int = 1
+) -> BurstWindow | None:
     """Count each minute once, by its timestamp: ``peaks`` and ``averages`` are percentages by minute (a minute polled
-    again is one key), so the count is the same whether a poll brings one minute or many, every minute or every ten."""
+    again is one key), so the count is the same whether a poll brings one minute or many, every minute or every ten. Of
+    the windows ending at each of the newest ``ending`` minutes (those the last poll brought), the one with the most burst
+    minutes (of those, the calmest on average), with the newest minute's timestamp."""
     if not peaks:
         return None
     newest = max(peaks)
-    inside = [value for stamp, value in peaks.items() if stamp > newest - seconds]
-    usage = [value for stamp, value in averages.items() if newest - seconds < stamp <= newest]
-    return BurstWindow(len(inside), sum(value > BURST_PERCENT for value in inside), max(usage) if usage else None, newest)
+    best: tuple[int, float, int, float | None] | None = None
+    for end in (newest - step * 60.0 for step in range(max(1, ending))):
+        inside = [value for stamp, value in peaks.items() if end - seconds < stamp <= end]
+        usage = [value for stamp, value in averages.items() if end - seconds < stamp <= end]
+        highest = max(usage) if usage else None
+        candidate = (sum(value > BURST_PERCENT for value in inside), -(highest if highest is not None else 0.0), len(inside), highest)
+        if best is None or candidate[:2] > best[:2]:
+            best = candidate
+    assert best is not None
+    return BurstWindow(best[2], best[0], best[3], newest)
 
 
 @record(frozen=True)
@@ -125,23 +136,29 @@ class BurstMinutes:
     """One node's and direction's minutes of the busiest second and the average share; owned by the monitor, used under
     its lock."""
 
-    __slots__ = ("averages", "ending", "peaks")
+    __slots__ = ("averages", "ending", "peaks", "polled")
 
     def __init__(self, ending: int = 1) -> None:
-        self.ending = max(1, ending)  # the minutes a poll brings: the windows ending at each of them are looked at
+        self.ending = max(1, ending)  # the minutes the first poll is taken to bring
+        self.polled = self.ending  # the minutes the last poll brought: the windows ending at each of them are looked at
         self.peaks: dict[float, float] = {}
         self.averages: dict[float, float] = {}
 
     def merge(self, peaks: Mapping[float, float], averages: Mapping[float, float]) -> BurstWindow | None:
-        """Add the minutes of a poll (a minute seen again takes its newer value), keep those of the window; the window."""
+        """Add the minutes of a poll (a minute seen again takes its newer value), once a poll; keep those of the windows
+        ending at each minute it brought; the best of those windows."""
+        from .minute_window import new_minutes
+
+        before = max(self.peaks, default=max(self.averages, default=None))
         self.peaks.update(peaks)
         self.averages.update(averages)
         newest = max(self.peaks, default=max(self.averages, default=0.0))
-        self.peaks = {stamp: value for stamp, value in self.peaks.items() if stamp > newest - BURST_WINDOW_SECONDS}
-        keep = SUSTAINED_SECONDS + (self.ending - 1) * 60
+        self.polled = new_minutes(before, newest, self.ending)
+        self.peaks = {stamp: value for stamp, value in self.peaks.items() if stamp > newest - BURST_WINDOW_SECONDS - (self.polled - 1) * 60}
+        keep = max(SUSTAINED_SECONDS, BURST_WINDOW_SECONDS) + (self.polled - 1) * 60
         self.averages = {stamp: value for stamp, value in self.averages.items() if stamp > newest - keep}
-        return burst_window(self.peaks, self.averages)
+        return burst_window(self.peaks, self.averages, ending=self.polled)
 
     def sustained(self) -> SustainedWindow | None:
         """The best full window of minute averages ending at a minute the last poll brought (``sustained_window``)."""
-        return sustained_window(self.averages, self.ending)
+        return sustained_window(self.averages, self.polled)

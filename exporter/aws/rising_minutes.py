@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 from exporter.common.records import record
 
+from .minute_window import new_minutes
+
 # the series a poll keeps minute by minute for it: (metric, statistic)
 RISING_SERIES = frozenset(
     {
@@ -49,9 +51,11 @@ class RisingMinutes:
         self.values: dict[float, float] = {}
 
     def merge(self, values: Mapping[float, float], period: float = 60.0) -> Rising | None:
-        """Add the minutes of a poll (a minute seen again takes its newer value); keep the window and the minute before."""
+        """Add the minutes of a poll (a minute seen again takes its newer value), once a poll; count over every minute it
+        brought, and at least the last 5; keep the window and the minute before."""
+        before = max(self.values, default=None)
         self.values.update(values)
         newest = max(self.values, default=0.0)
-        seconds = max(RISING_WINDOW_SECONDS, self.ending * period)
+        seconds = max(RISING_WINDOW_SECONDS, new_minutes(before, newest, self.ending, period) * period)
         self.values = {stamp: value for stamp, value in self.values.items() if stamp > newest - seconds - period}
         return rising(self.values, period, seconds)

@@ -155,8 +155,9 @@ AWS = [
     Doc("elasticache_network_aws_baseline_peak_usage_ratio", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch",
         "NetworkBaselineMaxUsage{In,Out}Percentage (Maximum) / 100: the minute's busiest second; while fresh"),
     Doc("elasticache_network_aws_baseline_window_minutes", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
-        "CloudWatch minutes with a busiest-second datapoint among the 10 up to the newest, each counted once by its timestamp "
-        "however often a poll brings it; while fresh"),
+        "CloudWatch minutes with a busiest-second datapoint in a window of 10 (of the windows ending at each minute the last "
+        "poll brought, the one with the most burst minutes, then the calmest), each counted once by its timestamp however "
+        "often a poll brings it; while fresh"),
     Doc("elasticache_network_aws_baseline_burst_minutes", "gauge", f"{T}, `direction`, `node_type`", "CloudWatch, kept by minute",
         "of those minutes, the ones whose busiest second was above the baseline (over 100 %); ElastiCacheNetworkMicrobursts "
         "reads it; while fresh"),
