@@ -286,24 +286,44 @@ def served_window(values: list[float], poll_every: int, length: int) -> tuple[st
     return " ".join(lowest), " ".join(highest)
 
 
-def window_case(alert: str, metric: str, length: int, held: float, other: float, below: bool = False) -> None:
-    """A value past the threshold every minute fires at either poll interval; one that leaves it one minute in every
-    ``length`` (never held for the whole window, but past it at each minute a 5-minute poller serves) does not."""
+def window_case(
+    alert: str,
+    metric: str,
+    length: int,
+    held: float,
+    other: float,
+    below: bool = False,
+    poll: int = 5,
+    where: dict[str, str] = CW,
+    joined: str | None = None,
+) -> None:
+    """A value past the threshold every minute fires at either poll interval (every minute, or every ``poll`` minutes,
+    its tier's); one that leaves it one minute in every ``length`` (never held for the whole window, but past it at each
+    minute a poller every ``poll`` minutes serves), or is past it only in the minutes such a poller samples (each held a
+    whole poll), does not. ``joined``: the replication group the alert takes from the node's elasticache_node_info."""
     family = "elasticache_cloudwatch_window_highest" if below else "elasticache_cloudwatch_window_lowest"
+    name_label = "dimension_clusterId" if "dimension_clusterId" in where else "dimension_CacheClusterId"
+    first_full = -(-(length - 1) // poll) * poll  # the first poll that brings a full window held from minute 0
+    minutes = first_full + 7
     firing, inputs, silent = [], [], []
-    for every in (1, 5):
+    for every in (1, poll):
         for name, values, into in (
-            ("held", [held] * 12, inputs),
-            ("broken", [other if m % length == length - 1 else held for m in range(12)], silent),
-            ("calm", [other] * 12, silent),
+            ("held", [held] * minutes, inputs),
+            ("broken", [other if m % length == length - 1 else held for m in range(minutes)], silent),
+            ("sampled", [held if m % poll == 0 else other for m in range(minutes)], silent),
+            ("calm", [other] * minutes, silent),
         ):
-            labels = {**CW, "dimension_CacheClusterId": f"{name}-every-{every}m"}
+            labels = {**where, name_label: f"{name}-every-{every}m"}
             lowest, highest = served_window(values, every, length)
             into.append((series(family, **labels, metric=metric), highest if below else lowest))
+            if joined is not None:
+                into.append(
+                    (series("elasticache_node_info", **labels, instance=labels[name_label], replication_group=joined, role="primary"), f"1x{minutes}")
+                )
             if name == "held":
-                firing.append(labels)
-    # held from minute 0: a full window from minute length-1 (every minute) or 5 (every 5 minutes); none by minute 0
-    case(alert, inputs, "7m", "0m", firing, silent)
+                firing.append(labels if joined is None else {**labels, "replication_group": joined})
+    # held from minute 0: a full window from minute length-1 (every minute) or the first poll after it; none by minute 0
+    case(alert, inputs, f"{first_full + 2}m", "0m", firing, silent)
 
 
 window_case("ElastiCacheTrafficManagementActive", "aws_elasticache_traffic_management_active_maximum", 2, 1, 0)
@@ -311,6 +331,28 @@ window_case("ElastiCacheReplicationLag", "aws_elasticache_replication_lag_maximu
 window_case("ElastiCacheDatabaseMemoryHigh", "aws_elasticache_database_memory_usage_percentage_maximum", 5, 95, 50)
 window_case("ElastiCacheFreeableMemoryLow", "aws_elasticache_freeable_memory_minimum", 5, 5e7, 5e8, below=True)
 window_case("ElastiCacheSwapUsageHigh", "aws_elasticache_swap_usage_maximum", 5, 6e7, 1000)
+# the alerting tier, polled every 15 minutes: windows of 15
+window_case("ElastiCacheEvictions", "aws_elasticache_evictions_sum", 15, 2000, 10, poll=15)
+window_case("ElastiCacheTooManyConnections", "aws_elasticache_curr_connections_maximum", 15, 60000, 100, poll=15)
+window_case("ElastiCacheMajorPageFaults", "aws_elasticache_major_page_faults_sum", 15, 5, 0, poll=15)
+window_case(
+    "ElastiCacheDataTieringFull",
+    "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum",
+    15,
+    95,
+    60,
+    poll=15,
+    where={**CW, "dimension_CacheClusterId": "archive-001"},
+)
+# a serverless cache's series, by its clusterId
+window_case(
+    "ElastiCacheServerlessThrottled",
+    "aws_elasticache_throttled_cmds_sum",
+    5,
+    3,
+    0,
+    where={"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"},
+)
 
 
 def served_rising(values: list[float], poll_every: int) -> str:
@@ -519,14 +561,6 @@ case(
     [(series("redis_evicted_keys_total", instance="q"), "5+0x15")],
 )
 case(
-    "ElastiCacheEvictions",
-    [(series("aws_elasticache_evictions_sum", **CW), "2000+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_evictions_sum", **{**CW, "dimension_CacheClusterId": "q"}), "10+0x10")],
-)
-case(
     "RedisForkSlow",
     [(series("redis_latest_fork_seconds", **T), "2+0x3")],
     "1m",
@@ -604,14 +638,6 @@ case(
     ],
 )
 case(
-    "ElastiCacheTooManyConnections",
-    [(series("aws_elasticache_curr_connections_maximum", **CW), "60000+0x10")],
-    "6m",
-    "4m",
-    CW,
-    [(series("aws_elasticache_curr_connections_maximum", **{**CW, "dimension_CacheClusterId": "q"}), "100+0x10")],
-)
-case(
     "RedisRejectedConnections",
     [(series("redis_rejected_connections_total", **T), "0 0 5 5")],
     "2m",
@@ -633,16 +659,6 @@ case(
         (series(CREDITS, **{**T4G, "dimension_CacheClusterId": "rich"}), "120+0x20"),
         (series(CPU_AVG, **{**T4G, "dimension_CacheClusterId": "rich"}), "60+0x20"),
     ],
-)
-EVICT = "aws_elasticache_database_capacity_usage_counted_for_evict_percentage_maximum"
-R6GD = {**CW, "dimension_CacheClusterId": "archive-001"}
-case(
-    "ElastiCacheDataTieringFull",
-    [(series(EVICT, **R6GD), "95+0x20")],
-    "16m",
-    "14m",
-    R6GD,
-    [(series(EVICT, **{**R6GD, "dimension_CacheClusterId": "roomy"}), "60+0x20")],
 )
 EVENT = {"account_id": "111111111111", "region": "eu-west-1", "source_type": "cache-cluster", "source_id": "orders-0001-001"}
 LAST_EVENT = "elasticache_event_last_timestamp_seconds"
@@ -689,21 +705,7 @@ GLOBAL_LAG = "aws_elasticache_global_datastore_replication_lag_maximum"
 SECONDARY = {**CW, "dimension_CacheClusterId": "orders-euw1-001"}
 
 
-def _node_of(dims: dict[str, str], group: str) -> tuple[str, str]:
-    return (series("elasticache_node_info", **dims, instance=dims["dimension_CacheClusterId"], replication_group=group, role="primary"), "1+0x30")
-
-
-case(
-    "ElastiCacheGlobalDatastoreReplicationLag",
-    [(series(GLOBAL_LAG, **SECONDARY), "25+0x30"), _node_of(SECONDARY, "orders-euw1")],
-    "6m",
-    "4m",
-    {**SECONDARY, "replication_group": "orders-euw1"},
-    [
-        (series(GLOBAL_LAG, **{**SECONDARY, "dimension_CacheClusterId": "carts-euw1-001"}), "3+0x30"),
-        _node_of({**SECONDARY, "dimension_CacheClusterId": "carts-euw1-001"}, "carts-euw1"),
-    ],
-)
+window_case("ElastiCacheGlobalDatastoreReplicationLag", GLOBAL_LAG, 5, 25, 3, where=SECONDARY, joined="orders-euw1")
 GDS = {"account_id": "111111111111", "global_replication_group": "ldgnf-orders"}
 case(
     "ElastiCacheGlobalDatastoreSecondaryMissing",
@@ -1015,14 +1017,6 @@ case(
     CW,
     [(series("aws_elasticache_rejected_connections_sum", **{**CW, "dimension_CacheClusterId": "calm"}), "0+0x8")],
 )
-case(
-    "ElastiCacheMajorPageFaults",
-    [(series("aws_elasticache_major_page_faults_sum", **CW), "5+0x20")],
-    "16m",
-    "14m",
-    CW,
-    [(series("aws_elasticache_major_page_faults_sum", **{**CW, "dimension_CacheClusterId": "now-and-then"}), " ".join(["5 0"] * 10))],
-)
 FRAG_CW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001"}
 FRAG_RATIO = "aws_elasticache_allocator_fragmentation_ratio_maximum"
 case(
@@ -1165,18 +1159,6 @@ case(
 )  # fmt: skip
 
 SLCW = {"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"}
-THROTTLED = "aws_elasticache_throttled_cmds_sum"
-case(
-    "ElastiCacheServerlessThrottled",
-    [(series(THROTTLED, **SLCW), "3+0x10")],
-    "6m",
-    "4m",
-    SLCW,
-    [
-        (series(THROTTLED, **{**SLCW, "dimension_clusterId": "calm"}), "0+0x10"),
-        (series(THROTTLED, **{**SLCW, "account_id": "222222222222"}), "0 0 0 5 0 0 0 0 0 0"),
-    ],
-)
 READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
 case(
     "ElastiCacheRequestLatencyHigh",

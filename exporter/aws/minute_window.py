@@ -17,6 +17,13 @@ WINDOW_SERIES: dict[tuple[str, str], int] = {
     ("FreeableMemory", "Minimum"): 5,
     ("SwapUsage", "Maximum"): 5,
     ("CPUUtilization", "Average"): 10,
+    ("GlobalDatastoreReplicationLag", "Maximum"): 5,
+    ("ThrottledCmds", "Sum"): 5,  # serverless: kept by the cache's own key, as its other series
+    # the alerting tier, polled every 15 minutes: never a window shorter than the minutes one poll brings
+    ("Evictions", "Sum"): 15,
+    ("CurrConnections", "Maximum"): 15,
+    ("MajorPageFaults", "Sum"): 15,
+    ("DatabaseCapacityUsageCountedForEvictPercentage", "Maximum"): 15,
 }
 
 

@@ -99,10 +99,11 @@ AWS = [
         "counted once however often a poll brings it; the allowance alerts read it"),
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
-        "minutes held of the newest window of a paging gauge (`metric`): the last 2 of TrafficManagementActive, the last 5 of "
-        "ReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory and SwapUsage, the last 10 of CPUUtilization; each "
-        "counted once however often a "
-        "poll brings it"),
+        "minutes held of the newest window of a gauge an alert holds (`metric`): the last 2 of TrafficManagementActive, the last "
+        "5 of ReplicationLag, GlobalDatastoreReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory, SwapUsage and a "
+        "serverless cache's ThrottledCmds, the last 10 of CPUUtilization, the last 15 of the alerting tier's Evictions, "
+        "CurrConnections, MajorPageFaults and DatabaseCapacityUsageCountedForEvictPercentage; each counted once however often "
+        "a poll brings it"),
     Doc("elasticache_cloudwatch_window_lowest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
         "CloudWatch, kept by minute",
         "of the full windows ending at each minute the last poll brought, the highest lowest value: a value held in every "
