@@ -85,7 +85,8 @@ def test_a_poll_after_a_failed_one_looks_at_every_minute_it_brings():
     # the poll at minute 9 failed; the one at 14 asks from minute 4: shaped at 6, lag 60 s in 5..9, calm after
     assert rising.merge({60.0 * m: (4.0 if m == 6 else 0.0) for m in range(4, 15)}).rising == 1
     window = lag.merge({60.0 * m: (60.0 if 5 <= m <= 9 else 1.0) for m in range(4, 15)})
-    assert window is not None and window.lowest == 60.0
+    assert window is not None
+    assert window.lowest == 60.0
     drifted = RisingMinutes(5)
     drifted.merge(first)
     assert drifted.merge({60.0 * m: (4.0 if m == 5 else 0.0) for m in range(4, 11)}).rising == 1
@@ -94,8 +95,10 @@ def test_a_poll_after_a_failed_one_looks_at_every_minute_it_brings():
     over = {60.0 * m: (150.0 if 4 <= m <= 18 else 10.0) for m in range(4, 25)}  # 15 minutes over, then calm
     bursts = network.merge({m: (150.0 if 60 * 10 <= m <= 60 * 14 else 50.0) for m in over}, over)
     held = network.sustained()
-    assert held is not None and (held.minutes, held.min_usage_percent) == (15, 150.0)
-    assert bursts is not None and bursts.burst_minutes == 5  # five bursts in 10..14, a window that ended 10 minutes ago
+    assert held is not None
+    assert (held.minutes, held.min_usage_percent) == (15, 150.0)
+    assert bursts is not None
+    assert bursts.burst_minutes == 5  # five bursts in 10..14, a window that ended 10 minutes ago
 
 
 @pytest.mark.unit
