@@ -296,7 +296,7 @@ def _check_poll(monitor: AwsMonitor, minutes: dict[float, tuple[float, float]], 
     assert burst is not None
     # of the windows of 10 ending at each minute this poll brought, the one with the most burst minutes, then the calmest
     ends = [newest - 60 * step for step in range(brought)]
-    tens = [[stamp for stamp in minutes if end - 600 < stamp <= end] for end in ends]
+    tens = [[stamp for stamp in minutes if end - 600 < stamp <= end and stamp >= first_asked] for end in ends]  # as held
     best = max(tens, key=lambda ten: (sum(minutes[m][0] > 100 for m in ten), -max(minutes[m][1] for m in ten)))
     assert burst.newest == newest
     assert burst.minutes == len(best)
