@@ -408,6 +408,25 @@ def start_cluster(
     return nodes
 
 
+def fail_over(replica: RedisProcess, timeout: float = 60.0) -> None:
+    """CLUSTER FAILOVER on ``replica`` until it is a primary. A manual failover gives up silently after 5 seconds when
+    the replica has not caught up with its primary (a busy machine, a sync still running), so it is asked again."""
+
+    def linked() -> bool:
+        return replica.info().get("master_link_status") == "up"
+
+    wait_until(linked, timeout=30, interval=0.1, what="the replica's link to its primary")
+    deadline = time.monotonic() + timeout
+    while True:
+        replica.client().execute_command("CLUSTER", "FAILOVER")
+        try:
+            wait_until(lambda: replica.info()["role"] == "master", timeout=8, interval=0.05, what="the failover")
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
 @dataclass
 class AlertmanagerProcess:
     port: int

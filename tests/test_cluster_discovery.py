@@ -8,7 +8,7 @@ import time
 
 import pytest
 from helpers import call, make_app, sample
-from servers import ENGINES, start_cluster, wait_until
+from servers import ENGINES, fail_over, start_cluster, wait_until
 from tools import missing
 
 from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
@@ -85,8 +85,7 @@ def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
         replica = next(node for node in nodes if node.info()["role"] == "slave")
         replica_name = f"127.0.0.1:{replica.port}"
         replica_id = replica.client().execute_command("CLUSTER", "MYID").decode()
-        replica.client().execute_command("CLUSTER", "FAILOVER")
-        wait_until(lambda: replica.info()["role"] == "master", timeout=30, what="the failover")
+        fail_over(replica)
         wait_until(
             lambda: _discovered(app)[replica_name]["__meta_elasticache_role"] == "primary", timeout=60, interval=1.0, what="the new primary found"
         )

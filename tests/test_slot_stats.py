@@ -10,7 +10,7 @@ import threading
 import pytest
 import redis
 from helpers import call, make_app, parse_samples, sample
-from servers import ENGINES, start_cluster, wait_until
+from servers import ENGINES, fail_over, start_cluster, wait_until
 from tools import missing
 
 from exporter.common.exposition import encode_text
@@ -328,7 +328,7 @@ def test_a_demoted_primary_s_slot_series_leave_metrics_after_a_failover():
         before = call(app, "/metrics").samples()
         replica = next(node for node in nodes if node.info()["role"] == "slave")
         old_primary = next(node for node in nodes if node.port == replica.info()["master_port"])
-        replica.client().execute_command("CLUSTER", "FAILOVER")
+        fail_over(replica)
         wait_until(lambda: replica.info()["role"] == "master" and old_primary.info()["role"] == "slave", timeout=30, what="the failover")
         app.slot_stats_profiler.visit_all()
         after = call(app, "/metrics").samples()
