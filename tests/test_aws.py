@@ -272,6 +272,21 @@ def test_discovery_and_cloudwatch_values_equal_what_was_put(aws_credentials):
     assert info == 1
 
 
+def test_an_exporter_of_a_fleet_alone_serves_no_localhost(aws_credentials):
+    """A config with only an aws section serves the discovered fleet on /metrics and no target nobody configured."""
+    with mock_aws():
+        seed_moto(groups=1, replicas=1)
+        app = make_app({"aws": {"regions": [REGION], "cloudwatch": {"enabled": False}}})
+        try:
+            wait_until(app.targets.discovered_nodes, what="the node discovered")
+            samples = call(app, "/metrics").samples()
+        finally:
+            app.close()
+    assert any(name == "elasticache_node_info" for name, _ in samples)
+    assert [labels for name, labels in samples if name == "redis_up"] == []
+    assert not any(dict(labels).get("instance", "").startswith("localhost") for _, labels in samples)
+
+
 def test_a_shard_polls_and_describes_only_its_own_nodes(aws_credentials):
     from exporter.common.sharding import Shard
 

@@ -33,6 +33,29 @@ def test_defaults_scrape_localhost():
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        ({"aws": {"regions": ["eu-west-1"]}}, []),  # the README's discovery example: a fleet, no localhost
+        ({"aws": {"accounts": [{"role_arn": "arn:aws:iam::222222222222:role/x", "regions": ["eu-west-1"]}]}}, []),
+        ({"scrape": {"allow": [{"hosts": ["10.0.0.0/8"]}]}}, []),  # /scrape alone
+        ({"targets": [{"name": "orders", "addr": "redis://orders:6379", "discover": "cluster"}]}, ["orders"]),
+        ({"aws": {"regions": ["eu-west-1"]}, "redis": {"addr": "redis://cache:6379"}}, ["cache:6379"]),
+        ({"aws": {"discovered": {"user": "exporter"}}}, ["localhost:6379"]),  # no region: AWS is off
+        ({}, ["localhost:6379"]),
+    ],
+)
+def test_the_default_address_applies_only_where_nothing_else_says_what_to_scrape(raw, names):
+    assert [target.name for target in build_config(raw, environ={}).targets] == names
+
+
+@pytest.mark.unit
+def test_a_region_flag_alone_scrapes_no_localhost():
+    assert config_from(["--aws.region", "eu-west-1"]).targets == ()
+    assert config_from([], {"ELASTICACHE_EXPORTER_AWS_REGION": "eu-west-1"}).targets == ()
+
+
+@pytest.mark.unit
 def test_flags_override_environment_override_file(tmp_path):
     yaml_text = "web:\n  listen_address: ':1111'\nredis:\n  addr: redis://file-host:6379\nscrape:\n  timeout: 3s\n"
     from_file = config_from([], {}, yaml_text, tmp_path)

@@ -51,18 +51,21 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     for group in (WEB, LOG, SCRAPE):
         fields.update(group.fields(as_mapping(raw, group.path), group.path))
     timeout = fields["scrape_timeout"]
-    targets = _targets(raw, timeout, environ)
     scrape = as_mapping(raw, "scrape")
     allow_raw = scrape.get("allow", []) or []
     if not isinstance(allow_raw, list):
         raise ConfigError("scrape.allow", "must be a list of rules")
     allow = tuple(allow_rule(item, f"scrape.allow[{i}]", timeout, environ) for i, item in enumerate(allow_raw))
     aws = as_mapping(raw, "aws")
+    aws_settings = aws_config(aws)
+    # the default address only where nothing else says what to scrape: an exporter of an AWS fleet or of /scrape
+    # alone would otherwise page for a localhost nobody configured
+    targets = _targets(raw, timeout, environ, default_addr=not (aws_settings.accounts or allow))
     discovered_credentials, discovered_iam_auth = _discovered_credentials(aws, timeout, environ)
     return Config(
         **fields,
         baselines=BaselineConfig(**BASELINES.fields(as_mapping(raw, "baselines"), "baselines")),
-        aws=aws_config(aws),
+        aws=aws_settings,
         discovered_credentials=discovered_credentials,
         discovered_iam=discovered_iam_auth,
         heartbeat=heartbeat_config(as_mapping(raw, "heartbeat")),
@@ -82,8 +85,9 @@ def _slot_stats(cluster: dict[str, Any]) -> SlotStatsConfig:
     return SlotStatsConfig(**SLOT_STATS.fields(as_mapping(cluster, "slot_stats"), "cluster.slot_stats"))
 
 
-def _targets(raw: Mapping[str, Any], timeout: float, environ: Mapping[str, str]) -> tuple[TargetConfig, ...]:
-    """The single target of ``redis`` (the flags' target) first, then those of ``targets``; a name is used once."""
+def _targets(raw: Mapping[str, Any], timeout: float, environ: Mapping[str, str], *, default_addr: bool) -> tuple[TargetConfig, ...]:
+    """The single target of ``redis`` (the flags' target) first, then those of ``targets``; a name is used once. The
+    single target's address defaults to localhost only with ``default_addr`` and no ``targets``."""
     targets_raw = raw.get("targets", [])
     if targets_raw is None:
         targets_raw = []
@@ -92,7 +96,7 @@ def _targets(raw: Mapping[str, Any], timeout: float, environ: Mapping[str, str])
     targets = [target_config(item, f"targets[{index}]", timeout, environ) for index, item in enumerate(targets_raw)]
     redis = as_mapping(raw, "redis")
     check_keys(redis, "redis", TARGET.keys() - {"name", "replication_group", "shard", "keys"})
-    addr = redis.get("addr", None if targets_raw else DEFAULT_REDIS_ADDR)
+    addr = redis.get("addr", DEFAULT_REDIS_ADDR if default_addr and not targets_raw else None)
     if addr not in (None, ""):
         single = {"addr": addr, **{k: v for k, v in redis.items() if k != "addr"}}
         targets.insert(0, target_config(single, "redis", timeout, environ, default_name=True))

@@ -314,7 +314,7 @@ TARGET = Group(
     (
         Setting("addr", Reader("address", _address), "the address: redis://, rediss:// (TLS), valkey://, valkeys:// or host:port; /N selects a "
                 "database; '' for no single target (redis.addr)", flag="redis.addr",
-                shown_default=f"{DEFAULT_REDIS_ADDR} for redis.addr, unless the config file lists targets"),
+                shown_default=f"{DEFAULT_REDIS_ADDR} for redis.addr, unless targets, aws regions or scrape.allow say what to scrape"),
         Setting("name", checked_string(), "the instance label of its series", shown_default="host:port of addr"),
         Setting("node_type", Reader("node type", _node_type, _text), "node type, e.g. cache.r6g.large, to compare the node with its baseline",
                 flag="redis.node-type"),
