@@ -129,6 +129,33 @@ def test_redis_password_from_environment_only():
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["serve", "--redis.password", "s3cret"],
+            "unknown flag --redis.password (a secret is no flag, as the process list shows it: use --redis.password-file "
+            "or ELASTICACHE_EXPORTER_REDIS_PASSWORD)",
+        ),
+        (["demo", "--redis.password=s3cret"], "demo: error: unknown flag --redis.password (a secret is no flag"),
+        (["serve", "--redis.pasword-file", "s3cret"], "serve: error: unknown flag --redis.pasword-file (did you mean --redis.password-file?)"),
+        (["serve", "--redis.user", "u", "s3cret"], "serve: error: 1 unexpected argument (not shown: it may be a secret)"),
+        (["render", "prometheus", "--ot", "s3cret"], "render: error: unknown flag --ot (did you mean --out?)"),
+    ],
+)
+def test_unknown_flags_are_named_without_their_values(argv, says, capsys):
+    from exporter.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "s3cret" not in err
+    assert says in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
     ("raw", "key", "problem"),
     [
         ({"targets": [{"addr": "http://x:1"}]}, "targets[0].addr", "unsupported scheme"),

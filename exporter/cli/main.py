@@ -60,6 +60,64 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """argparse's, except that words it does not know are reported without the values given with them: argparse
+        would echo ``--redis.password s3cret`` whole to the terminal and the logs."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = " ".join(word for word in (self.prog, getattr(parsed, "command", None)) if word)
+            self.exit(2, f"{command}: error: {unrecognized(extras, _option_strings(self))}\n")
+        return parsed
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """The flags of ``parser`` and of the commands under it (those whose module added its arguments)."""
+    flags: set[str] = set()
+    for action in parser._actions:
+        flags.update(option for option in action.option_strings if option.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _option_strings(sub)
+    return flags - {"--help", "--version"}
+
+
+def unrecognized(words: Sequence[str], known: set[str]) -> str:
+    """What argparse did not take, named without a value: each unknown flag with the nearest known one, and how many
+    other words there were (the word after an unknown flag is taken for its value, and none is shown: any may be a
+    secret)."""
+    import difflib  # only on an error
+
+    flags: list[str] = []
+    others = 0
+    value_expected = False
+    for word in words:
+        if word.startswith("-") and len(word) > 1:
+            flags.append(word.split("=", 1)[0])
+            value_expected = "=" not in word
+        elif value_expected:
+            value_expected = False
+        else:
+            others += 1
+    parts = []
+    for flag in dict.fromkeys(flags):
+        near = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.6)
+        variable = _environment_only(flag)
+        if variable:
+            instead = f"{near[0]} or " if near else ""
+            parts.append(f"unknown flag {flag} (a secret is no flag, as the process list shows it: use {instead}{variable})")
+        else:
+            parts.append(f"unknown flag {flag} ({f'did you mean {near[0]}?' if near else 'see --help'})")
+    if others:
+        parts.append(f"{others} unexpected argument{'s' if others > 1 else ''} (not shown: it may be a secret)")
+    return "; ".join(parts)
+
+
+def _environment_only(flag: str) -> str | None:
+    """The environment variable of a setting that has no flag on purpose (a password), if ``flag`` names one."""
+    from exporter.config.declared import serve_flags
+
+    return next((f.env for f in serve_flags() if f.env_only and f"--{f.name}" == flag), None)
+
 
 # each command, the module that adds its arguments and runs it, and its help
 COMMANDS: dict[str, tuple[str, str]] = {
