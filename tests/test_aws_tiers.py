@@ -10,7 +10,7 @@ import re
 
 import boto3
 import pytest
-from helpers import parse_samples, sample
+from helpers import call, make_app, parse_samples, sample
 from moto import mock_aws
 
 from exporter.alerts.catalog import cloudwatch_fresh_seconds, load_catalog
@@ -323,3 +323,104 @@ def _check_poll(monitor: AwsMonitor, minutes: dict[float, tuple[float, float]], 
     full_ends = [end for end in ends if end - 240 >= first_asked]  # windows of 5 with every minute held
     assert sample(samples, "elasticache_cloudwatch_window_lowest", **swap) == max(end - 240 for end in full_ends)
     assert sample(samples, "elasticache_cloudwatch_window_highest", **swap) == min(full_ends)
+
+
+def _asked_by_node(requests) -> dict[str, set[str]]:
+    """CacheClusterId → the metric names asked for it, in the requests given."""
+    asked: dict[str, set[str]] = {}
+    for _, queries, _, _ in requests:
+        for query in queries:
+            metric = query["MetricStat"]["Metric"]
+            cluster = next(d["Value"] for d in metric["Dimensions"] if d["Name"] == "CacheClusterId")
+            asked.setdefault(cluster, set()).add(metric["MetricName"])
+    return asked
+
+
+def test_a_node_on_info_gets_no_cloudwatch_copy_of_it_and_gets_it_back_at_the_next_poll_when_info_stops(aws_credentials):
+    """INFO first: of a node whose INFO the exporter reads, CloudWatch is asked only what AWS alone sees; the poll after
+    its INFO stops asks every INFO-equivalent metric, whatever its tier, then the tiers go on as usual."""
+    from exporter.aws.cloudwatch import INFO_EQUIVALENT
+
+    answering = {"on-info"}
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        for name in ("on-info", "cloudwatch-only"):
+            elasticache.create_cache_cluster(CacheClusterId=name, CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+        config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+        clock = _Clock(START)
+        api = _RecordingApi(clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, info_answers=lambda name, _node, _s: name in answering)
+        monitor.discover_once()
+        every = {spec.name for spec in monitor.node_metrics}
+        polls, due = [], []
+        for step in range(3):
+            if step == 1:
+                answering.clear()  # its INFO stops answering before the second poll
+            seen = len(api.requests)
+            due.append(monitor.due_tiers())
+            monitor.poll_once(due[-1])
+            polls.append(_asked_by_node(api.requests[seen:]))
+            clock.now += config.aws.poll_interval
+    first, after_stop, later = polls
+    assert first["cloudwatch-only"] == every
+    assert first["on-info"] == every - INFO_EQUIVALENT
+    assert due[1:] == [("paging",), ("paging",)]
+    # the second poll is a paging one: the node that left INFO gets every INFO-equivalent metric back at once
+    assert INFO_EQUIVALENT & every <= after_stop["on-info"]
+    assert after_stop["cloudwatch-only"] & INFO_EQUIVALENT == {"ReplicationLag"}  # the only paging one
+    assert later["on-info"] == later["cloudwatch-only"]  # then both by tier
+
+
+def test_a_scraped_node_serves_info_not_cloudwatchs_copy_until_it_stops_answering(aws_credentials):
+    """The exporter's own targets decide: a configured target named as the discovered node answers its scrapes, so the
+    node's CurrConnections from CloudWatch is neither asked nor served; stopped, the next poll brings it back."""
+    import time
+
+    from servers import start_redis, wait_until
+
+    redis_server = start_redis()
+    app = None
+    try:
+        with mock_aws():
+            elasticache = boto3.client("elasticache", region_name=REGION)
+            elasticache.create_cache_cluster(CacheClusterId="orders-001", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+            now = math.floor(time.time() / 60) * 60
+            dimensions = [{"Name": "CacheClusterId", "Value": "orders-001"}, {"Name": "CacheNodeId", "Value": "0001"}]
+            data = [
+                {
+                    "MetricName": "CurrConnections",
+                    "Timestamp": datetime.datetime.fromtimestamp(now - 60 * m, tz=datetime.timezone.utc),
+                    "Value": 42.0,
+                    "Dimensions": dimensions,
+                }
+                for m in range(3, 8)
+            ]
+            boto3.client("cloudwatch", region_name=REGION).put_metric_data(Namespace="AWS/ElastiCache", MetricData=data)
+            raw = {
+                "targets": [{"name": "orders-001", "addr": redis_server.addr}],
+                "aws": {"regions": [REGION], "events": False, "cloudwatch": {"interval": "1h"}},
+            }
+            app = make_app(raw)
+            monitor = app.aws_monitor
+            wait_until(lambda: monitor.polls >= 1, timeout=30, what="the first poll")  # before any scrape: not on INFO
+            served = "aws_elasticache_curr_connections_maximum"
+
+            def connections_served() -> bool:
+                return any(name == served for name, _ in call(app, "/metrics").samples())
+
+            assert monitor.latest("orders-001", "CurrConnections", "Maximum") is not None
+            assert connections_served()  # this /metrics scraped the target too: it answered
+            monitor.poll_once(("paging",))
+            assert monitor.nodes_on_info == 1
+            assert monitor.latest("orders-001", "CurrConnections", "Maximum") is None
+            assert not connections_served()
+            redis_server.stop()
+            assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders-001") == 0
+            monitor.poll_once(("paging",))  # a paging poll: CurrConnections is an alerting one, asked now all the same
+            assert monitor.nodes_on_info == 0
+            assert monitor.latest("orders-001", "CurrConnections", "Maximum") is not None
+            assert connections_served()
+    finally:
+        if app is not None:
+            app.close()
+        redis_server.stop()

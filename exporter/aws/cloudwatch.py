@@ -100,6 +100,37 @@ METRIC_GROUPS: dict[str, tuple[MetricSpec, ...]] = {
 }
 
 
+# What a node's INFO says exactly (its fields, counted the same way): for a node the exporter scrapes, CloudWatch's copy
+# is not bought while its INFO answers (AwsMonitor's "INFO first"); what only AWS sees (host CPU and network, the
+# allowances, swap, freeable memory, page faults, traffic management, server-side latency) always is.
+INFO_EQUIVALENT: frozenset[str] = frozenset(
+    {
+        "CurrConnections",  # connected_clients
+        "NewConnections",  # total_connections_received
+        "Evictions",  # evicted_keys
+        "CacheHits",  # keyspace_hits
+        "CacheMisses",  # keyspace_misses
+        "ReplicationLag",  # the heartbeat and the replication offsets
+        "ReplicationBytes",  # master_repl_offset
+        "IsPrimary",  # role
+        "UsedMemoryDataset",  # used_memory_dataset
+        "AllocatorFragmentationBytes",  # allocator_frag_bytes
+        "AllocatorFragmentationRatio",  # allocator_frag_ratio
+        "BlockedConnections",  # blocked_clients
+        "RejectedConnections",  # rejected_connections
+        "PubSubChannels",  # pubsub_channels
+        "PubSubShardChannels",  # pubsubshard_channels
+        "ProcessedCommands",  # total_commands_processed
+    }
+)
+
+
+def split_info_equivalent(specs: Iterable[MetricSpec]) -> tuple[tuple[MetricSpec, ...], tuple[MetricSpec, ...]]:
+    """``specs`` as (what only AWS sees, what INFO says as well)."""
+    specs = tuple(specs)
+    return tuple(s for s in specs if s.name not in INFO_EQUIVALENT), tuple(s for s in specs if s.name in INFO_EQUIVALENT)
+
+
 def polled_metrics(metrics: Sequence[MetricSpec], exclude_groups: Iterable[str] = ()) -> tuple[MetricSpec, ...]:
     """The metric set and the groups not left out, each metric once (a metric the set names keeps its statistics)."""
     left_out = set(exclude_groups)

@@ -21,6 +21,7 @@ from exporter.common.records import field, record
 from .api import AwsApi, AwsCallError
 from .cloudwatch import (
     GLOBAL_DATASTORE_METRICS,
+    INFO_EQUIVALENT,
     SERVERLESS_METRICS,
     TIERS,
     Datapoint,
@@ -34,6 +35,7 @@ from .cloudwatch import (
     newest_datapoints,
     node_type_metrics,
     polled_metrics,
+    split_info_equivalent,
     window,
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
@@ -59,6 +61,10 @@ from .settings import AwsAccount, AwsConfig
 log = logging.getLogger(__name__)
 
 SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId (or serverless cache), CacheNodeId, metric, statistic
+
+# A node whose INFO answered a scrape this recently is "on INFO": its INFO-equivalent CloudWatch metrics are not asked.
+# Three scrapes at Prometheus' default minute, so one failed scrape does not buy them again.
+INFO_FRESH_SECONDS = 180.0
 
 
 @record(frozen=True)
@@ -87,12 +93,16 @@ class AwsMonitor:
         apis: dict[AwsAccount, AwsApi] | None = None,
         log_failures: bool = True,
         owns: Callable[[str], bool] | None = None,
+        info_answers: Callable[[str, Node, float], bool] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
         # a sharded exporter polls and describes only its own share of the nodes (all are still discovered)
         self.owns = owns or (lambda _cluster_id: True)
+        # whether the exporter read a node's INFO in the last seconds given (by its instance name); None: it reads none
+        self._info_answers = info_answers if config.info_first else None
+        self._on_info: set[NodeKey] = set()  # nodes whose INFO-equivalents the last poll left out (the poll thread's)
         self._log_failures = log_failures  # off for a command, which reports failures itself
         self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
         self._on_nodes = on_nodes
@@ -126,6 +136,7 @@ class AwsMonitor:
         self.last_poll_duration = 0.0
         self.last_queries = 0
         self.polls = 0
+        self.nodes_on_info = 0  # of the last poll
         # per tier: when it was last asked; per (tier, account, region): the start of the newest complete minute its
         # last successful poll asked for, where the next poll's window starts (the poll thread's alone)
         self._asked: dict[str, float] = {}
@@ -303,15 +314,17 @@ class AwsMonitor:
         started = time.monotonic()
         now = self._clock()
         poll = _Poll(deadline=started + max(5.0, 0.8 * self.config.poll_interval))
-        node_metrics = in_tiers(self.node_metrics, tiers)
         serverless_metrics = in_tiers(self.serverless_metrics, tiers)
         with self._lock:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
+            names = dict(self._names)
+        on_info = self._nodes_on_info([node for nodes in groups.values() for node in nodes], names)
+        caught_up = self._on_info - on_info  # their INFO stopped: CloudWatch's copy is asked now, whatever the tier
         for tier in tiers:
             self._asked[tier] = now
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = build_queries(groups.get((account, region), []), node_metrics, extra=lambda node: in_tiers(self.extra_metrics(node), tiers))
+            queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
             poll.queries += len(queries)
             if queries:
@@ -320,16 +333,41 @@ class AwsMonitor:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
             live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
             # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
-            merged = {key: value for key, value in self._cache.items() if key[:4] in live and key not in poll.fresh}
+            # and a node on INFO serves none of CloudWatch's copy of what its INFO says
+            merged = {key: value for key, value in self._cache.items() if _kept(key, live, on_info) and key not in poll.fresh}
             merged.update(poll.fresh)
             self._cache = merged
             self._index()
-            self._keep_history(poll.minutes, live)
+            self._keep_history(poll.minutes, live, on_info)
             if poll.fresh or not poll.queried:
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = poll.queries
             self.polls += 1
+            self.nodes_on_info = len(on_info)
+        self._on_info = on_info
+
+    def _nodes_on_info(self, nodes: list[Node], names: dict[NodeKey, str]) -> set[NodeKey]:
+        """The nodes whose INFO the exporter read lately (INFO_FRESH_SECONDS): CloudWatch's copy of it is not asked."""
+        if self._info_answers is None:
+            return set()
+        answers = self._info_answers
+        return {node.key for node in nodes if not node.serverless and answers(names.get(node.key, node.cluster_id), node, INFO_FRESH_SECONDS)}
+
+    def _node_queries(self, nodes: list[Node], tiers: tuple[str, ...], on_info: set[NodeKey], caught_up: set[NodeKey]) -> list[Query]:
+        """The queries of a place's nodes: the tiers' metrics, without the INFO-equivalent ones for a node on INFO, with
+        every INFO-equivalent one (whatever its tier) for a node whose INFO stopped since the last poll left them out."""
+        aws_only, info_said = split_info_equivalent(self.node_metrics)
+
+        def extra(node: Node) -> tuple[MetricSpec, ...]:
+            return in_tiers(self.extra_metrics(node), tiers)
+
+        plain = [node for node in nodes if node.key not in on_info and node.key not in caught_up]
+        queries = build_queries(plain, in_tiers(self.node_metrics, tiers), extra=extra)
+        queries += build_queries([node for node in nodes if node.key in on_info], in_tiers(aws_only, tiers), first=len(queries), extra=extra)
+        again = (*in_tiers(aws_only, tiers), *info_said)
+        queries += build_queries([node for node in nodes if node.key in caught_up], again, first=len(queries), extra=extra)
+        return queries
 
     def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> None:
         """One account's and region's queries, over the window since their tiers' last poll there (the widest of them)."""
@@ -367,8 +405,9 @@ class AwsMonitor:
             for tier in tiers:
                 self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
 
-    def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey]) -> None:
-        """Add this poll's minutes of the implied baseline; drop minutes over an hour old and nodes gone. Lock held."""
+    def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
+        """Add this poll's minutes of the implied baseline; drop minutes over an hour old, nodes gone, and the kept
+        minutes of what a node on INFO no longer gets from CloudWatch. Lock held."""
         oldest = self._clock() - HISTORY_SECONDS
         polled: dict[tuple[NodeKey, str, str], dict[float, float]] = {}
         for key, result in minutes:
@@ -387,22 +426,23 @@ class AwsMonitor:
                 implied[(self._names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
         self._implied = implied
         self._keep_burst_minutes(polled, live)
-        self._keep_rising(polled, live)
-        self._keep_windows(polled, live)
+        self._keep_rising(polled, live, on_info)
+        self._keep_windows(polled, live, on_info)
 
-    def _keep_windows(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
+    def _keep_windows(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
         """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone. Lock held."""
 
         def keeper(metric: str, statistic: str) -> WindowMinutes | None:
             length = WINDOW_SERIES.get((metric, statistic))
             return None if length is None else WindowMinutes(length, self._minutes_a_poll())
 
-        self._windows = self._keep_by_minute(polled, live, self._window_minutes, keeper)
+        self._windows = self._keep_by_minute(polled, live, on_info, self._window_minutes, keeper)
 
     def _keep_by_minute(
         self,
         polled: dict[tuple[NodeKey, str, str], dict[float, float]],
         live: set[NodeKey],
+        on_info: set[NodeKey],
         store: dict[SeriesKey, Any],
         keeper: Callable[[str, str], Any],
     ) -> dict[SeriesKey, Any]:
@@ -420,7 +460,7 @@ class AwsMonitor:
             brought[key] = values
         held: dict[SeriesKey, Any] = {}
         for key, kept in list(store.items()):
-            now = kept.merge(brought.get(key, {}), self.config.period) if key[:4] in live else None
+            now = kept.merge(brought.get(key, {}), self.config.period) if _kept(key, live, on_info) else None
             if now is None:
                 del store[key]
             else:
@@ -436,13 +476,13 @@ class AwsMonitor:
         with self._lock:
             return dict(self._windows)
 
-    def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
+    def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
         """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""
 
         def keeper(metric: str, statistic: str) -> RisingMinutes | None:
             return RisingMinutes(self._minutes_a_poll()) if (metric, statistic) in RISING_SERIES else None
 
-        self._rising = self._keep_by_minute(polled, live, self._rising_minutes, keeper)
+        self._rising = self._keep_by_minute(polled, live, on_info, self._rising_minutes, keeper)
 
     def rising(self) -> dict[SeriesKey, Rising]:
         """The allowance-exceeded counters' count of rising minutes among their last 5 (``rising_minutes``), by series."""
@@ -531,6 +571,12 @@ class AwsMonitor:
 def _place(api: AwsApi, region: str) -> str:
     """Where a call failed, for a log line: the region, and the account when a role names it."""
     return f"{region} of account {api.account_id}" if api.account_id else region
+
+
+def _kept(key: SeriesKey, live: set[NodeKey], on_info: set[NodeKey]) -> bool:
+    """Whether a series keeps its cached value and minutes: its node is live, and not on INFO where INFO says it."""
+    node = key[:4]
+    return node in live and not (node in on_info and key[4] in INFO_EQUIVALENT)
 
 
 def series_key(query: Query) -> SeriesKey:

@@ -79,6 +79,18 @@ def _print_tiers(config: Config, pairs: Mapping[str, int], watched: int) -> None
     print(f"(every pair every minute would cost USD {every_minute:,.2f} a month, {every_minute / watched:.2f} a node)")
 
 
+def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
+    """The bill when the exporter reads every node's INFO: CloudWatch's copy of it (INFO_EQUIVALENT) is not asked."""
+    from exporter.aws.cloudwatch import TIERS, pairs_by_tier, split_info_equivalent, usd_per_month
+
+    saved = pairs_by_tier(split_info_equivalent(metrics)[1])
+    usd = sum(usd_per_month(total[tier] - nodes * saved[tier], config.aws.tier_interval(tier)) for tier in TIERS)
+    print(
+        f"INFO first: a node whose INFO the exporter reads is not asked its {sum(saved.values())} INFO-equivalent pairs; "
+        f"with every node's INFO read, USD {usd / watched:.4f} a node, {usd:.2f} a month (the table above: none read)"
+    )
+
+
 def print_cost(config: Config) -> int:
     from exporter.aws.cloudwatch import TIERS, pairs_by_tier, usd_per_month
     from exporter.aws.monitor import AwsMonitor
@@ -113,6 +125,8 @@ def print_cost(config: Config) -> int:
     for pairs in places.values():
         _add_pairs(total, pairs)
     _print_tiers(config, total, max(1, len(nodes) + len(caches)))
+    if config.aws.info_first and nodes:
+        _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
     if places:
         print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
         for (account_id, region), pairs in sorted(places.items()):

@@ -528,6 +528,8 @@ CLOUDWATCH = Group(
         Setting("exclude_groups", Reader("list of groups", _metric_groups, _text), "groups of AWS's own node metrics not to "
                 "poll: network_capacity, memory_health, connections, pubsub, throughput, host_peaks", field="exclude_groups",
                 shown_default="none: all polled"),
+        Setting("info_first", BOOL, "for a node whose INFO the exporter reads, do not ask CloudWatch what INFO says "
+                "(connections, evictions, hits, replication, fragmentation...: docs/cloudwatch-cost.md)", field="info_first"),
     ),
     record=AwsConfig,
 )  # fmt: skip

@@ -123,7 +123,7 @@ class ExporterApp:
 
         from .collectors.aws import AwsCollector
 
-        self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns)
+        self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns, info_answers=self.targets.answered_lately)
         self.targets.credentials_for = self.aws_monitor.credentials_for
         self._aws_collector = AwsCollector(self.aws_monitor, self._baselines)
         self._extra_collectors.append(self._aws_collector)

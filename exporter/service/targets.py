@@ -9,6 +9,7 @@ discovered by AWS, or ad hoc (an address /scrape was asked for that an allow rul
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from enum import Enum
@@ -240,6 +241,19 @@ class TargetSet:
         """Close every connection the set's targets opened (on reload and at exit)."""
         for target in self.every():
             target.node.close()
+
+    def answered_lately(self, name: str, node: Node, seconds: float) -> bool:
+        """Whether the target named ``name`` (a discovered node's instance name), or else the one at the node's endpoint,
+        answered a scrape in the last ``seconds``: its INFO then says what CloudWatch would repeat."""
+        with self._lock:
+            target = self._targets.get(name)
+            if target is None and node.address:
+                found = self.address_names.get((node.address.lower(), node.port))
+                target = self._targets.get(found) if found is not None else None
+        if target is None:
+            return False
+        with target.lock:
+            return target.state.up and time.time() - target.state.last_success < seconds
 
     def owns(self, name: str) -> bool:
         """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
