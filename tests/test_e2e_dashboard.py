@@ -1,6 +1,6 @@
 """The shipped Grafana dashboard, without Grafana: every panel query runs in a real Prometheus that scrapes a real
-exporter over a Redis-only setup (a primary with a replica, node types for the baselines, no AWS) with the rendered
-recording rules loaded. Every panel outside the AWS row must return data; the AWS row stays empty."""
+exporter over a Redis-only setup (a primary with a replica, a node that is down, node types for the baselines, no AWS)
+with the rendered recording rules loaded. Every panel outside the AWS rows must return data; the AWS rows stay empty."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from servers import start_exporter, start_prometheus, start_redis, wait_until
+from servers import free_port, start_exporter, start_prometheus, start_redis, wait_until
 from test_e2e_prometheus import api
 
 ROOT = Path(__file__).parent.parent
@@ -86,6 +86,7 @@ def test_every_panel_has_data_without_aws(tmp_path):
             f"targets:\n  - name: primary\n    addr: {primary.addr}\n    node_type: cache.r6g.large\n"
             "    keys: {check_single_keys: queue:default, count_keys: 'key:*', check_single_streams: events, queues: {queue:default: 10}}\n"
             f"  - name: replica\n    addr: {replica.addr}\n    node_type: cache.r6g.large\n"
+            f"  - name: gone\n    addr: 127.0.0.1:{free_port()}\n    node_type: cache.r6g.large\n"
             "heartbeat:\n  write: true\n  interval: 200ms\nbaselines:\n  window: 5s\n"
             "clients:\n  enabled: true\n  interval: 5s\nkeyspace:\n  enabled: true\n  interval: 10s\n"
         )
@@ -125,6 +126,11 @@ def test_every_panel_has_data_without_aws(tmp_path):
                 assert {item["metric"].get("instance") for item in chosen} <= {"replica", None}, panel["title"]
         empty = _redis_panels_without_data(series)
         assert empty == [], f"panels without data in a Redis-only setup: {empty}"
+        overview = {panel["title"]: panel for row, panel in panels_by_row() if row == "Overview"}
+        down, up = (series(target["expr"]) for target in overview["Nodes down now"]["targets"])
+        assert (down[0]["value"][1], up[0]["value"][1]) == ("1", "2")  # one number each, however many nodes
+        (listed,) = (series(target["expr"]) for target in overview["Nodes down, with the last error"]["targets"])
+        assert [(item["metric"]["instance"], item["metric"]["kind"]) for item in listed] == [("gone", "refused")]
         dashboard = json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
         for annotation in dashboard["annotations"]["list"]:  # valid PromQL, empty without AWS
             reply = api(port, "/api/v1/query?query=" + urllib.parse.quote(as_prometheus_query(annotation["expr"])))
