@@ -155,6 +155,95 @@ def test_unknown_flags_are_named_without_their_values(argv, says, capsys):
 
 
 @pytest.mark.unit
+def test_redis_exporters_environment_variables_are_honoured(tmp_path):
+    """A redis_exporter deployment's environment carries over: each variable with an equivalent sets it."""
+    password_file = tmp_path / "pw"
+    password_file.write_text("from-file\n")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    environ = {
+        "REDIS_ADDR": "rediss://cache:6380",
+        "REDIS_USER": "exporter",
+        "REDIS_PASSWORD_FILE": str(password_file),
+        "REDIS_EXPORTER_WEB_LISTEN_ADDRESS": ":9121",
+        "REDIS_EXPORTER_WEB_TELEMETRY_PATH": "/redis-metrics",
+        "REDIS_EXPORTER_LOG_LEVEL": "WARNING",
+        "REDIS_EXPORTER_LOG_FORMAT": "txt",
+        "REDIS_EXPORTER_CONNECTION_TIMEOUT": "4s",
+        "REDIS_EXPORTER_TLS_CA_CERT_FILE": str(ca),
+        "REDIS_EXPORTER_TLS_SERVER_NAME": "cache.internal",
+        "REDIS_EXPORTER_SKIP_TLS_VERIFICATION": "true",
+        "REDIS_EXPORTER_CHECK_KEYS": "db0=queue:*",
+        "REDIS_EXPORTER_SERVICE_HOST": "10.0.0.1",  # Kubernetes' link to a Service named redis-exporter: not refused
+        "REDIS_EXPORTER_SCRIPT": "",  # empty: asks for nothing
+    }
+    config = config_from([], environ)
+    (target,) = config.targets
+    assert (target.endpoint.host, target.endpoint.port, target.endpoint.tls) == ("cache", 6380, True)
+    assert target.credentials.username == "exporter"
+    assert target.credentials.password.reveal() == "from-file"
+    assert (target.credentials.tls.ca_file, target.credentials.tls.server_name) == (str(ca), "cache.internal")
+    assert target.credentials.tls.insecure_skip_verify
+    assert (config.listen_address, config.telemetry_path, config.log_level, config.log_format) == (":9121", "/redis-metrics", "warn", "text")
+    assert config.scrape_timeout == 4
+    assert [(spec.db, spec.key) for spec in config.keys.check_keys] == [(0, "queue:*")]
+    password = config_from([], {"REDIS_PASSWORD": "s3cret"}).targets[0].credentials.password
+    assert password.reveal() == "s3cret"
+    # the exporter's own variable wins over redis_exporter's, and a flag over both
+    both = {"REDIS_ADDR": "redis://theirs:6379", "ELASTICACHE_EXPORTER_REDIS_ADDR": "redis://ours:6379"}
+    assert config_from([], both).targets[0].endpoint.host == "ours"
+    assert config_from(["--redis.addr", "flag:6379"], both).targets[0].endpoint.host == "flag"
+
+
+@pytest.mark.unit
+def test_redis_exporters_variables_without_an_equivalent_are_refused_by_name():
+    from exporter.common.errors import UsageError
+
+    environ = {"REDIS_EXPORTER_BASIC_AUTH_PASSWORD": "s3cret", "REDIS_EXPORTER_INCL_SYSTEM_METRICS": "true"}
+    with pytest.raises(UsageError) as refused:
+        config_from([], environ)
+    message = str(refused.value)
+    assert "s3cret" not in message
+    assert "\n" not in message
+    assert "REDIS_EXPORTER_BASIC_AUTH_PASSWORD (--basic-auth-password)" in message
+    assert "REDIS_EXPORTER_INCL_SYSTEM_METRICS (--include-system-metrics)" in message
+    assert "no equivalent" in message
+    assert refused.value.exit_code == 2
+
+
+@pytest.mark.unit
+def test_a_password_inside_redis_addr_is_refused_naming_the_variable():
+    with pytest.raises(ConfigError, match="the environment variable REDIS_ADDR is refused") as refused:
+        config_from([], {"REDIS_ADDR": "redis://:s3cret@cache:6379"})
+    assert "s3cret" not in str(refused.value)
+
+
+@pytest.mark.unit
+def test_every_variable_of_redis_exporter_is_honoured_or_refused():
+    """The upstream variables known here: those declared with a setting and those refused never overlap."""
+    from exporter.config.declared import GROUPS
+    from exporter.config.upstream import NO_EQUIVALENT
+
+    honoured = [setting.upstream_env for group in GROUPS for setting in group.settings if setting.upstream_env]
+    assert len(honoured) == len(set(honoured))
+    assert not set(honoured) & set(NO_EQUIVALENT)
+    assert len(honoured) + len(NO_EQUIVALENT) == 58  # every getEnv of redis_exporter's main.go
+
+
+def test_redis_exporters_password_variables_reach_a_protected_server(acl_redis):
+    from helpers import call, sample
+
+    from exporter.service.server import ExporterApp
+
+    environ = {"REDIS_ADDR": f"redis://127.0.0.1:{acl_redis.port}", "REDIS_USER": "monitor", "REDIS_PASSWORD": "monitor-secret-pw"}
+    app = ExporterApp(config_from([], environ))
+    try:
+        assert sample(call(app, "/metrics").samples(), "redis_up", instance=f"127.0.0.1:{acl_redis.port}") == 1
+    finally:
+        app.close()
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "key", "problem"),
     [

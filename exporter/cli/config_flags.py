@@ -11,6 +11,7 @@ from typing import Any
 from exporter.common.errors import ConfigError
 from exporter.config import Config, build_config, flag_to_env, load_yaml, overlay
 from exporter.config.declared import serve_flags
+from exporter.config.upstream import refuse_unsupported
 from exporter.redis.addresses import AddressError, parse_address
 
 
@@ -29,18 +30,21 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     """Flags over environment over file over defaults; an error in a key the file sets names the file. redis_exporter's
     variable of a setting counts where this exporter's own is not set, so that its users' deployments carry over."""
     values = vars(args)
+    refuse_unsupported(environ)
     config_file = values.get("config.file") or environ.get(flag_to_env("config.file"))
     file_raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
     from_env: dict[str, Any] = {}
+    env_names: dict[str, str] = {}
     from_flags: dict[str, Any] = {}
     for flag in serve_flags():
         for variable in (flag.upstream_env, flag.env):  # the exporter's own name last: it wins
             if variable is not None and variable in environ:
                 from_env[flag.key] = environ[variable]
+                env_names[flag.key] = variable
         if values.get(flag.name) is not None:
             from_flags[flag.key] = values[flag.name]
     _refuse_password_in_address(from_flags.get("redis.addr"), "the flag --redis.addr")
-    _refuse_password_in_address(from_env.get("redis.addr"), f"the environment variable {flag_to_env('redis.addr')}")
+    _refuse_password_in_address(from_env.get("redis.addr"), f"the environment variable {env_names.get('redis.addr')}")
     raw = overlay(overlay(file_raw, from_env), from_flags)
     try:
         return build_config(raw, source_file=config_file, environ=environ)

@@ -249,9 +249,9 @@ WEB = Group(
     "web",
     (
         Setting("listen_address", Reader("host:port", _listen_address), "address to listen on, host:port or :port",
-                field="listen_address", flag="web.listen-address"),
+                field="listen_address", flag="web.listen-address", upstream_env="REDIS_EXPORTER_WEB_LISTEN_ADDRESS"),
         Setting("telemetry_path", checked_string(_telemetry_path, "path"), "path of the metrics of the configured targets",
-                field="telemetry_path", flag="web.telemetry-path"),
+                field="telemetry_path", flag="web.telemetry-path", upstream_env="REDIS_EXPORTER_WEB_TELEMETRY_PATH"),
         Setting("config_file", PATH, "TLS and basic auth for the exporter's own endpoints (Prometheus exporter-toolkit "
                 "web-config format)", field="web_config_file", flag="web.config-file", shown_default="plain HTTP, no auth"),
     ),
@@ -261,8 +261,10 @@ WEB = Group(
 LOG = Group(
     "log",
     (
-        Setting("level", choice("debug", "info", "warn", "error"), "log level", field="log_level", flag="log.level"),
-        Setting("format", choice("text", "json"), "log format", field="log_format", flag="log.format"),
+        Setting("level", choice("debug", "info", "warn", "error"), "log level", field="log_level", flag="log.level",
+                upstream_env="REDIS_EXPORTER_LOG_LEVEL"),
+        Setting("format", choice("text", "json"), "log format (txt is text)", field="log_format", flag="log.format",
+                upstream_env="REDIS_EXPORTER_LOG_FORMAT"),
     ),
     record=Config,
 )
@@ -271,7 +273,7 @@ SCRAPE = Group(
     "scrape",
     (
         Setting("timeout", duration(), "timeout of one target's scrape (Prometheus' own scrape timeout also applies)",
-                field="scrape_timeout", flag="scrape.timeout"),
+                field="scrape_timeout", flag="scrape.timeout", upstream_env="REDIS_EXPORTER_CONNECTION_TIMEOUT"),
         Setting("concurrency", integer(1, 256), "scrape workers: targets scraped at once", field="scrape_concurrency",
                 flag="scrape.concurrency"),
         Setting("max_reply_size", size(64 * 1024, 1024**3), "largest reply read from a node; a larger one fails the scrape "
@@ -288,22 +290,27 @@ SCRAPE = Group(
 CREDENTIALS = Group(
     "targets[]",
     (
-        Setting("user", optional_string(), "ACL user name", flag="redis.user"),
+        Setting("user", optional_string(), "ACL user name", flag="redis.user", upstream_env="REDIS_USER"),
         Setting("password", optional_string(), "the password (in the file; the environment variable only for redis.*)",
-                env_only=True),
-        Setting("password_file", PATH, "file holding the password, re-read on every reconnect", flag="redis.password-file"),
+                env_only=True, upstream_env="REDIS_PASSWORD"),
+        Setting("password_file", PATH, "file holding the password, re-read on every reconnect", flag="redis.password-file",
+                upstream_env="REDIS_PASSWORD_FILE"),
         Setting("password_env", optional_string(), "name of an environment variable holding the password"),
         Setting("password_secret", optional_string(), "AWS Secrets Manager secret (ARN or name) holding the password"),
         Setting("password_secret_key", optional_string(), "with password_secret: the key of a JSON secret"),
         Setting("timeout", duration(), "this target's scrape timeout", shown_default="scrape.timeout"),
         Setting("tls_ca_file", PATH, "CA bundle to verify the server", field="ca_file", flag="redis.tls-ca-file",
-                shown_default="system CAs"),
-        Setting("tls_cert_file", PATH, "client certificate (with tls_key_file)", field="cert_file", flag="redis.tls-cert-file"),
-        Setting("tls_key_file", PATH, "client key (with tls_cert_file)", field="key_file", flag="redis.tls-key-file"),
+                shown_default="system CAs", upstream_env="REDIS_EXPORTER_TLS_CA_CERT_FILE"),
+        Setting("tls_cert_file", PATH, "client certificate (with tls_key_file)", field="cert_file", flag="redis.tls-cert-file",
+                upstream_env="REDIS_EXPORTER_TLS_CLIENT_CERT_FILE"),
+        Setting("tls_key_file", PATH, "client key (with tls_cert_file)", field="key_file", flag="redis.tls-key-file",
+                upstream_env="REDIS_EXPORTER_TLS_CLIENT_KEY_FILE"),
         Setting("tls_server_name", optional_string(), "server name to verify instead of the host of the address",
-                field="server_name", flag="redis.tls-server-name", shown_default="the host of the address"),
+                field="server_name", flag="redis.tls-server-name", shown_default="the host of the address",
+                upstream_env="REDIS_EXPORTER_TLS_SERVER_NAME"),
         Setting("tls_insecure_skip_verify", BOOL, "do not verify the server certificate (explicit opt-in)",
-                field="insecure_skip_verify", flag="redis.tls-insecure-skip-verify"),
+                field="insecure_skip_verify", flag="redis.tls-insecure-skip-verify",
+                upstream_env="REDIS_EXPORTER_SKIP_TLS_VERIFICATION"),
     ),
     record=TlsOptions,
     flag_path="redis",
@@ -313,7 +320,7 @@ TARGET = Group(
     "targets[]",
     (
         Setting("addr", Reader("address", _address), "the address: redis://, rediss:// (TLS), valkey://, valkeys:// or host:port; /N selects a "
-                "database; '' for no single target (redis.addr)", flag="redis.addr",
+                "database; '' for no single target (redis.addr)", flag="redis.addr", upstream_env="REDIS_ADDR",
                 shown_default=f"{DEFAULT_REDIS_ADDR} for redis.addr, unless targets, aws regions or scrape.allow say what to scrape"),
         Setting("name", checked_string(), "the instance label of its series", shown_default="host:port of addr"),
         Setting("node_type", Reader("node type", _node_type, _text), "node type, e.g. cache.r6g.large, to compare the node with its baseline",

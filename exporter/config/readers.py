@@ -65,10 +65,12 @@ def as_int(value: Any, key: str, low: int, high: int) -> int:
     return number
 
 
+_ALIASES = {"warning": "warn", "txt": "text"}  # redis_exporter's (logrus') names of a log level and format
+
+
 def as_choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
     text = as_string(value, key).lower()
-    if text == "warning":
-        text = "warn"
+    text = _ALIASES.get(text, text)
     if text not in choices:
         raise ConfigError(key, f"must be one of {', '.join(choices)}, got {value!r}")
     return text
