@@ -251,3 +251,30 @@ def test_the_script_stops_with_a_message_when_a_pass_moves_nothing_and_resumes_w
     assert moved == 3
     assert again.returncode == 0, again.stderr
     assert f"slot {slot}: already on 127.0.0.1:{target_port}" in again.stdout
+
+
+def test_a_node_that_wants_a_password_is_one_line_naming_the_password_flag(tmp_path, capsys, monkeypatch):
+    from servers import start_redis
+
+    server = start_redis(password="pw-s3cret")
+    target = ["cluster", "plan", "--target", f"redis://127.0.0.1:{server.port}"]
+    monkeypatch.delenv("ELASTICACHE_EXPORTER_REDIS_PASSWORD", raising=False)
+    try:
+        assert main(target) == 1
+        err = capsys.readouterr().err
+        assert err == (
+            f"elasticache-exporter: cluster plan: --target: 127.0.0.1:{server.port} wants a password: give it in a file with "
+            "--redis.password-file, or in ELASTICACHE_EXPORTER_REDIS_PASSWORD\n"
+        )
+        monkeypatch.setenv("ELASTICACHE_EXPORTER_REDIS_PASSWORD", "not-it")
+        assert main(target) == 1
+        err = capsys.readouterr().err
+        assert "refused user default with the password of ELASTICACHE_EXPORTER_REDIS_PASSWORD (WRONGPASS)" in err
+        assert "not-it" not in err
+        monkeypatch.delenv("ELASTICACHE_EXPORTER_REDIS_PASSWORD")
+        password_file = tmp_path / "pw"
+        password_file.write_text("pw-s3cret\n")
+        assert main([*target, "--redis.password-file", str(password_file)]) == 2  # in: the node is no cluster node
+        assert "is no cluster node" in capsys.readouterr().err
+    finally:
+        server.stop()

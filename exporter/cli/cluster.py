@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .output import emit
@@ -20,6 +21,7 @@ TLS_FLAGS = (
     ("redis.tls-insecure-skip-verify", "do not verify the server certificate (explicit opt-in)"),
 )
 AUTH_VARIABLE = "ELASTICACHE_EXPORTER_REDIS_PASSWORD"
+PASSWORD_FILE_FLAG = "redis.password-file"  # noqa: S105 - a flag name
 
 
 def _env(flag: str) -> str:
@@ -38,7 +40,14 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
     plan.add_argument(
         "--target",
         required=True,
-        help=f"a node of the cluster, redis://[user@]host:port or rediss://… (the password from {AUTH_VARIABLE}, never the address)",
+        help=f"a node of the cluster, redis://[user@]host:port or rediss://… (the password from --{PASSWORD_FILE_FLAG} or "
+        f"{AUTH_VARIABLE}, never the address)",
+    )
+    plan.add_argument(
+        f"--{PASSWORD_FILE_FLAG}",
+        dest=PASSWORD_FILE_FLAG,
+        metavar="FILE",
+        help=f"file holding the password of the cluster's nodes [{_env(PASSWORD_FILE_FLAG)}]",
     )
     for flag, help_text in TLS_FLAGS:
         if flag == "redis.tls-insecure-skip-verify":
@@ -72,21 +81,8 @@ def run_cluster(args: argparse.Namespace, environ: Mapping[str, str], sleep: Cal
         raise UsageError(f"--interval: not a duration such as 10s, got {args.interval!r}")
     reader = _Reader(args, environ)
     try:
-        members = reader.members()
-        primaries = [member for member in members if member.role == "primary" and member.slots]
-        failed = [member.name for member in primaries if not member.answering]
-        if failed:
-            raise UsageError(
-                f"--target: the cluster of {reader.endpoint.host_port} has failed primaries ({', '.join(failed)}): plan once they have failed over"
-            )
-        if not primaries:
-            raise UsageError(f"--target: the cluster of {reader.endpoint.host_port} has no primary serving slots")
-        first = reader.slot_loads(primaries, args.resource)
-        loads = first
-        if args.resource != "keys" and interval > 0:
-            sleep(interval)
-            second = reader.slot_loads(primaries, args.resource)
-            loads = {slot: max(0.0, value - first.get(slot, 0.0)) / interval for slot, value in second.items()}
+        with reader.failures_named():
+            members, primaries, loads = _read_loads(reader, args.resource, interval, sleep)
     finally:
         reader.close()
     shards = [Shard(member.node_id, member.name, tuple(sorted(member.slots))) for member in primaries]
@@ -104,6 +100,28 @@ def run_cluster(args: argparse.Namespace, environ: Mapping[str, str], sleep: Cal
         text = _text(result, addresses, elasticache, reader.cli_options())
     emit(text, args.out)
     return 0
+
+
+def _read_loads(reader: _Reader, resource: str, interval: float, sleep: Callable[[float], None]) -> tuple[list[Any], list[Any], dict[int, float]]:
+    """The cluster's members, its primaries serving slots, and each slot's load (over ``interval`` for cpu and network)."""
+    from exporter.common.errors import UsageError
+
+    members = reader.members()
+    primaries = [member for member in members if member.role == "primary" and member.slots]
+    failed = [member.name for member in primaries if not member.answering]
+    if failed:
+        raise UsageError(
+            f"--target: the cluster of {reader.endpoint.host_port} has failed primaries ({', '.join(failed)}): plan once they have failed over"
+        )
+    if not primaries:
+        raise UsageError(f"--target: the cluster of {reader.endpoint.host_port} has no primary serving slots")
+    first = reader.slot_loads(primaries, resource)
+    loads = first
+    if resource != "keys" and interval > 0:
+        sleep(interval)
+        second = reader.slot_loads(primaries, resource)
+        loads = {slot: max(0.0, value - first.get(slot, 0.0)) / interval for slot, value in second.items()}
+    return members, primaries, loads
 
 
 def _needed(result: Any) -> tuple[Any, ...]:
@@ -141,10 +159,41 @@ class _Reader:
             insecure_skip_verify=bool(insecure),
         )
         password = environ.get(AUTH_VARIABLE)
+        password_file = option(PASSWORD_FILE_FLAG)
         self.endpoint = parsed.endpoint
         secret = Secret(value=password, source=AUTH_VARIABLE) if password else None
+        if password_file:
+            try:
+                open(password_file, encoding="utf-8").close()
+            except OSError as err:
+                raise UsageError(f"--{PASSWORD_FILE_FLAG}: cannot read {password_file}: {err.strerror}") from None
+            secret = Secret(file=password_file, source=f"--{PASSWORD_FILE_FLAG}")
         self.credentials = Credentials(username=parsed.endpoint.username, password=secret, tls=self.tls, timeout=10.0)
         self._nodes: dict[str, Any] = {}
+        self._failed_node: str | None = None  # the node last asked, named when it fails
+
+    @contextmanager
+    def failures_named(self) -> Iterator[None]:
+        """A node that refuses or cannot be reached is one line naming it and what to give (never a traceback)."""
+        from exporter.common.errors import RuntimeFailure
+        from exporter.redis.failures import NOT_AUTHENTICATED
+        from exporter.redis.resp import RespFailure
+
+        try:
+            yield
+        except RespFailure as err:
+            where, detail = self._failed_node or self.endpoint.host_port, str(err)
+            if err.kind == "auth" and "NOAUTH" in detail:
+                problem = f"wants a password: give it in a file with --{PASSWORD_FILE_FLAG}, or in {AUTH_VARIABLE}"
+            elif err.kind == "auth" and any(prefix in detail for prefix in NOT_AUTHENTICATED):
+                source = self.credentials.password.source if self.credentials.password else "no password"
+                user = self.endpoint.username or "default"
+                problem = f"refused user {user} with the password of {source} (WRONGPASS)"
+            else:
+                problem = f"failed ({detail})"
+            raise RuntimeFailure(f"--target: {where} {problem}") from None
+        except OSError as err:
+            raise RuntimeFailure(f"--target: cannot reach {self._failed_node or self.endpoint.host_port}: {err.strerror or err}") from None
 
     def cli_options(self) -> Any:
         from exporter.redis.cluster_plan import CliOptions
@@ -165,6 +214,7 @@ class _Reader:
         from exporter.redis.addresses import Endpoint
         from exporter.redis.node import RedisNode
 
+        self._failed_node = address
         if address not in self._nodes:
             host, port = address.rsplit(":", 1)
             endpoint = Endpoint(host, int(port), self.endpoint.tls, 0, self.endpoint.username)
