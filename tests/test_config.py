@@ -244,6 +244,33 @@ def test_redis_exporters_password_variables_reach_a_protected_server(acl_redis):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("given", ["flag", "environment", "file"])
+def test_a_duration_without_a_unit_is_refused_wherever_it_is_given(given, tmp_path):
+    """``--scrape.timeout 500`` was 500 seconds where 500 ms was meant: a bare number is refused, as Prometheus does."""
+    argv, environ, yaml_text = [], {}, None
+    if given == "flag":
+        argv = ["--scrape.timeout", "500"]
+    elif given == "environment":
+        environ = {"ELASTICACHE_EXPORTER_SCRAPE_TIMEOUT": "500"}
+    else:
+        yaml_text = "scrape:\n  timeout: 500\n"
+    with pytest.raises(ConfigError, match=r"'scrape.timeout': not a valid duration: '?500'? has no unit \(500ms, 5s, 1m, 2h\)"):
+        config_from(argv, environ, yaml_text, tmp_path)
+    assert config_from(["--scrape.timeout", "500ms"]).scrape_timeout == 0.5
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("value", [2, 0.5, "2", "2.5", " 7 "])
+def test_every_duration_key_refuses_a_bare_number(value):
+    with pytest.raises(ConfigError, match="has no unit"):
+        build_config({"heartbeat": {"interval": value}}, environ={})
+    with pytest.raises(ConfigError, match="has no unit"):
+        build_config({"targets": [{"addr": "x", "timeout": value}]}, environ={})
+    with pytest.raises(ConfigError, match="has no unit"):
+        build_config({"aws": {"regions": ["eu-west-1"], "cloudwatch": {"delay": value}}}, environ={})
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "key", "problem"),
     [

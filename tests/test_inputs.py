@@ -35,6 +35,7 @@ EXPECTED = {
     "config/typo.yml": "'targets[0].adr': unknown key (did you mean 'addr'?)",
     "config/wrong_name.yml": "'redis.password_path': unknown key (did you mean 'password_env' or 'password_secret'?)",
     "config/wrong_type.yml": "'scrape.timeout': must be a positive duration",
+    "config/bare_duration.yml": "'scrape.timeout': not a valid duration: 500 has no unit (500ms, 5s, 1m, 2h)",
     "config/out_of_range.yml": "'scrape.concurrency': must be between 1 and 256",
     "config/bad_port.yml": "'targets[0].addr': invalid port",
     "config/duplicate_key.yml": "line 3, column 3: duplicate key 'timeout' (first at line 2)",

@@ -28,7 +28,18 @@ from exporter.redis.settings import HeartbeatConfig, TlsOptions
 from exporter.redis.slot_stats import TOP_MAX, SlotStatsConfig
 
 from .model import DEFAULT_REDIS_ADDR, Config
-from .readers import as_bool, as_choice, as_int, as_size, as_string, check_keys, listen_host_port, parse_duration, readable_path
+from .readers import (
+    as_bool,
+    as_choice,
+    as_int,
+    as_size,
+    as_string,
+    check_keys,
+    is_bare_number,
+    listen_host_port,
+    parse_duration,
+    readable_path,
+)
 from .sources import flag_to_env
 
 UNSET = object()  # a key with no default: absent unless given
@@ -126,6 +137,8 @@ def _text(value: Any) -> str:
 def duration(at_least: float = 0, why: str = "", at_most: float = 3600) -> Reader:
     def read(value: Any, key: str) -> float:
         seconds = parse_duration(value)
+        if seconds is None and is_bare_number(value):
+            raise ConfigError(key, f"not a valid duration: {value!r} has no unit (500ms, 5s, 1m, 2h), as Prometheus refuses it")
         if seconds is None or seconds > at_most:
             raise ConfigError(key, f"must be a positive duration such as 500ms, 5s or 1m, at most {_seconds(at_most)}, got {value!r}")
         if seconds < at_least:
@@ -267,7 +280,7 @@ LOG = Group(
                 upstream_env="REDIS_EXPORTER_LOG_FORMAT"),
     ),
     record=Config,
-)
+)  # fmt: skip
 
 SCRAPE = Group(
     "scrape",

@@ -10,8 +10,9 @@ from typing import Any
 from exporter.common.errors import ConfigError
 from exporter.common.schema import unknown_key_problem
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_BARE_NUMBER = re.compile(r"^[+-]?\d+(?:\.\d*)?$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def check_keys(mapping: Mapping[str, Any], key: str, allowed: set[str]) -> None:
@@ -77,10 +78,8 @@ def as_choice(value: Any, key: str, choices: tuple[str, ...]) -> str:
 
 
 def parse_duration(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) if value > 0 else None
+    """Seconds of a positive duration with its unit (500ms, 5s, 1m, 2h); None for anything else, a bare number
+    included: Prometheus refuses one too, and 500 would be read as seconds where milliseconds were meant."""
     if not isinstance(value, str):
         return None
     match = _DURATION.match(value.strip())
@@ -88,6 +87,13 @@ def parse_duration(value: Any) -> float | None:
         return None
     seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     return seconds if seconds > 0 else None
+
+
+def is_bare_number(value: Any) -> bool:
+    """A number without a unit, as YAML or a flag gives it: 500, 0.5, "500"."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    return isinstance(value, str) and _BARE_NUMBER.match(value.strip()) is not None
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$", re.IGNORECASE)
