@@ -216,8 +216,10 @@ def test_cost_and_a_live_runs_counted_requests_agree_under_two_dollars_a_node(aw
             monitor.poll_once(monitor.due_tiers())
             clock.now += config.aws.poll_interval
         _, _, requested = api.stats.snapshot()
+        served = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
     assert requested == sum(len(queries) for _, queries, _, _ in api.requests)
     assert requested * SECONDS_PER_MONTH / 3600 / 1000 * 0.01 == pytest.approx(usd_month, abs=0.01)
+    assert sample(served, "elasticache_exporter_cloudwatch_usd_per_month_estimate") == pytest.approx(usd_month, abs=0.01)
     assert usd_month / nodes == pytest.approx(usd_per_node, abs=0.0001)
     # every paging metric of every node asked at least every 5 minutes, each over every minute since its last ask
     asked: dict[tuple, list[tuple[float, float, float]]] = {}
@@ -424,3 +426,98 @@ def test_a_scraped_node_serves_info_not_cloudwatchs_copy_until_it_stops_answerin
         if app is not None:
             app.close()
         redis_server.stop()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("wake_up", "interval", "asked"), [(300, 900, 900), (300, 400, 300), (300, 500, 600), (300, 3600, 3600), (60, 900, 900), (600, 900, 600)]
+)
+def test_cost_bills_a_tier_as_often_as_the_poller_really_asks_it(wake_up, interval, asked):
+    """A tier is due half a wake-up early, so it is asked every whole number of wake-ups nearest its interval: the
+    schedule the monitor keeps over a day is the interval the bill and the freshness use."""
+    from exporter.aws.budget import effective_interval
+
+    config = build_config(
+        {
+            "aws": {"regions": [REGION], "events": False, "cloudwatch": {"interval": f"{wake_up}s", "alerting_interval": f"{interval}s"}},
+            "redis": {"addr": ""},
+        },
+        environ={},
+    )
+    clock = _Clock(START)
+    monitor = AwsMonitor(config.aws, clock=clock)
+    times = []
+    while clock.now < START + 86400:
+        due = monitor.due_tiers()
+        if "alerting" in due:
+            times.append(clock.now)
+        monitor.poll_once(due)  # no node discovered: nothing is asked, the schedule is kept
+        clock.now += wake_up
+    assert {later - earlier for earlier, later in itertools.pairwise(times)} == {asked}
+    assert effective_interval(interval, wake_up) == monitor.tier_interval("alerting") == asked
+    assert monitor.fresh_seconds("alerting") == fresh_seconds(asked)
+
+
+@pytest.mark.unit
+def test_a_budget_lengthens_trends_then_alerting_and_never_paging():
+    from exporter.aws.budget import plan
+
+    pairs = {"paging": 2040, "alerting": 1130, "trends": 2710}  # the 120 mixed nodes at the defaults
+    configured = dict(DEFAULT_TIER_INTERVALS)
+    assert plan(pairs, configured, 300).usd_per_month == pytest.approx(228.31, abs=0.01)
+    assert plan(pairs, configured, 300, budget=250).intervals == configured  # within it: as configured
+    assert plan(pairs, configured, 300, budget=220).intervals == {"paging": 300, "alerting": 900, "trends": 7200}
+    made = plan(pairs, configured, 300, budget=200)
+    assert made.intervals == {"paging": 300, "alerting": 1800, "trends": 10800}
+    assert (made.kept, made.lengthened, round(made.usd_per_month, 2)) == (True, True, 199.03)
+    impossible = plan(pairs, configured, 300, budget=100)
+    assert impossible.intervals == {"paging": 300, "alerting": 3600, "trends": 10800}
+    assert not impossible.kept
+    assert plan(pairs, {**configured, "trends": 21600}, 300, budget=200).intervals["trends"] == 21600  # never shortened
+
+
+def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_prints_it(aws_credentials, capsys, caplog):
+    """120 mixed nodes and a budget of USD 200 a month (the defaults cost 228.31): `cost` and the running monitor both
+    lengthen trends to 3 hours and alerting to 30 minutes; three hours of the poller's own schedule, counted as AWS
+    bills it, project to the estimate served, under the budget, and every paging pair is still asked every 5 minutes."""
+    import logging
+
+    from exporter.cli.aws import print_cost
+
+    with mock_aws():
+        _seed_fleet()
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": 200}}, "redis": {"addr": ""}}, environ={})
+        assert print_cost(config) == 0
+        printed = capsys.readouterr().out
+        total = re.search(r"^total\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)$", printed, re.MULTILINE)
+        assert total is not None, printed
+        assert re.search(r"^alerting\s+[\d,]+\s+1800s\s", printed, re.MULTILINE), printed
+        assert re.search(r"^trends\s+[\d,]+\s+10800s\s", printed, re.MULTILINE), printed
+        clock = _Clock(START)
+        api = _RecordingApi(clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        with caplog.at_level(logging.WARNING, logger="exporter.aws.monitor"):
+            monitor.discover_once()
+            while clock.now < START + 3 * 3600:
+                monitor.poll_once(monitor.due_tiers())
+                clock.now += config.aws.poll_interval
+        samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+        _, _, requested = api.stats.snapshot()
+    usd = requested * SECONDS_PER_MONTH / (3 * 3600) / 1000 * 0.01
+    assert usd == pytest.approx(float(total.group(3)), abs=0.01)
+    assert usd <= 200
+    assert sample(samples, "elasticache_exporter_cloudwatch_usd_per_month_estimate") == pytest.approx(usd, abs=0.01)
+    assert sample(samples, "elasticache_exporter_cloudwatch_budget_usd_per_month") == 200
+    assert sample(samples, "elasticache_exporter_cloudwatch_tier_interval_seconds", tier="trends") == 10800
+    budget_warnings = [record.getMessage() for record in caplog.records if "budget" in record.getMessage()]
+    assert len(budget_warnings) == 1, budget_warnings  # once, with the figures
+    assert "USD 199.03 a month" in budget_warnings[0]
+    asked: dict[tuple, list[float]] = {}
+    for when, queries, _, _ in api.requests:
+        for query in queries:
+            stat = query["MetricStat"]
+            dims = tuple((d["Name"], d["Value"]) for d in stat["Metric"]["Dimensions"])
+            asked.setdefault((dims, stat["Metric"]["MetricName"], stat["Stat"]), []).append(when)
+    paging = [times for key, times in asked.items() if tier_of(key[1], key[2]) == "paging"]
+    assert paging
+    assert all(len(times) == 36 and all(b - a == 300 for a, b in itertools.pairwise(times)) for times in paging)

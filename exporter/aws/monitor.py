@@ -19,6 +19,7 @@ from typing import Any
 from exporter.common.records import field, record
 
 from .api import AwsApi, AwsCallError
+from .budget import BudgetPlan, describe, plan
 from .cloudwatch import (
     GLOBAL_DATASTORE_METRICS,
     INFO_EQUIVALENT,
@@ -34,6 +35,7 @@ from .cloudwatch import (
     in_tiers,
     newest_datapoints,
     node_type_metrics,
+    pairs_by_tier,
     polled_metrics,
     split_info_equivalent,
     window,
@@ -102,7 +104,7 @@ class AwsMonitor:
         self.owns = owns or (lambda _cluster_id: True)
         # whether the exporter read a node's INFO in the last seconds given (by its instance name); None: it reads none
         self._info_answers = info_answers if config.info_first else None
-        self._on_info: set[NodeKey] = set()  # nodes whose INFO-equivalents the last poll left out (the poll thread's)
+        self._on_info: set[NodeKey] = set()  # nodes whose INFO-equivalents the last poll left out (written under the lock)
         self._log_failures = log_failures  # off for a command, which reports failures itself
         self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
         self._on_nodes = on_nodes
@@ -142,6 +144,9 @@ class AwsMonitor:
         self._asked: dict[str, float] = {}
         self._since: dict[tuple[str, AwsAccount, str], float] = {}
         self._warned: set[str] = set()
+        # how often each tier is asked, for the fleet of the moment and the budget (budget.plan): replanned after each
+        # discovery and poll
+        self._plan = plan({}, {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
         self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
         if config.cloudwatch or config.events:
@@ -231,6 +236,7 @@ class AwsMonitor:
         if self.fleet is not None:
             for where, update_error in self.fleet.poll_updates():
                 self._report(update_error, f"service updates in {where}")
+        self._replan()
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())
@@ -305,7 +311,47 @@ class AwsMonitor:
         polled by a 5-minute poller is asked every third poll, not every fourth)."""
         now = self._clock()
         slack = self.config.poll_interval / 2
-        return tuple(tier for tier in TIERS if tier not in self._asked or now - self._asked[tier] >= self.config.tier_interval(tier) - slack)
+        return tuple(tier for tier in TIERS if tier not in self._asked or now - self._asked[tier] >= self.tier_interval(tier) - slack)
+
+    def tier_interval(self, tier: str) -> float:
+        """How often ``tier`` is asked: its configured interval as the poller's wake-ups make it, or longer to keep the
+        budget."""
+        with self._lock:
+            return self._plan.intervals[tier]
+
+    @property
+    def budget_plan(self) -> BudgetPlan:
+        """The tiers' intervals and the month's bill they make for the fleet of the moment."""
+        with self._lock:
+            return self._plan
+
+    def fleet_pairs(self) -> dict[str, int]:
+        """The metric-statistics each poll of a tier asks for the nodes and serverless caches this exporter polls (a node
+        on INFO without the INFO-equivalent ones), per tier."""
+        with self._lock:
+            nodes = [node for nodes in self._nodes.values() for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))]
+            caches = [cache for caches in self._serverless.values() for cache in caches if self.owns(cache.name)]
+            on_info = self._on_info
+        aws_only = split_info_equivalent(self.node_metrics)[0]
+        names = {spec.name for spec in self.node_metrics}
+        pairs = dict.fromkeys(TIERS, 0)
+        for node in nodes:
+            specs = aws_only if node.key in on_info else self.node_metrics
+            for tier, count in pairs_by_tier((*specs, *(spec for spec in self.extra_metrics(node) if spec.name not in names))).items():
+                pairs[tier] += count
+        for tier, count in pairs_by_tier(self.serverless_metrics).items():
+            pairs[tier] += count * len(caches)
+        return pairs
+
+    def _replan(self) -> None:
+        """The tiers' intervals for the fleet now; where the budget lengthens them or cannot be kept, a warning with the
+        figures, once for each outcome."""
+        config = self.config
+        made = plan(self.fleet_pairs(), {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
+        with self._lock:
+            self._plan = made
+        if made.lengthened or not made.kept:
+            self._warn_once(f"budget:{sorted(made.intervals.items())}:{made.kept}", "%s", describe(made))
 
     def poll_once(self, tiers: tuple[str, ...] | None = None) -> None:
         """Ask CloudWatch for the metric-statistics of ``tiers`` (every tier when None), each over every minute since the
@@ -345,7 +391,8 @@ class AwsMonitor:
             self.last_queries = poll.queries
             self.polls += 1
             self.nodes_on_info = len(on_info)
-        self._on_info = on_info
+            self._on_info = on_info  # written by the poll thread, read by discovery's replanning
+        self._replan()
 
     def _nodes_on_info(self, nodes: list[Node], names: dict[NodeKey, str]) -> set[NodeKey]:
         """The nodes whose INFO the exporter read lately (INFO_FRESH_SECONDS): CloudWatch's copy of it is not asked."""
@@ -540,7 +587,7 @@ class AwsMonitor:
     def fresh_seconds(self, tier: str = "paging") -> float:
         """How old the newest datapoint of a tier's metric may be while it still describes the node now."""
         config = self.config
-        return fresh_seconds(config.tier_interval(tier), config.period, config.delay)
+        return fresh_seconds(self.tier_interval(tier), config.period, config.delay)
 
     def latest(self, instance: str, metric: str, statistic: str) -> Datapoint | None:
         """The newest datapoint of a metric of the node named ``instance`` (its CacheClusterId where unique, else

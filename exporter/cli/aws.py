@@ -62,7 +62,7 @@ def _add_pairs(into: dict[str, int], pairs: Mapping[str, int]) -> None:
         into[tier] += count
 
 
-def _print_tiers(config: Config, pairs: Mapping[str, int], watched: int) -> None:
+def _print_tiers(intervals: Mapping[str, float], pairs: Mapping[str, int], watched: int) -> None:
     """Per tier: its metric-statistics, how often they are asked, USD a node and month and in all; the total."""
     from exporter.aws.cloudwatch import TIERS, usd_per_month
 
@@ -70,7 +70,7 @@ def _print_tiers(config: Config, pairs: Mapping[str, int], watched: int) -> None
     print(f"{'tier':<10} {'pairs':>8} {'interval':>9} {'USD/node/month':>15} {'USD/month':>10}")
     usd_total = 0.0
     for tier in TIERS:
-        interval = config.aws.tier_interval(tier)
+        interval = intervals[tier]
         usd = usd_per_month(pairs[tier], interval)
         usd_total += usd
         print(f"{tier:<10} {pairs[tier]:>8,} {interval:>8.0f}s {usd / watched:>15.4f} {usd:>10.2f}")
@@ -79,12 +79,12 @@ def _print_tiers(config: Config, pairs: Mapping[str, int], watched: int) -> None
     print(f"(every pair every minute would cost USD {every_minute:,.2f} a month, {every_minute / watched:.2f} a node)")
 
 
-def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
+def _print_info_first(intervals: Mapping[str, float], metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
     """The bill when the exporter reads every node's INFO: CloudWatch's copy of it (INFO_EQUIVALENT) is not asked."""
     from exporter.aws.cloudwatch import TIERS, pairs_by_tier, split_info_equivalent, usd_per_month
 
     saved = pairs_by_tier(split_info_equivalent(metrics)[1])
-    usd = sum(usd_per_month(total[tier] - nodes * saved[tier], config.aws.tier_interval(tier)) for tier in TIERS)
+    usd = sum(usd_per_month(total[tier] - nodes * saved[tier], intervals[tier]) for tier in TIERS)
     print(
         f"INFO first: a node whose INFO the exporter reads is not asked its {sum(saved.values())} INFO-equivalent pairs; "
         f"with every node's INFO read, USD {usd / watched:.4f} a node, {usd:.2f} a month (the table above: none read)"
@@ -92,6 +92,7 @@ def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, tota
 
 
 def print_cost(config: Config) -> int:
+    from exporter.aws.budget import describe
     from exporter.aws.cloudwatch import TIERS, pairs_by_tier, usd_per_month
     from exporter.aws.monitor import AwsMonitor
 
@@ -124,14 +125,18 @@ def print_cost(config: Config) -> int:
     total = dict.fromkeys(TIERS, 0)
     for pairs in places.values():
         _add_pairs(total, pairs)
-    _print_tiers(config, total, max(1, len(nodes) + len(caches)))
+    made = monitor.budget_plan  # the intervals the poller would ask the tiers at, for this fleet and the budget
+    _print_tiers(made.intervals, total, max(1, len(nodes) + len(caches)))
+    if made.budget is not None:
+        kept = f"CloudWatch budget USD {made.budget:.2f} a month: kept at the configured intervals"
+        print(describe(made) if made.lengthened or not made.kept else kept)
     if config.aws.info_first and nodes:
-        _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
+        _print_info_first(made.intervals, metrics, len(nodes), total, len(nodes) + len(caches))
     if places:
         print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
         for (account_id, region), pairs in sorted(places.items()):
             count, serverless = counts[(account_id, region)]
-            usd = sum(usd_per_month(pairs[tier], config.aws.tier_interval(tier)) for tier in TIERS)
+            usd = sum(usd_per_month(pairs[tier], made.intervals[tier]) for tier in TIERS)
             queries = sum(pairs.values())
             calls = math.ceil(queries / 500)
             print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>8,} {calls:>10,} {usd:>10.2f}")

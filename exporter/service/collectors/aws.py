@@ -181,6 +181,30 @@ def _add_serverless(monitor: AwsMonitor, cache: ServerlessCache, out: FamilySet)
         )
 
 
+def _add_bill(monitor: AwsMonitor, out: FamilySet) -> None:
+    """What the poller's schedule costs a month for the fleet of the moment, the budget it keeps, and how often each tier
+    is asked (the figures `cost` prints)."""
+    made = monitor.budget_plan
+    out.add(
+        "elasticache_exporter_cloudwatch_usd_per_month_estimate",
+        GAUGE,
+        "The month's GetMetricData bill at the tiers' intervals for the fleet of the moment (USD).",
+        {},
+        made.usd_per_month,
+    )
+    if made.budget is not None:
+        out.add("elasticache_exporter_cloudwatch_budget_usd_per_month", GAUGE, "aws.cloudwatch.budget_usd_per_month (USD).", {}, made.budget)
+    for tier, interval in made.intervals.items():
+        out.add("elasticache_exporter_cloudwatch_tier_interval_seconds", GAUGE, "How often a tier is asked.", {"tier": tier}, interval)
+    out.add(
+        "elasticache_exporter_cloudwatch_nodes_on_info",
+        GAUGE,
+        "Nodes whose INFO the exporter read lately, so the last poll left CloudWatch's copy of it out.",
+        {},
+        monitor.nodes_on_info,
+    )
+
+
 def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
     calls: dict[str, int] = {}
     errors: dict[tuple[str, str], int] = {}
@@ -204,6 +228,7 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
         metrics_requested,
     )
     out.add("elasticache_exporter_cloudwatch_queries", GAUGE, "GetMetricData queries in the last cycle.", {}, monitor.last_queries)
+    _add_bill(monitor, out)
     out.add(
         "elasticache_exporter_cloudwatch_last_success_timestamp_seconds",
         GAUGE,

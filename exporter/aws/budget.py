@@ -1,0 +1,77 @@
+"""What the exporter's CloudWatch polling costs a month, and the tier intervals that keep it within a budget (pure).
+
+The poller wakes every paging interval and asks the tiers that are due, a tier being due half a wake-up early, so a tier
+is really asked every whole number of wake-ups nearest its interval: that is what the bill counts. Over a budget
+(``aws.cloudwatch.budget_usd_per_month``), the tiers that page nobody are asked less often, trends first and then the
+other warnings; the paging tier is never lengthened: its metrics are the inputs of the pages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from exporter.common.records import record
+
+from .cloudwatch import TIERS, usd_per_month
+
+# the non-paging tiers lengthened in turn, each to the interval given, while the bill is over the budget: trends up to
+# 3 hours (the longest window a poll asks, so not a minute is lost), then the other warnings up to an hour
+LENGTHENING: tuple[tuple[str, float], ...] = (("trends", 7200.0), ("trends", 10800.0), ("alerting", 1800.0), ("alerting", 3600.0))
+
+
+def effective_interval(interval: float, wake_up: float) -> float:
+    """How often a tier of ``interval`` is asked by a poller that wakes every ``wake_up`` seconds (due half a wake-up
+    early): the whole number of wake-ups nearest the interval, at least one."""
+    return wake_up * max(1, math.ceil(interval / wake_up - 0.5))
+
+
+def monthly_usd(pairs: Mapping[str, int], intervals: Mapping[str, float]) -> float:
+    """The month's GetMetricData bill of asking each tier's ``pairs`` every its interval."""
+    return sum(usd_per_month(pairs.get(tier, 0), intervals[tier]) for tier in TIERS)
+
+
+@record(frozen=True)
+class BudgetPlan:
+    intervals: dict[str, float]  # tier → how often it is asked
+    usd_per_month: float  # the bill at those intervals
+    configured_usd_per_month: float  # the bill at the configured ones
+    budget: float | None
+
+    @property
+    def lengthened(self) -> bool:
+        return self.usd_per_month < self.configured_usd_per_month
+
+    @property
+    def kept(self) -> bool:
+        return self.budget is None or self.usd_per_month <= self.budget
+
+
+def plan(pairs: Mapping[str, int], configured: Mapping[str, float], wake_up: float, budget: float | None = None) -> BudgetPlan:
+    """The tier intervals to ask ``pairs`` (per tier, the whole fleet's) at: the configured ones, as the poller asks them,
+    lengthened by :data:`LENGTHENING` while the bill is over ``budget`` (where it cannot be kept, the longest)."""
+    intervals = {tier: effective_interval(configured[tier], wake_up) for tier in TIERS}
+    configured_usd = usd = monthly_usd(pairs, intervals)
+    for tier, longer in LENGTHENING:
+        if budget is None or usd <= budget:
+            break
+        intervals[tier] = max(intervals[tier], effective_interval(longer, wake_up))
+        usd = monthly_usd(pairs, intervals)
+    return BudgetPlan(intervals, usd, configured_usd, budget)
+
+
+def describe(plan_made: BudgetPlan) -> str:
+    """One line with the figures, for the warning a lengthened or passed budget gives."""
+    every = ", ".join(f"{tier} every {_duration(plan_made.intervals[tier])}" for tier in TIERS)
+    figures = f"USD {plan_made.usd_per_month:.2f} a month ({every}); at the configured intervals USD {plan_made.configured_usd_per_month:.2f}"
+    if plan_made.kept:
+        return f"CloudWatch budget USD {plan_made.budget:.2f} a month kept by asking the non-paging tiers less often: {figures}"
+    return (
+        f"CloudWatch budget USD {plan_made.budget:.2f} a month cannot be kept: {figures}; the paging tier is never asked less "
+        "often than aws.cloudwatch.interval (raise the budget, lengthen the interval, or leave metric groups out)"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 60:.0f}m" if seconds % 60 == 0 else f"{seconds:.0f}s"
