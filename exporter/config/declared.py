@@ -236,6 +236,18 @@ def _metric_groups(value: Any, key: str) -> tuple[str, ...]:
     return groups
 
 
+def _usd(value: Any, key: str) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        amount = float(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(key, f"must be an amount of USD a month, such as 250 or 12.5, got {value!r}") from err
+    if isinstance(value, bool) or not 0 < amount < 1e9:
+        raise ConfigError(key, f"must be more than 0 USD a month, got {value!r}")
+    return amount
+
+
 _NODE_TYPE = re.compile(r"^(cache\.)?[a-z][a-z0-9-]*\.[a-z0-9]+$")
 
 
@@ -550,6 +562,9 @@ CLOUDWATCH = Group(
                 shown_default="none: all polled"),
         Setting("info_first", BOOL, "for a node whose INFO the exporter reads, do not ask CloudWatch what INFO says "
                 "(connections, evictions, hits, replication, fragmentation...: docs/cloudwatch-cost.md)", field="info_first"),
+        Setting("budget_usd_per_month", Reader("USD a month", _usd, _text), "the most GetMetricData may cost a month: over it "
+                "the non-paging tiers are asked less often, and a warning gives the figures", field="budget_usd_per_month",
+                shown_default="none"),
     ),
     record=AwsConfig,
 )  # fmt: skip
