@@ -271,6 +271,32 @@ def test_every_duration_key_refuses_a_bare_number(value):
 
 
 @pytest.mark.unit
+def test_every_problem_is_reported_at_once_each_on_a_line_naming_its_key_and_source(tmp_path, capsys, monkeypatch):
+    from exporter.cli.main import main
+
+    path = tmp_path / "config.yml"
+    path.write_text("scrape:\n  concurrency: 1000\ntargets:\n  - adr: x\n  - addr: 'x:99999'\nheartbeat:\n  interval: soon\n")
+    monkeypatch.setenv("ELASTICACHE_EXPORTER_LOG_LEVEL", "loud")
+    assert main(["serve", "--config.file", str(path), "--scrape.timeout", "500"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "elasticache-exporter: 6 problems in the configuration:",
+        "  environment variable ELASTICACHE_EXPORTER_LOG_LEVEL: config key 'log.level': must be one of debug, info, warn, error, got 'loud'",
+        "  flag --scrape.timeout: config key 'scrape.timeout': not a valid duration: '500' has no unit (500ms, 5s, 1m, 2h), as Prometheus refuses it",
+        f"  {path}: config key 'scrape.concurrency': must be between 1 and 256, got 1000",
+        f"  {path}: config key 'targets[0].adr': unknown key (did you mean 'addr'?)",
+        f"  {path}: config key 'targets[1].addr': invalid port '99999'",
+        f"  {path}: config key 'heartbeat.interval': must be a positive duration such as 500ms, 5s or 1m, at most 1h, got 'soon'",
+    ]
+
+
+@pytest.mark.unit
+def test_one_problem_is_one_line():
+    with pytest.raises(ConfigError) as raised:
+        build_config({"scrape": {"concurrency": 0}}, environ={})
+    assert str(raised.value) == "config key 'scrape.concurrency': must be between 1 and 256, got 0"
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("raw", "key", "problem"),
     [

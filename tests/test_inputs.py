@@ -156,11 +156,14 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=
 @pytest.mark.unit
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(KEYS, VALUES, max_size=5))
-def test_config_loader_fuzz_gives_a_config_or_one_line(raw):
+def test_config_loader_fuzz_gives_a_config_or_one_line_a_problem(raw):
     message = _error_of(lambda: build_config(raw, environ={}), ConfigError)
     if message is not None:
-        assert "\n" not in message
-        assert message.startswith("config key '")
+        lines = message.split("\n")
+        if len(lines) > 1:
+            assert lines[0] == f"{len(lines) - 1} problems in the configuration:"
+            lines = [line.removeprefix("  ") for line in lines[1:]]
+        assert all(line.startswith("config key '") for line in lines)
 
 
 @pytest.mark.unit

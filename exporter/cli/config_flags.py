@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.common.errors import ConfigError
+from exporter.common.errors import ConfigError, ConfigErrors
 from exporter.config import Config, build_config, flag_to_env, load_yaml, overlay
 from exporter.config.declared import serve_flags
 from exporter.config.upstream import refuse_unsupported
@@ -36,6 +36,7 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
     from_env: dict[str, Any] = {}
     env_names: dict[str, str] = {}
     from_flags: dict[str, Any] = {}
+    flag_names: dict[str, str] = {}
     for flag in serve_flags():
         for variable in (flag.upstream_env, flag.env):  # the exporter's own name last: it wins
             if variable is not None and variable in environ:
@@ -43,15 +44,24 @@ def load_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Config:
                 env_names[flag.key] = variable
         if values.get(flag.name) is not None:
             from_flags[flag.key] = values[flag.name]
+            flag_names[flag.key] = flag.name
     _refuse_password_in_address(from_flags.get("redis.addr"), "the flag --redis.addr")
     _refuse_password_in_address(from_env.get("redis.addr"), f"the environment variable {env_names.get('redis.addr')}")
     raw = overlay(overlay(file_raw, from_env), from_flags)
     try:
         return build_config(raw, source_file=config_file, environ=environ)
     except ConfigError as err:
-        if config_file and err.source is None and key_is_set(file_raw, err.key) and err.key not in {*from_env, *from_flags}:
-            raise ConfigError(err.key, err.problem, source=config_file) from None
-        raise
+        sources = {key: f"flag --{name}" for key, name in flag_names.items()}
+        sources.update({key: f"environment variable {env_names[key]}" for key in from_env if key not in from_flags})
+
+        def with_source(error: ConfigError) -> ConfigError:
+            source = sources.get(error.key)
+            if source is None and config_file and key_is_set(file_raw, error.key):
+                source = config_file
+            return error if error.source is not None or source is None else ConfigError(error.key, error.problem, source=source)
+
+        errors = [with_source(error) for error in (err.errors if isinstance(err, ConfigErrors) else (err,))]
+        raise (ConfigErrors(errors) if len(errors) > 1 else errors[0]) from None
 
 
 def _refuse_password_in_address(value: Any, where: str) -> None:

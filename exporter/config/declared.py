@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from exporter.aws.iam_auth import MAX_CONNECTION_AGE
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
-from exporter.common.errors import ConfigError
+from exporter.common.errors import ConfigError, Problems
 from exporter.common.records import record
 from exporter.common.sharding import parse_shard
 from exporter.redis.addresses import AddressError, ParsedAddress, parse_address
@@ -111,9 +111,16 @@ class Group:
     def fields(self, raw: Mapping[str, Any], where: str, *, check: bool = True) -> dict[str, Any]:
         """The group's record fields from ``raw``, after its keys are checked (unknown keys are refused by name) unless
         ``check`` is false (a group that shares its mapping with another, which checks it)."""
+        problems = Problems()
         if check:
-            check_keys(raw, where, self.keys())
-        return {setting.field: self.value(raw, setting.key, where) for setting in self.settings if setting.field and setting.reader}
+            problems.take(lambda: check_keys(raw, where, self.keys()), None)
+        fields = {
+            setting.field: problems.take(partial(self.value, raw, setting.key, where), None)
+            for setting in self.settings
+            if setting.field and setting.reader
+        }
+        problems.raise_any()  # every key's problem at once
+        return fields
 
 
 def _seconds(value: float) -> str:

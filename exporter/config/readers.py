@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from exporter.common.errors import ConfigError
+from exporter.common.errors import ConfigError, Problems
 from exporter.common.schema import unknown_key_problem
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
@@ -16,10 +16,13 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def check_keys(mapping: Mapping[str, Any], key: str, allowed: set[str]) -> None:
+    """Every unknown key of ``mapping``, each named with the nearest known one."""
+    problems = Problems()
     for name in mapping:
         if name not in allowed:
             where = f"{key}.{name}" if key else str(name)
-            raise ConfigError(where, unknown_key_problem(str(name), allowed))
+            problems.errors.append(ConfigError(where, unknown_key_problem(str(name), allowed)))
+    problems.raise_any()
 
 
 def as_mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:
