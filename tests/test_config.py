@@ -290,6 +290,33 @@ def test_every_problem_is_reported_at_once_each_on_a_line_naming_its_key_and_sou
 
 
 @pytest.mark.unit
+def test_check_config_validates_a_file_without_starting(tmp_path, capsys, monkeypatch):
+    from exporter.cli.main import main
+
+    monkeypatch.delenv("ELASTICACHE_EXPORTER_LOG_LEVEL", raising=False)
+    good = tmp_path / "good.yml"
+    good.write_text("aws:\n  regions: [eu-west-1]\nscrape:\n  timeout: 2s\n")
+    assert main(["check-config", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: valid; 0 configured target(s), AWS discovery in eu-west-1; listens on :9769\n"
+    web = tmp_path / "web.yml"
+    web.write_text("basic_auth_users:\n  admin: hunter2\n")
+    bad = tmp_path / "bad.yml"
+    bad.write_text(f"web:\n  config_file: {web}\nscrape:\n  timeout: 5\n  concurrency: 0\n")
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "elasticache-exporter: check-config: 2 problems:"
+    assert err[1:] == [
+        f"  {bad}: config key 'scrape.timeout': not a valid duration: 5 has no unit (500ms, 5s, 1m, 2h), as Prometheus refuses it",
+        f"  {bad}: config key 'scrape.concurrency': must be between 1 and 256, got 0",
+    ]
+    bad.write_text(f"web:\n  config_file: {web}\n")  # the file is fine; the web config it names is not
+    assert main(["check-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "'basic_auth_users.admin': must be a bcrypt hash" in err
+    assert "hunter2" not in err
+
+
+@pytest.mark.unit
 def test_one_problem_is_one_line():
     with pytest.raises(ConfigError) as raised:
         build_config({"scrape": {"concurrency": 0}}, environ={})

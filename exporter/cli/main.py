@@ -131,6 +131,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("aws", "which nodes approach their baseline, how fast, and what to change, from CloudWatch history"),
     "benchmark": ("baseline", "load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry"),
     "cluster": ("cluster", "a cluster's shards: what would bring their skew under a limit, from the slots' measured load"),
+    "check-config": ("check", "validate a configuration file (with the environment, as serve reads it) without starting: exit 0 "
+                              "when it is fine, 2 with every problem"),
 }  # fmt: skip
 
 
@@ -204,6 +206,10 @@ def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = No
         from .cluster import run_cluster
 
         return run_cluster(args, os.environ)
+    if args.command == "check-config":
+        from .check import run_check_config
+
+        return run_check_config(args, os.environ)
     if args.command in ("capacity", "alarms"):
         from . import aws
 
