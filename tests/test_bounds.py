@@ -141,24 +141,45 @@ def test_slow_and_idle_http_clients_cannot_exhaust_the_exporter(plain_redis):
         exporter.stop()
 
 
+def _reload_state(exporter) -> tuple[float, float]:
+    samples = parse_samples(exporter.get("/metrics")[1])
+    return (
+        sample(samples, "elasticache_exporter_config_last_reload_successful"),
+        sample(samples, "elasticache_exporter_config_last_reload_success_timestamp_seconds"),
+    )
+
+
 def test_sighup_reloads_and_keeps_the_old_configuration_when_the_new_one_is_bad(tmp_path, plain_redis, fresh_redis):
+    """Each reload's outcome is served as Prometheus serves its own: successful 1 or 0, and when it last succeeded."""
     config = tmp_path / "exporter.yml"
     config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n")
+    before_start = time.time()
     exporter = start_exporter("--config.file", str(config))
     try:
         assert 'instance="first"' in exporter.get("/metrics")[1]
+        successful, started = _reload_state(exporter)
+        assert successful == 1
+        assert before_start <= started <= time.time()
         config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n  - {{name: second, addr: '{fresh_redis.addr}'}}\n")
         exporter.process.send_signal(signal.SIGHUP)
         wait_until(lambda: 'redis_up{instance="second"} 1' in exporter.get("/metrics")[1], what="reloaded target")
-        config.write_text("targets:\n  - {name: broken, adr: nowhere}\n")
+        successful, reloaded = _reload_state(exporter)
+        assert successful == 1
+        assert reloaded > started
+        config.write_text("targets:\n  - {name: broken, adr: nowhere}\n  - {name: worse, addr: 'x:99999'}\n")
         exporter.process.send_signal(signal.SIGHUP)
-        wait_until(lambda: "reload: configuration not changed" in exporter.log(), what="refused reload")
+        wait_until(lambda: _reload_state(exporter) == (0, reloaded), what="the refused reload served")
         text = exporter.get("/metrics")[1]
         assert 'redis_up{instance="second"} 1' in text
         assert "broken" not in text
         assert exporter.process.poll() is None
         line = next(line for line in exporter.log().splitlines() if "reload: configuration not changed" in line)
-        assert "targets[0].adr" in line
+        assert "targets[0].adr" in line  # every problem on the one line
+        assert "targets[1].addr" in line
+        config.write_text(f"targets:\n  - {{name: first, addr: '{plain_redis.addr}'}}\n")
+        exporter.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: _reload_state(exporter)[0] == 1, what="a good reload after a refused one")
+        assert _reload_state(exporter)[1] > reloaded
     finally:
         assert exporter.stop() == 0
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
 
+    from exporter.service.collectors.exporter import ConfigReloads
+
 from exporter import __version__
-from exporter.common.errors import ExporterError
+from exporter.common.errors import ConfigErrors, ExporterError
 from exporter.config import Config
 
 log = logging.getLogger("exporter")
@@ -34,46 +37,26 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
     """Serve until SIGTERM or SIGINT (exit 0 within a few seconds, whatever targets do); SIGHUP reloads the
     configuration through ``reload``: a new file that does not validate is logged in one line and the running
     configuration stays."""
+    from exporter.service.collectors.exporter import ConfigReloads
     from exporter.service.server import ExporterApp, make_http_server
 
+    reloads = ConfigReloads(time.time())
     web_config = None
     if config.web_config_file:  # loads ssl, hashlib and bcrypt: about 6 MiB a plain exporter does without
         from exporter.service.webconfig import load_web_config
 
         web_config = load_web_config(config.web_config_file)
-    app = ExporterApp(config)
+    app = ExporterApp(config, reloads=reloads)
     try:
         server = make_http_server(app, config.listen_address, web_config)
     except OSError as err:
         app.close()
         raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
     tune_garbage_collector()
-    reloading = threading.Lock()
+    _reload = _reloader(server, reload, reloads)
 
     def _stop(signum: int, _frame: Any) -> None:
         server.shutdown()  # sets a flag and wakes the loop: safe in a signal handler
-
-    def _reload() -> None:
-        if reload is None or not reloading.acquire(blocking=False):
-            return
-        try:
-            try:
-                new_config = reload()
-                new_app = ExporterApp(new_config)
-            except ExporterError as err:
-                log.error("reload: configuration not changed: %s", err)
-                return
-            except OSError as err:
-                log.error("reload: configuration not changed: %s", err)
-                return
-            if (new_config.listen_address, new_config.web_config_file) != (server.app.config.listen_address, server.app.config.web_config_file):
-                log.warning("reload: the listen address and web config file take effect at the next start")
-            new_app.http = server
-            old, server.app = server.app, new_app
-            old.close()
-            log.info("reload: configuration reloaded; %d configured target(s)", len(new_config.targets))
-        finally:
-            reloading.release()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
@@ -94,6 +77,44 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
         server.app.close()
     log.info("stopped")
     return 0
+
+
+def _reloader(server: Any, reload: Callable[[], Config] | None, reloads: ConfigReloads) -> Callable[[], None]:
+    """What SIGHUP runs (in a thread of its own): a new app from the reloaded configuration in place of the running one,
+    or the running one kept when the new configuration does not validate (logged in one line); ``reloads`` records
+    which, for the metrics. One reload at a time."""
+    from exporter.service.server import ExporterApp
+
+    reloading = threading.Lock()
+
+    def _reload() -> None:
+        if reload is None or not reloading.acquire(blocking=False):
+            return
+        reloaded = False
+        try:
+            try:
+                new_config = reload()
+                new_app = ExporterApp(new_config, reloads=reloads)
+            except ConfigErrors as err:  # every problem, on the one log line
+                log.error("reload: configuration not changed: %s", " | ".join(str(error) for error in err.errors))
+                return
+            except (ExporterError, OSError) as err:
+                log.error("reload: configuration not changed: %s", err)
+                return
+            if (new_config.listen_address, new_config.web_config_file) != (server.app.config.listen_address, server.app.config.web_config_file):
+                log.warning("reload: the listen address and web config file take effect at the next start")
+            new_app.http = server
+            old, server.app = server.app, new_app
+            old.close()
+            reloaded = True
+            reloads.succeeded(time.time())
+            log.info("reload: configuration reloaded; %d configured target(s)", len(new_config.targets))
+        finally:
+            if not reloaded:
+                reloads.failed()
+            reloading.release()
+
+    return _reload
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter
 
 from .collectors.baselines import BaselineCollector
-from .collectors.exporter import BuildInfo, Limits
+from .collectors.exporter import BuildInfo, ConfigReloadMetrics, ConfigReloads, Limits
 from .collectors.heartbeat import HeartbeatWriterCollector
 from .collectors.process import ProcessMetrics
 from .collectors.redis import RedisCollector
@@ -59,8 +59,9 @@ class _Families:
 class ExporterApp:
     """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
 
-    def __init__(self, config: Config, targets: TargetSet | None = None) -> None:
+    def __init__(self, config: Config, targets: TargetSet | None = None, reloads: ConfigReloads | None = None) -> None:
         self.config = config
+        self.reloads = reloads or ConfigReloads(time.time())  # a reload hands the new app the process's record
         self.targets = targets or TargetSet(config)
         if targets is None:
             self.targets.prepare_passwords()  # a secret that cannot be read, or IAM without credentials, stops the start
@@ -74,7 +75,7 @@ class ExporterApp:
         if config.baselines.file or any(target.node_type for target in config.targets) or config.aws.enabled:
             self._baselines = load_table(config.baselines.file, config.baselines.basis)  # a bad file stops start-up
         self.heartbeat_writer: HeartbeatWriter | None = None
-        self._extra_collectors: list[FamilyCollector] = []
+        self._extra_collectors: list[FamilyCollector] = [ConfigReloadMetrics(self.reloads)]
         if config.heartbeat.write:
             self.heartbeat_writer = HeartbeatWriter(config.heartbeat, list(config.targets))
             self._extra_collectors.append(HeartbeatWriterCollector(self.heartbeat_writer))

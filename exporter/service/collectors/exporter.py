@@ -1,8 +1,10 @@
-"""The exporter's own state: its version, and how close it is to its own bounds (scrape workers, HTTP connections)."""
+"""The exporter's own state: its version, how close it is to its own bounds (scrape workers, HTTP connections), and
+the outcome of the last configuration reload."""
 
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from exporter import __version__
@@ -54,3 +56,50 @@ class Limits(FamilyCollector):
                 {},
                 http.timed_out,
             )
+
+
+class ConfigReloads:
+    """The outcome of the last load of the configuration: the start's, then each reload's (SIGHUP). It outlives the
+    app each reload replaces; the reload thread writes it and scrapes read it, under one lock."""
+
+    def __init__(self, loaded_at: float) -> None:
+        self._lock = threading.Lock()
+        self._successful = True
+        self._success_at = loaded_at
+
+    def succeeded(self, at: float) -> None:
+        with self._lock:
+            self._successful, self._success_at = True, at
+
+    def failed(self) -> None:
+        with self._lock:
+            self._successful = False
+
+    def state(self) -> tuple[bool, float]:
+        """Whether the last load succeeded, and when the last one that did was."""
+        with self._lock:
+            return self._successful, self._success_at
+
+
+class ConfigReloadMetrics(FamilyCollector):
+    """The reload's outcome as Prometheus and Alertmanager serve theirs."""
+
+    def __init__(self, reloads: ConfigReloads) -> None:
+        self._reloads = reloads
+
+    def write(self, out: FamilySet) -> None:
+        successful, success_at = self._reloads.state()
+        out.add(
+            "elasticache_exporter_config_last_reload_successful",
+            GAUGE,
+            "Whether the last configuration reload succeeded (1; 0 while a refused file leaves the previous configuration running).",
+            {},
+            1.0 if successful else 0.0,
+        )
+        out.add(
+            "elasticache_exporter_config_last_reload_success_timestamp_seconds",
+            GAUGE,
+            "When the configuration was last loaded successfully (at the start or by a reload), in seconds since the epoch.",
+            {},
+            success_at,
+        )
