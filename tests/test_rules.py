@@ -353,6 +353,33 @@ window_case(
     0,
     where={"account_id": "111111111111", "region": "eu-west-1", "dimension_clusterId": "carts"},
 )
+# durability (milliseconds): 5 s warns, 8 s pages; 6 s held pages nothing
+DURABILITY_LAG = "aws_elasticache_durability_lag_maximum"
+window_case("ElastiCacheDurabilityLag", DURABILITY_LAG, 5, 6000, 1000)
+window_case("ElastiCacheDurabilityLagNearRejection", DURABILITY_LAG, 5, 9000, 6000)
+
+
+def durability_buffer_case() -> None:
+    """Writes rejected in one minute (8, which a poller every 5 minutes never serves as its newest: a gauge read at its
+    polls shows 0 throughout) fire at either poll interval; rejected 12 minutes before, or never, they do not."""
+    metric = "aws_elasticache_durability_buffer_exceeded_error_count_sum"
+    firing, inputs, silent = [], [], []
+    for every in (1, 5):
+        for name, values, into in (
+            ("rejected", [0.0] * 8 + [4.0] + [0.0] * 16, inputs),
+            ("long-ago", [4.0] + [0.0] * 24, silent),
+            ("calm", [0.0] * 25, silent),
+        ):
+            labels = {**CW, "dimension_CacheClusterId": f"{name}-every-{every}m"}
+            lowest, _ = served_window(values, every, 1)
+            into.append((series("elasticache_cloudwatch_window_lowest", **labels, metric=metric), lowest))
+            if name == "rejected":
+                firing.append(labels)
+    # served from minute 8 (every minute) or 10 (the poll that brings minute 8): both fire at 12, neither by minute 6
+    case("ElastiCacheDurabilityBufferExceeded", inputs, "12m", "6m", firing, silent)
+
+
+durability_buffer_case()
 
 
 def served_rising(values: list[float], poll_every: int) -> str:

@@ -163,6 +163,22 @@ def node_type_metrics(node_type: str) -> tuple[MetricSpec, ...]:
 GLOBAL_DATASTORE_METRICS: tuple[MetricSpec, ...] = (MetricSpec("GlobalDatastoreReplicationLag", ("Maximum",)),)
 
 
+# Polled for the nodes of a replication group with asynchronous durability (discovery's Node.durability, from
+# EffectiveDurability; Valkey 9.0+): how old (milliseconds) the oldest write acknowledged but not yet in the Multi-AZ
+# transactional log is (writes are rejected as it nears 10,000), and how many writes were rejected for it. AWS publishes
+# both as always 0 under synchronous durability (writes are logged before they are acknowledged), so a sync group gets
+# none; it gets them at the next discovery after a switch to async.
+DURABILITY_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("DurabilityLag", ("Maximum",)),
+    MetricSpec("DurabilityBufferExceededErrorCount", ("Sum",)),
+)
+DURABILITY_METRICS_MODES = frozenset({"async"})
+
+
+def durability_metrics(node: Node) -> tuple[MetricSpec, ...]:
+    return DURABILITY_METRICS if node.durability in DURABILITY_METRICS_MODES else ()
+
+
 # A serverless cache's usage, set against its CacheUsageLimits (ECPUs per second, data storage), and its throttling.
 SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("ElastiCacheProcessingUnits", ("Sum",)),
@@ -178,6 +194,7 @@ SERVERLESS_METRICS: tuple[MetricSpec, ...] = (
 
 def _known_series() -> dict[str, str]:
     specs = [*DEFAULT_METRICS, *(spec for group in METRIC_GROUPS.values() for spec in group), *GLOBAL_DATASTORE_METRICS, *SERVERLESS_METRICS]
+    specs += DURABILITY_METRICS
     specs += [spec for _, group in NODE_TYPE_METRICS for spec in group]
     return {prometheus_name(spec.name, statistic): tier_of(spec.name, statistic) for spec in specs for statistic in spec.statistics}
 
@@ -235,7 +252,7 @@ def build_queries(
 ) -> list[Query]:
     """The queries of the nodes, with ids from ``q<first>`` on (ids must be unique within a call); ``extra`` gives the
     metrics polled for one node beside the set (those the set lacks: :data:`NODE_TYPE_METRICS`,
-    :data:`GLOBAL_DATASTORE_METRICS`)."""
+    :data:`GLOBAL_DATASTORE_METRICS`, :data:`DURABILITY_METRICS`)."""
     queries: list[Query] = []
     names = {spec.name for spec in metrics}
     for node in nodes:
@@ -328,6 +345,8 @@ _PAGING: frozenset[tuple[str, str]] = frozenset(
         ("ReplicationLag", "Maximum"),
         ("TrafficManagementActive", "Maximum"),
         ("GlobalDatastoreReplicationLag", "Maximum"),
+        ("DurabilityLag", "Maximum"),  # durability: writes are rejected near 10 s
+        ("DurabilityBufferExceededErrorCount", "Sum"),
         ("ElastiCacheProcessingUnits", "Sum"),  # serverless: against its ECPU limit
         ("BytesUsedForCache", "Maximum"),  # serverless: against its storage limit
         ("ThrottledCmds", "Sum"),  # serverless

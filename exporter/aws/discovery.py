@@ -41,6 +41,7 @@ class Node:
     account_id: str = ""
     maintenance_window: str = ""  # PreferredMaintenanceWindow, as ElastiCache gives it (ddd:hh:mm-ddd:hh:mm, UTC)
     pending_modifications: tuple[str, ...] = ()  # the fields of the cluster's and its group's PendingModifiedValues
+    durability: str = ""  # the replication group's EffectiveDurability (sync, async, disabled); "" where it says none
 
     @property
     def key(self) -> NodeKey:
@@ -51,12 +52,23 @@ class Node:
         return self.node_type == SERVERLESS
 
     @property
+    def durable(self) -> bool:
+        """Durability is on: writes go to a Multi-AZ transactional log (Valkey 9.0+, cluster mode)."""
+        return self.durability in DURABLE_MODES
+
+    @property
     def group(self) -> str:
         """The node's replication group; a cluster outside any group stands for a group of its own."""
         return self.replication_group or self.cluster_id
 
 
 SERVERLESS = "serverless"  # the node_type of a serverless cache: no node-type baseline applies
+
+# Where a replication group's description says durability is on, and how: AWS's ElastiCache guide ("Configuring
+# durability") names `EffectiveDurability` in the API's reply: the mode in effect, sync, async or disabled (the request
+# member is `Durability`, which may also be `default`).
+DURABILITY_FIELD = "EffectiveDurability"
+DURABLE_MODES = frozenset({"sync", "async"})
 
 
 NodeKey = tuple[str, str, str, str]  # account, region, CacheClusterId, CacheNodeId
@@ -169,9 +181,15 @@ def build_nodes(
                     account_id=arn_account(cluster.get("ARN", "")) or account_id,
                     maintenance_window=str(cluster.get("PreferredMaintenanceWindow") or ""),
                     pending_modifications=_pending(cluster, group),
+                    durability=_durability(group),
                 )
             )
     return sorted(nodes, key=lambda n: (n.account_id, n.region, n.cluster_id, n.node_id))
+
+
+def _durability(group: Mapping[str, Any]) -> str:
+    """The durability mode a replication group's description says is in effect, lower-cased; "" where it says none."""
+    return str(group.get(DURABILITY_FIELD) or "").lower()
 
 
 def _pending(*described: Mapping[str, Any]) -> tuple[str, ...]:

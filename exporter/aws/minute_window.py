@@ -19,6 +19,10 @@ WINDOW_SERIES: dict[tuple[str, str], int] = {
     ("CPUUtilization", "Average"): 10,
     ("GlobalDatastoreReplicationLag", "Maximum"): 5,
     ("ThrottledCmds", "Sum"): 5,  # serverless: kept by the cache's own key, as its other series
+    ("DurabilityLag", "Maximum"): 5,
+    # a count of the minute that alerts on any minute above 0: a window of one minute, whose "lowest" is the highest
+    # count among the minutes the last poll brought, each minute in exactly one poll's
+    ("DurabilityBufferExceededErrorCount", "Sum"): 1,
     # the alerting tier, polled every 15 minutes: never a window shorter than the minutes one poll brings
     ("Evictions", "Sum"): 15,
     ("CurrConnections", "Maximum"): 15,

@@ -30,6 +30,7 @@ from .cloudwatch import (
     Query,
     batches,
     build_queries,
+    durability_metrics,
     fresh_seconds,
     get_metric_data,
     in_tiers,
@@ -257,14 +258,15 @@ class AwsMonitor:
         return merge_global_datastores(listings)
 
     def extra_metrics(self, node: Node) -> tuple[MetricSpec, ...]:
-        """What is polled for this node beside the metric set: its node type's metrics, and the Global Datastore lag of a
-        secondary cluster's primary (or of a node whose role the API does not say, as in cluster mode)."""
+        """What is polled for this node beside the metric set: its node type's metrics, the Global Datastore lag of a
+        secondary cluster's primary (or of a node whose role the API does not say, as in cluster mode), and the
+        durability metrics of a node of an asynchronously durable group (every node: a failover moves the primary)."""
         specs = node_type_metrics(node.node_type) if self.config.node_type_metrics else ()
         with self._lock:
             secondary = (node.account_id, node.region, node.replication_group) in self._secondaries
         if secondary and node.role in ("primary", ""):
             specs = (*specs, *GLOBAL_DATASTORE_METRICS)
-        return specs
+        return (*specs, *durability_metrics(node))
 
     def credentials_for(self, node: Node) -> Callable[[], Any]:
         """Where a node's IAM tokens get their credentials: the session of the account that discovered it (its role,

@@ -99,8 +99,9 @@ AWS = [
         "counted once however often a poll brings it; the allowance alerts read it"),
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
-        "minutes held of the newest window of a gauge an alert holds (`metric`): the last 2 of TrafficManagementActive, the last "
-        "5 of ReplicationLag, GlobalDatastoreReplicationLag, DatabaseMemoryUsagePercentage, FreeableMemory, SwapUsage and a "
+        "minutes held of the newest window of a gauge an alert holds (`metric`): the newest 1 of DurabilityBufferExceededErrorCount "
+        "(its lowest: the highest count of the minutes the last poll brought), the last 2 of TrafficManagementActive, the last "
+        "5 of ReplicationLag, GlobalDatastoreReplicationLag, DurabilityLag, DatabaseMemoryUsagePercentage, FreeableMemory, SwapUsage and a "
         "serverless cache's ThrottledCmds, the last 10 of CPUUtilization, the last 15 of the alerting tier's Evictions, "
         "CurrConnections, MajorPageFaults and DatabaseCapacityUsageCountedForEvictPercentage; each counted once however often "
         "a poll brings it"),
