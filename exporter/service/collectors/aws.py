@@ -103,11 +103,11 @@ class AwsCollector(FamilyCollector):
 
 
 def _add_window(held: MinuteWindow, labels: dict[str, str], out: FamilySet) -> None:
-    """A gauge's windows of minutes (2 to 15, as its alert holds it) ending at each minute the last poll brought."""
+    """A gauge's windows of minutes (1 to 15, as its alert holds it) ending at each minute the last poll brought."""
     out.add(
         "elasticache_cloudwatch_window_minutes",
         GAUGE,
-        "CloudWatch minutes held of each windowed gauge's newest window (the last 2 to 15, as its alert wants them held).",
+        "CloudWatch minutes held of each windowed gauge's newest window (the last 1 to 15, as its alert wants them held).",
         labels,
         held.minutes,
     )
