@@ -652,6 +652,18 @@ def test_invalid_aws_config_names_the_key(raw, key):
     assert caught.value.key == key
 
 
+def _alarms_of(alerts, node_type: str) -> int:
+    """The alarms a node of ``node_type`` gets: network ones by percentage (the default), those limited to some node types
+    only where it is one of them."""
+    return sum(
+        1
+        for alert in alerts
+        if alert.cloudwatch
+        and alert.network_alarms != "bytes"
+        and (alert.cloudwatch.node_types is None or node_type.startswith(alert.cloudwatch.node_types))
+    )
+
+
 def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_nothing(aws_credentials):
     from exporter.alerts.alarms import apply, describe, desired_alarms, plan
     from exporter.alerts.catalog import load_catalog
@@ -667,7 +679,8 @@ def test_alarms_apply_creates_the_planned_alarms_and_a_second_apply_changes_noth
         desired, skipped = desired_alarms(monitor.nodes(), alerts, table, "arn:aws:sns:eu-west-1:123456789012:alarms")
         assert skipped == []
         first = plan(api, desired)
-        per_node = sum(1 for alert in alerts if alert.cloudwatch and alert.network_alarms != "bytes")  # percentage: the default
+        per_node = _alarms_of(alerts, "cache.r6g.large")
+        assert not {alarm["AlarmName"].rsplit("-", 1)[-1] for _, alarm in desired} & {"ElastiCacheBurstCreditsLow", "ElastiCacheDataTieringFull"}
         assert [c.action for c in first] == ["create"] * (per_node * len(cluster_ids))
         names = {alarm["AlarmName"] for _, alarm in desired}
         by_bytes = {alarm["AlarmName"] for _, alarm in desired_alarms(monitor.nodes(), alerts, table, None, "bytes")[0]}
@@ -708,8 +721,8 @@ def test_alarm_lifecycle_follows_the_fleet_and_prunes_only_its_own_alarms(aws_cr
         monitor = AwsMonitor(config.aws)
         monitor.discover_once()
         alerts, table = load_catalog(), load_table()
-        per_node = sum(1 for alert in alerts if alert.cloudwatch and alert.network_alarms != "bytes")  # percentage: the default
-        fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)  # AWS's percentages included
+        per_node = _alarms_of(alerts, "cache.r6g.large")
+        fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None and not alert.cloudwatch.node_types)
         api = next(iter(monitor.apis.values()))
         desired, _ = desired_alarms(monitor.nodes(), alerts, table, None)
         apply(api, plan(api, desired, (REGION,)))

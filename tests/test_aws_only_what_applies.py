@@ -18,7 +18,7 @@ from moto_global_datastores import add_global_datastore, global_datastores_in_mo
 
 from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import DURABILITY_METRICS, durability_metrics, prometheus_name, tier_of
-from exporter.aws.discovery import build_nodes
+from exporter.aws.discovery import Node, build_nodes
 from exporter.aws.monitor import AwsMonitor
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
@@ -65,6 +65,27 @@ def test_the_durability_metrics_are_asked_in_the_paging_tier():
         ("DurabilityBufferExceededErrorCount", ("Sum",)),
     ]
     assert {tier_of(spec.name, statistic) for spec in DURABILITY_METRICS for statistic in spec.statistics} == {"paging"}
+
+
+@pytest.mark.unit
+def test_alarms_limited_to_some_node_types_are_made_for_those_nodes_only():
+    """`alarms plan|apply` gives a t node its CPU credits alarm and an r6gd node its data tiering one, and no other node
+    either (it would sit in INSUFFICIENT_DATA, which notifies)."""
+    from exporter.alerts.alarms import desired_alarms
+    from exporter.alerts.catalog import load_catalog
+
+    limited = {"ElastiCacheBurstCreditsLow", "ElastiCacheDataTieringFull"}
+    nodes = [
+        Node(region=REGION, cluster_id=cluster_id, node_id="0001", node_type=node_type, engine="valkey", engine_version="8.0")
+        for cluster_id, node_type in (("plain-001", "cache.r6g.large"), ("burst-001", "cache.t4g.small"), ("tiered-001", "cache.r6gd.xlarge"))
+    ]
+    desired, _ = desired_alarms(nodes, load_catalog(), load_table(), None)
+    made = {tuple(alarm["AlarmName"].rsplit("-", 1)) for _, alarm in desired}  # <CacheClusterId>-<alert>
+    assert {(node, alert) for node, alert in made if alert in limited} == {
+        ("burst-001", "ElastiCacheBurstCreditsLow"),
+        ("tiered-001", "ElastiCacheDataTieringFull"),
+    }
+    assert {alert for node, alert in made if node == "plain-001"} == {alert for node, alert in made if node == "burst-001"} - limited
 
 
 class _RecordingApi(AwsApi):

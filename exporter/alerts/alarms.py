@@ -56,8 +56,9 @@ class Change:
 def desired_alarms(
     nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None, network_alarms: str = NETWORK_ALARMS[0]
 ) -> tuple[list[tuple[str, dict]], list[str]]:
-    """(region, PutMetricAlarm arguments) per node and alarm, network alarms of the ``network_alarms`` family only; and,
-    per node type without a baseline, which nodes get the fixed-threshold alarms only."""
+    """(region, PutMetricAlarm arguments) per node and alarm, network alarms of the ``network_alarms`` family only, an
+    alarm limited to some node types (``node_types``: a metric only they publish) for those nodes only; and, per node type
+    without a baseline, which nodes get the fixed-threshold alarms only."""
     alerts = [alert for alert in alerts if alert.network_alarms in (None, network_alarms)]
     thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
@@ -69,6 +70,8 @@ def desired_alarms(
         for alert in alerts:
             if not alert.cloudwatch or (values is None and alarm_threshold_key(alert) is not None):
                 continue
+            if alert.cloudwatch.node_types is not None and not node.node_type.startswith(alert.cloudwatch.node_types):
+                continue  # the node does not publish the metric: its alarm would only ever be INSUFFICIENT_DATA
             result.append((node.region, _alarm(node, alert, values or {}, topic_arn)))
     notes = [
         f"node type {node_type} has no baseline: baseline alarms skipped for {', '.join(ids)} (fixed-threshold alarms kept)"
