@@ -1,13 +1,19 @@
 """The Helm chart, with the real helm and checkov: it lints and renders with each value set of its ci/ directory, every
 rendered object fits the others (selectors, ports, names, mounts), the exporter accepts the configuration and
-arguments it is given, checkov finds nothing to fail in the chart's output, the Dockerfile or the CloudFormation
-template, and the plain manifests of deploy/kubernetes are the chart's output."""
+arguments it is given and starts with them and its files as the pod mounts them, checkov finds nothing to fail in the
+chart's output, the Dockerfile or the CloudFormation template, and the plain manifests of deploy/kubernetes are the
+chart's output."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
+import ssl
 import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -91,7 +97,8 @@ def test_every_object_fits_the_others(rendered):
         if "configMap" in volume:
             assert volume["configMap"]["name"] in configmaps
         elif volume["secret"]["secretName"] not in secrets:
-            assert volume["secret"]["secretName"] == "elasticache-redis-credentials", "only a user's own Secret may be absent"
+            users_own = {"elasticache-redis-credentials", "elasticache-exporter-web-tls"}  # the value sets' existingSecret and tlsSecret
+            assert volume["secret"]["secretName"] in users_own, "only a user's own Secret may be absent"
     mounts = {mount["name"] for mount in container["volumeMounts"]}
     assert mounts == {volume["name"] for volume in pod["spec"]["volumes"]}
     assert pod["spec"]["automountServiceAccountToken"] is False
@@ -167,6 +174,102 @@ def _web_config_is_accepted(by_kind: dict[str, list[dict]], container: dict, tmp
     assert bcrypt.checkpw(b"example-scrape-password", loaded.users["prometheus"])
     assert "tcpSocket" in container["readinessProbe"]  # behind basic auth an HTTP probe would be refused
     assert by_kind["ServiceMonitor"][0]["spec"]["endpoints"][0]["scheme"] == "https"
+
+
+MOUNT_ROOT = "/etc/elasticache-exporter"
+NO_AWS_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "",
+    "AWS_SECRET_ACCESS_KEY": "",
+    "AWS_SESSION_TOKEN": "",
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def lay_out_pod_files(by_kind: dict[str, list[dict]], container: dict, pod: dict, root: Path) -> None:
+    """The files of the pod's volumes at their mount paths under ``root``: the ConfigMap's and the chart's Secrets'
+    keys, and for a Secret of the user's own, the files the mounted configuration names under its mount (certificates
+    where a TLS Secret would hold them). Paths under the mount root in those files are rewritten to ``root``."""
+    from servers import make_certificates
+
+    volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
+    objects_by_name = {(kind, item["metadata"]["name"]): item for kind in ("ConfigMap", "Secret") for item in by_kind.get(kind, [])}
+    mounted_text = []
+    user_secret_mounts = []
+    certificates: dict[str, str] = {}
+    for mount in container["volumeMounts"]:
+        volume, directory = volumes[mount["name"]], root / mount["mountPath"].lstrip("/")
+        directory.mkdir(parents=True, exist_ok=True)
+        if "configMap" in volume:
+            files = objects_by_name[("ConfigMap", volume["configMap"]["name"])]["data"]
+        elif ("Secret", volume["secret"]["secretName"]) in objects_by_name:
+            secret = objects_by_name[("Secret", volume["secret"]["secretName"])]
+            files = {**secret.get("stringData", {}), **{k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}}
+        else:
+            user_secret_mounts.append(mount["mountPath"])
+            continue
+        for name, text in (files or {}).items():
+            (directory / name).write_text(text.replace(MOUNT_ROOT, str(root / MOUNT_ROOT.lstrip("/"))))
+            mounted_text.append(text)
+    for mount_path in user_secret_mounts:
+        for name in sorted(set(re.findall(re.escape(mount_path) + r"/([\w.-]+)", "\n".join(mounted_text)))):
+            content = "a-password-from-the-users-secret\n"
+            if name in ("tls.crt", "tls.key"):
+                if not (root.parent / "certificates").exists():
+                    (root.parent / "certificates").mkdir()
+                    certificates.update(make_certificates(root.parent / "certificates"))
+                content = Path(certificates["server_cert" if name == "tls.crt" else "server_key"]).read_text()
+            (root / mount_path.lstrip("/") / name).write_text(content)
+
+
+@pytest.mark.parametrize("values", [None, *VALUE_SETS])
+def test_the_exporter_starts_as_the_pod_runs_it(values, tmp_path):
+    """Every value set, the defaults too: the container's args as rendered (the first shard's), its files where the pod
+    mounts them, no AWS credentials; /-/healthy answers (over TLS with basic auth where the web config asks) and the
+    exporter is still up once discovery has failed for want of credentials."""
+    from servers import free_port, wait_until
+
+    by_kind = objects(template(*([] if values is None else ["-f", str(CHART / "ci" / values)])))
+    workload = (by_kind.get("Deployment") or by_kind["StatefulSet"])[0]
+    pod = workload["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    root = tmp_path / "pod"
+    lay_out_pod_files(by_kind, container, pod, root)
+    args = [arg.replace("$(POD_INDEX)", "0").replace(MOUNT_ROOT, str(root / MOUNT_ROOT.lstrip("/"))) for arg in container["args"]]
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTICACHE_EXPORTER_", "AWS_"))}
+    environment.update(NO_AWS_CREDENTIALS)
+    log = tmp_path / "exporter.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "exporter", *args, "--web.listen-address", f"127.0.0.1:{port}"],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environment,
+        )
+    web = "--web.config-file" in args
+    context = ssl._create_unverified_context() if web else None  # noqa: S323 - the test's own throwaway certificate
+    headers = {"Authorization": "Basic " + base64.b64encode(b"prometheus:example-scrape-password").decode()} if web else {}
+
+    def get(path: str) -> tuple[int, str]:
+        if process.poll() is not None:
+            raise AssertionError(f"exporter exited with {process.returncode}: {log.read_text()}")
+        request = urllib.request.Request(f"{'https' if web else 'http'}://127.0.0.1:{port}{path}", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=2, context=context) as response:
+                return response.status, response.read().decode()
+        except OSError:
+            return 0, ""
+
+    try:
+        wait_until(lambda: get("/-/healthy")[0] == 200, timeout=30, what="/-/healthy")
+        if by_kind["ConfigMap"][0]["data"]["config.yml"].startswith("aws:"):
+            wait_until(lambda: "elasticache_exporter_aws_api_errors_total{" in get("/metrics")[1], timeout=60, what="a failed AWS call")
+        assert get("/-/healthy")[0] == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
 
 
 def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):

@@ -52,3 +52,26 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "ecx.sharded" -}}
 {{- if gt (int .Values.shards) 1 }}true{{ end }}
 {{- end }}
+
+{{- /* config.yml: the values' config, with the aws section that discovery fills (keys of config.aws win) */}}
+{{- define "ecx.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- with .Values.discovery }}
+{{- if .enabled }}
+{{- $_ := required "discovery.regions is required with discovery.enabled: the regions of your ElastiCache caches, e.g. --set 'discovery.regions={eu-west-1}'" (join "," (default list .regions)) }}
+{{- $discovered := dict "tls_ca_file" .tlsCaFile }}
+{{- with .user }}
+{{- $_ := set $discovered "user" . }}
+{{- end }}
+{{- with .passwordKey }}
+{{- if not (or $.Values.secrets.existingSecret (hasKey $.Values.secrets.files .)) }}
+{{- $_ := required (printf "secrets.files.%s is required with discovery.passwordKey %s (or secrets.existingSecret, a Secret of yours with the key %s)" . . .) nil }}
+{{- end }}
+{{- $_ := set $discovered "password_file" (printf "/etc/elasticache-exporter/secrets/%s" .) }}
+{{- end }}
+{{- $aws := dict "regions" .regions "scrape_discovered" true "discovered" $discovered }}
+{{- $_ := set $config "aws" (mergeOverwrite $aws (default dict $config.aws)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
