@@ -17,7 +17,9 @@ ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=262144
 COPY --from=build /opt/elasticache-exporter /opt/elasticache-exporter
 USER 65532:65532
 EXPOSE 9769
-HEALTHCHECK --interval=30s --timeout=3s --retries=3 \
-  CMD ["/opt/elasticache-exporter/bin/python", "-c", "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:9769/-/healthy', timeout=2).status != 200)"]
+# /-/healthy with serve's listen address and web config (its flags, read from PID 1, and the environment): over TLS where
+# the web config sets it; from loopback no credentials or client certificate are asked for /-/healthy alone
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/opt/elasticache-exporter/bin/elasticache-exporter", "healthcheck"]
 ENTRYPOINT ["/opt/elasticache-exporter/bin/elasticache-exporter"]
 CMD ["serve"]

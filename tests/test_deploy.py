@@ -33,7 +33,7 @@ def test_dockerfile_structure():
     assert re.search(r"^USER\s+\d+:\d+$", text, re.MULTILINE), "numeric non-root user"
     assert re.search(r'^ENTRYPOINT \["', text, re.MULTILINE), "exec-form entrypoint"
     assert "HEALTHCHECK" in text
-    assert "/-/healthy" in text
+    assert 'CMD ["/opt/elasticache-exporter/bin/elasticache-exporter", "healthcheck"]' in text, "the health check that reads the web config"
     assert "EXPOSE 9769" in text
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert ".git" in ignored

@@ -168,8 +168,10 @@ def test_the_built_image_renders_derives_and_serves_as_its_user(image):
             assert 'redis_up{instance="' in body
             assert "} 1" in body.split("redis_up{", 1)[1].split("\n", 1)[0]
             healthcheck = image_value("HEALTHCHECK").split("CMD", 1)[1].strip()
-            argv = [part.replace("/opt/elasticache-exporter", str(image)).replace(":9769/", f":{port}/") for part in json.loads(healthcheck)]
-            assert subprocess.run(as_image_user(argv), cwd=outside, timeout=30, check=False).returncode == 0
+            argv = [part.replace("/opt/elasticache-exporter", str(image)) for part in json.loads(healthcheck)]
+            # the health check shares the container's environment: there the listen address a variable gives serve
+            env = {**image_environment(outside), "ELASTICACHE_EXPORTER_WEB_LISTEN_ADDRESS": f"127.0.0.1:{port}"}
+            assert subprocess.run(as_image_user(argv), cwd=outside, timeout=30, check=False, env=env).returncode == 0
     finally:
         redis.stop()
         shutil.rmtree(outside, ignore_errors=True)

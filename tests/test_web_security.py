@@ -57,7 +57,7 @@ def test_tls_and_basic_auth(tmp_path, certificates, plain_redis):
 
         def listening() -> bool:
             try:
-                return fetch(url + "/-/healthy", context)[0] == 401
+                return fetch(url + "/metrics", context)[0] == 401
             except OSError:
                 return False
 

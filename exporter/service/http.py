@@ -52,7 +52,7 @@ REASONS = {
 
 
 class _Connection:
-    __slots__ = ("address", "buffer", "busy", "fd", "handshaken", "head_started", "last_active", "sock")
+    __slots__ = ("address", "buffer", "busy", "certificate_free", "fd", "handshaken", "head_started", "last_active", "loopback", "sock")
 
     def __init__(self, sock: socket.socket, address: Any, handshaken: bool) -> None:
         self.sock = sock
@@ -63,6 +63,8 @@ class _Connection:
         self.busy = False  # an answering thread holds it: the loop neither reads, closes nor evicts it meanwhile
         self.last_active = time.monotonic()
         self.head_started: float | None = None  # when the first byte of the current request arrived
+        self.loopback = False  # TLS of the loopback context: a client certificate checked only where given
+        self.certificate_free = False  # a loopback connection that gave none: answered on the certificate-free path alone
 
 
 Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes]]
@@ -86,6 +88,8 @@ class HttpServer:
         server_name: str = "",
         extra_headers: list[tuple[str, str]] | None = None,
         peer_check: Callable[[ssl.SSLSocket], bool] | None = None,
+        loopback_ssl_context: ssl.SSLContext | None = None,
+        certificate_free_path: str = "",
     ) -> None:
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
@@ -103,6 +107,9 @@ class HttpServer:
         self._server_name = server_name
         self._extra_headers = list(extra_headers or [])
         self._peer_check = peer_check
+        # where the TLS context requires a client certificate: loopback peers may come without one, for this path only
+        self._loopback_ssl_context = loopback_ssl_context
+        self._certificate_free_path = certificate_free_path
         self._would_block: tuple[type[BaseException], ...] = (BlockingIOError, InterruptedError)
         if ssl_context is not None:
             import ssl
@@ -197,17 +204,26 @@ class HttpServer:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             handshaken = True
+            loopback = self._loopback_ssl_context is not None and self._is_loopback(address)
             if self._ssl_context is not None:
+                context = self._loopback_ssl_context if loopback else self._ssl_context
                 try:
-                    sock = self._ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                    sock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)  # type: ignore[union-attr]
                 except (OSError, ValueError):
                     sock.close()
                     continue
                 handshaken = False
             conn = _Connection(sock, address, handshaken)
+            conn.loopback = loopback
             conn.head_started = conn.last_active  # the head (or handshake) is due within head_timeout of connecting
             self._connections[conn.fd] = conn
             self._poller.watch(conn.fd)
+
+    @staticmethod
+    def _is_loopback(address: Any) -> bool:
+        from .webconfig import is_loopback  # only with TLS that requires a client certificate
+
+        return isinstance(address, tuple) and is_loopback(str(address[0]))
 
     def _evict_one(self) -> bool:
         """Make room: close the connection (not one being answered) that has waited longest."""
@@ -230,7 +246,8 @@ class HttpServer:
             if not conn.handshaken:
                 conn.sock.do_handshake()  # type: ignore[attr-defined]
                 conn.handshaken = True
-                if self._peer_check is not None and not self._peer_check(conn.sock):  # type: ignore[arg-type]
+                conn.certificate_free = conn.loopback and not conn.sock.getpeercert()  # type: ignore[attr-defined]
+                if not conn.certificate_free and self._peer_check is not None and not self._peer_check(conn.sock):  # type: ignore[arg-type]
                     self._close(conn)
                     return
             while True:
@@ -273,6 +290,9 @@ class HttpServer:
             return
         if len(conn.buffer) - (end + 4) < length:
             self._watch_again(conn)  # the body is still coming
+            return
+        if conn.certificate_free and request.path != self._certificate_free_path:
+            self._reject(conn, 403, "a client certificate is required")
             return
         request.body = bytes(conn.buffer[end + 4 : end + 4 + length])
         del conn.buffer[: end + 4 + length]

@@ -337,7 +337,8 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
     host, port = listen_host_port(listen_address)
 
     def handle(request: Request, peer: Any) -> Reply:
-        if web_config is not None and not web_config.authorized(request.headers.get("authorization"), peer[0] if isinstance(peer, tuple) else ""):
+        peer_host = peer[0] if isinstance(peer, tuple) else ""
+        if web_config is not None and not web_config.allows(request.path, request.headers.get("authorization"), peer_host):
             headers = [("WWW-Authenticate", 'Basic realm="elasticache-exporter"'), ("Content-Type", "text/plain; charset=utf-8")]
             return 401, headers, b"unauthorized\n"
         return server.app.handle(request)  # read per request: a reload swaps the app
@@ -349,6 +350,8 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
         server_name=f"elasticache-exporter/{__version__}",
         extra_headers=web_config.headers if web_config else None,
         peer_check=web_config.peer_allowed if web_config and web_config.allowed_sans else None,
+        loopback_ssl_context=web_config.loopback_ssl_context if web_config else None,
+        certificate_free_path="/-/healthy",  # webconfig.HEALTH_PATH, without loading ssl in a plain exporter
     )
     server.app = app
     app.http = server

@@ -57,9 +57,28 @@ _BCRYPT = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
 log = logging.getLogger(__name__)
 
 
+HEALTH_PATH = "/-/healthy"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a peer's address is the host itself (127.0.0.0/8, ::1, or either mapped into IPv6): a connection from
+    there comes from inside the machine's, or the container's, own network namespace."""
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
 @record
 class WebConfig:
     ssl_context: ssl.SSLContext | None = None
+    # with a client certificate required: the same TLS, the certificate only checked where given, for loopback peers;
+    # a loopback connection without one is answered on HEALTH_PATH alone (the container's health check has none)
+    loopback_ssl_context: ssl.SSLContext | None = None
     users: dict[str, bytes] = field(factory=dict)
     headers: list[tuple[str, str]] = field(factory=list)
     allowed_sans: tuple[str, ...] = ()
@@ -67,6 +86,13 @@ class WebConfig:
     _verified: dict[bytes, bool] = field(factory=dict)
     _lock: threading.Lock = field(factory=threading.Lock)
     _logged: dict[str, float] = field(factory=dict)
+
+    def allows(self, path: str, header: str | None, peer: str) -> bool:
+        """Whether a request for ``path`` from ``peer`` is answered. /-/healthy asked from loopback needs no credentials:
+        the container's health check (`healthcheck`) has only the bcrypt hashes of the web config, and the answer tells
+        nothing but that the exporter answers. Every other path, and every peer beyond loopback, is authorized as
+        configured."""
+        return (path == HEALTH_PATH and is_loopback(peer)) or self.authorized(header, peer)
 
     def authorized(self, header: str | None, peer: str = "") -> bool:
         """Checks an Authorization header. An unknown user costs what a wrong password costs (a dummy hash of
@@ -149,6 +175,8 @@ def _read_tls(tls: Any, base: Path, config: WebConfig, error: Any) -> None:
         raise error("tls_server_config", "must be a mapping")
     _check(tls, "tls_server_config", TLS_KEYS, error)
     config.ssl_context = _ssl_context(tls, base, error)
+    if config.ssl_context.verify_mode == ssl.CERT_REQUIRED:
+        config.loopback_ssl_context = _ssl_context({**tls, "client_auth_type": "VerifyClientCertIfGiven"}, base, error)
     sans = tls.get("client_allowed_sans") or []
     if not isinstance(sans, list) or not all(isinstance(s, str) and s for s in sans):
         raise error("tls_server_config.client_allowed_sans", "must be a list of names")
