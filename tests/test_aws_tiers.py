@@ -369,14 +369,20 @@ def test_a_node_on_info_gets_no_cloudwatch_copy_of_it_and_gets_it_back_at_the_ne
     assert due[1:] == [("paging",), ("paging",)]
     # the second poll is a paging one: the node that left INFO gets every INFO-equivalent metric back at once
     assert INFO_EQUIVALENT & every <= after_stop["on-info"]
-    assert after_stop["cloudwatch-only"] & INFO_EQUIVALENT == {"ReplicationLag"}  # the only paging one
+    assert not after_stop["cloudwatch-only"] & INFO_EQUIVALENT  # none is in the paging tier
+    assert "ReplicationLag" in first["on-info"]  # seconds behind: INFO says it in bytes only
     assert later["on-info"] == later["cloudwatch-only"]  # then both by tier
 
 
-def test_a_scraped_node_serves_info_not_cloudwatchs_copy_until_it_stops_answering(aws_credentials):
-    """The exporter's own targets decide: a configured target named as the discovered node answers its scrapes, so the
-    node's CurrConnections from CloudWatch is neither asked nor served; stopped, the next poll brings it back."""
+def test_a_scraped_node_serves_info_not_cloudwatchs_copy_until_it_stops_answering(aws_credentials, monkeypatch):
+    """The exporter's own targets decide: a configured target named as the discovered node (moto gives it no endpoint)
+    answers its scrapes, so the node's CurrConnections from CloudWatch is neither asked nor served; stopped, the first
+    poll after its last answer has aged past the INFO freshness (shortened here) brings it back."""
     import time
+
+    import exporter.aws.monitor
+
+    monkeypatch.setattr(exporter.aws.monitor, "INFO_FRESH_SECONDS", 3.0)
 
     from servers import start_redis, wait_until
 
@@ -418,8 +424,14 @@ def test_a_scraped_node_serves_info_not_cloudwatchs_copy_until_it_stops_answerin
             assert not connections_served()
             redis_server.stop()
             assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders-001") == 0
-            monitor.poll_once(("paging",))  # a paging poll: CurrConnections is an alerting one, asked now all the same
-            assert monitor.nodes_on_info == 0
+            monitor.poll_once(("paging",))
+            assert monitor.nodes_on_info == 1  # one failed scrape: its last answer is still fresh
+
+            def off_info() -> bool:
+                monitor.poll_once(("paging",))  # a paging poll: CurrConnections is an alerting one, asked all the same
+                return monitor.nodes_on_info == 0
+
+            wait_until(off_info, timeout=15, interval=0.5, what="the node off INFO")
             assert monitor.latest("orders-001", "CurrConnections", "Maximum") is not None
             assert connections_served()
     finally:
@@ -467,18 +479,19 @@ def test_a_budget_lengthens_trends_then_alerting_and_never_paging():
     assert plan(pairs, configured, 300).usd_per_month == pytest.approx(228.31, abs=0.01)
     assert plan(pairs, configured, 300, budget=250).intervals == configured  # within it: as configured
     assert plan(pairs, configured, 300, budget=220).intervals == {"paging": 300, "alerting": 900, "trends": 7200}
-    made = plan(pairs, configured, 300, budget=200)
-    assert made.intervals == {"paging": 300, "alerting": 1800, "trends": 10800}
-    assert (made.kept, made.lengthened, round(made.usd_per_month, 2)) == (True, True, 199.03)
-    impossible = plan(pairs, configured, 300, budget=100)
-    assert impossible.intervals == {"paging": 300, "alerting": 3600, "trends": 10800}
+    made = plan(pairs, configured, 300, budget=216)
+    assert made.intervals == {"paging": 300, "alerting": 900, "trends": 10800}
+    assert (made.kept, made.lengthened, round(made.usd_per_month, 2)) == (True, True, 215.3)
+    impossible = plan(pairs, configured, 300, budget=100)  # the tiers alerts read are never lengthened: their guards
+    assert impossible.intervals == {"paging": 300, "alerting": 900, "trends": 10800}
     assert not impossible.kept
     assert plan(pairs, {**configured, "trends": 21600}, 300, budget=200).intervals["trends"] == 21600  # never shortened
+    assert plan(pairs, configured, 420, budget=100).intervals["trends"] == 10500  # whole wake-ups within a poll's window
 
 
 def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_prints_it(aws_credentials, capsys, caplog):
-    """120 mixed nodes and a budget of USD 200 a month (the defaults cost 228.31): `cost` and the running monitor both
-    lengthen trends to 3 hours and alerting to 30 minutes; three hours of the poller's own schedule, counted as AWS
+    """120 mixed nodes and a budget of USD 216 a month (the defaults cost 228.31): `cost` and the running monitor both
+    lengthen trends to 3 hours; three hours of the poller's own schedule, counted as AWS
     bills it, project to the estimate served, under the budget, and every paging pair is still asked every 5 minutes."""
     import logging
 
@@ -486,12 +499,12 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
 
     with mock_aws():
         _seed_fleet()
-        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": 200}}, "redis": {"addr": ""}}, environ={})
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": 216}}, "redis": {"addr": ""}}, environ={})
         assert print_cost(config) == 0
         printed = capsys.readouterr().out
         total = re.search(r"^total\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)$", printed, re.MULTILINE)
         assert total is not None, printed
-        assert re.search(r"^alerting\s+[\d,]+\s+1800s\s", printed, re.MULTILINE), printed
+        assert re.search(r"^alerting\s+[\d,]+\s+900s\s", printed, re.MULTILINE), printed
         assert re.search(r"^trends\s+[\d,]+\s+10800s\s", printed, re.MULTILINE), printed
         clock = _Clock(START)
         api = _RecordingApi(clock)
@@ -505,13 +518,13 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
         _, _, requested = api.stats.snapshot()
     usd = requested * SECONDS_PER_MONTH / (3 * 3600) / 1000 * 0.01
     assert usd == pytest.approx(float(total.group(3)), abs=0.01)
-    assert usd <= 200
+    assert usd <= 216
     assert sample(samples, "elasticache_exporter_cloudwatch_usd_per_month_estimate") == pytest.approx(usd, abs=0.01)
-    assert sample(samples, "elasticache_exporter_cloudwatch_budget_usd_per_month") == 200
+    assert sample(samples, "elasticache_exporter_cloudwatch_budget_usd_per_month") == 216
     assert sample(samples, "elasticache_exporter_cloudwatch_tier_interval_seconds", tier="trends") == 10800
     budget_warnings = [record.getMessage() for record in caplog.records if "budget" in record.getMessage()]
     assert len(budget_warnings) == 1, budget_warnings  # once, with the figures
-    assert "USD 199.03 a month" in budget_warnings[0]
+    assert "USD 215.30 a month" in budget_warnings[0]
     asked: dict[tuple, list[float]] = {}
     for when, queries, _, _ in api.requests:
         for query in queries:
@@ -521,3 +534,114 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
     paging = [times for key, times in asked.items() if tier_of(key[1], key[2]) == "paging"]
     assert paging
     assert all(len(times) == 36 and all(b - a == 300 for a, b in itertools.pairwise(times)) for times in paging)
+
+
+def test_a_node_is_on_info_only_through_the_target_that_is_that_node():
+    """answered_lately: the target discovered from the node, or one at its endpoint, answers for it; a target that only
+    shares its name (a group's primary endpoint, another node after a failover) does not."""
+    from servers import start_redis
+
+    from exporter.aws.discovery import Node
+
+    redis_server = start_redis()
+    app = make_app({"targets": [{"name": "orders-001", "addr": redis_server.addr}]})
+    try:
+
+        def node(cluster_id: str, address: str, port: int = redis_server.port) -> Node:
+            return Node(REGION, cluster_id, "0001", "cache.r6g.large", "redis", "7.1", address=address, port=port, account_id="123456789012")
+
+        assert sample(call(app, "/metrics").samples(), "redis_up", instance="orders-001") == 1
+        targets = app.targets
+        assert targets.answered_lately("orders-001", node("orders-001", "127.0.0.1"), 180)  # at its endpoint
+        assert targets.answered_lately("orders-001", node("orders-001", ""), 180)  # no endpoint known: by name
+        assert not targets.answered_lately("orders-001", node("orders-001", "10.0.0.9"), 180)  # the name, another node
+        assert not targets.answered_lately("orders-001", node("orders-001", "127.0.0.1"), 0)  # not lately
+        discovered = node("orders-002", "127.0.0.1", redis_server.port)
+        targets.set_discovered([("orders-002", discovered)])
+        assert not targets.answered_lately("orders-002", discovered, 180)  # not scraped yet
+        assert call(app, "/scrape", "target=orders-002").code == 200  # as Prometheus asks for it from /discovery
+        assert targets.answered_lately("orders-002", discovered, 180)
+        assert not targets.answered_lately("orders-002", node("orders-003", "127.0.0.1", redis_server.port + 1), 180)  # another node
+    finally:
+        app.close()
+        redis_server.stop()
+
+
+class _FlakyApi(_RecordingApi):
+    """The recording client, whose GetMetricData is throttled while ``failing``."""
+
+    failing = False
+
+    def call(self, client, api, *, deadline=None, **kwargs):
+        from exporter.aws.api import AwsCallError
+
+        if api == "get_metric_data" and self.failing:
+            raise AwsCallError(api, "throttling", "Rate exceeded")
+        return super().call(client, api, deadline=deadline, **kwargs)
+
+
+def _budget_kept_on_info_only(clock: _Clock) -> float:
+    """A budget the discovered fleet keeps on INFO at the configured intervals, and off INFO only with trends every 3 hours."""
+    from exporter.aws.budget import plan
+
+    config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
+    probe = AwsMonitor(config.aws, clock=clock, info_answers=lambda *_: True)
+    probe.discover_once()
+    configured = {tier: config.aws.tier_interval(tier) for tier in TIERS}
+    trends_longest = plan(probe.fleet_pairs(), configured, config.aws.poll_interval, budget=0.01).usd_per_month  # off INFO
+    budget = round(trends_longest + 0.01, 2)
+    probe.poll_once()
+    assert probe.budget_plan.usd_per_month < budget  # on INFO, the configured intervals keep it
+    return budget
+
+
+def test_info_lost_by_the_fleet_warns_of_the_budget_then_and_a_failed_catch_up_is_asked_again(aws_credentials, caplog):
+    """Ten nodes on INFO fit a budget the same nodes off INFO do not: no warning while they answer (nor at start-up,
+    before a poll has seen their INFO), one when their INFO stops and the plan lengthens trends, a line when they answer
+    again. A throttled poll right after their INFO stopped does not lose the catch-up: the next poll asks them again."""
+    import logging
+
+    from exporter.aws.cloudwatch import INFO_EQUIVALENT
+
+    answering = True
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        for index in range(10):
+            elasticache.create_cache_cluster(CacheClusterId=f"n{index}", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+        clock = _Clock(START)
+        budget = _budget_kept_on_info_only(clock)
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": budget}}, "redis": {"addr": ""}}, environ={})
+        api = _FlakyApi(clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, info_answers=lambda *_: answering)
+        log = []
+        with caplog.at_level(logging.INFO, logger="exporter.aws.monitor"):
+
+            def poll() -> dict[str, set[str]]:
+                caplog.clear()
+                seen = len(api.requests)
+                monitor.poll_once(monitor.due_tiers())
+                log.append([record.getMessage() for record in caplog.records if "budget" in record.getMessage()])
+                clock.now += config.aws.poll_interval
+                return _asked_by_node(api.requests[seen:])
+
+            monitor.discover_once()
+            assert monitor.budget_plan.intervals["trends"] > 3600  # before a poll: every node counted off INFO
+            assert not [record for record in caplog.records if "budget" in record.getMessage()]  # and nothing said of it
+            poll()
+            assert monitor.budget_plan.intervals["trends"] == 3600
+            answering = False
+            api.failing = True
+            poll()  # the catch-up poll is throttled
+            api.failing = False
+            caught_up = poll()
+            assert all(INFO_EQUIVALENT & {spec.name for spec in monitor.node_metrics} <= names for names in caught_up.values())
+            assert len(caught_up) == 10
+            assert monitor.budget_plan.intervals["trends"] > 3600
+            answering = True
+            poll()
+    assert log[0] == []  # start-up and the first poll: within the budget on INFO, nothing said
+    assert len(log[1]) == 1
+    assert "kept by asking the trends tier less often" in log[1][0]
+    assert log[2] == []  # said once
+    assert len(log[3]) == 1
+    assert "kept at the configured intervals again" in log[3][0]

@@ -2,8 +2,9 @@
 
 The poller wakes every paging interval and asks the tiers that are due, a tier being due half a wake-up early, so a tier
 is really asked every whole number of wake-ups nearest its interval: that is what the bill counts. Over a budget
-(``aws.cloudwatch.budget_usd_per_month``), the tiers that page nobody are asked less often, trends first and then the
-other warnings; the paging tier is never lengthened: its metrics are the inputs of the pages."""
+(``aws.cloudwatch.budget_usd_per_month``), the trends tier, which no alert reads, is asked less often; the paging and
+alerting tiers never are: the alerts' freshness guards are rendered for their intervals, so a longer one would silence
+them between polls."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from collections.abc import Mapping
 
 from exporter.common.records import record
 
-from .cloudwatch import TIERS, usd_per_month
+from .cloudwatch import MAX_WINDOW_SECONDS, TIERS, usd_per_month
 
-# the non-paging tiers lengthened in turn, each to the interval given, while the bill is over the budget: trends up to
-# 3 hours (the longest window a poll asks, so not a minute is lost), then the other warnings up to an hour
-LENGTHENING: tuple[tuple[str, float], ...] = (("trends", 7200.0), ("trends", 10800.0), ("alerting", 1800.0), ("alerting", 3600.0))
+# the trends tier's longer intervals, tried in turn while the bill is over the budget: up to 3 hours, the longest window a
+# poll asks, so not a minute is lost
+LENGTHENING: tuple[tuple[str, float], ...] = (("trends", 7200.0), ("trends", MAX_WINDOW_SECONDS))
 
 
 def effective_interval(interval: float, wake_up: float) -> float:
@@ -54,7 +55,8 @@ def plan(pairs: Mapping[str, int], configured: Mapping[str, float], wake_up: flo
     for tier, longer in LENGTHENING:
         if budget is None or usd <= budget:
             break
-        intervals[tier] = max(intervals[tier], effective_interval(longer, wake_up))
+        within_window = max(wake_up, MAX_WINDOW_SECONDS // wake_up * wake_up)  # whole wake-ups, no longer than a window
+        intervals[tier] = max(intervals[tier], min(effective_interval(longer, wake_up), within_window))
         usd = monthly_usd(pairs, intervals)
     return BudgetPlan(intervals, usd, configured_usd, budget)
 
@@ -64,10 +66,11 @@ def describe(plan_made: BudgetPlan) -> str:
     every = ", ".join(f"{tier} every {_duration(plan_made.intervals[tier])}" for tier in TIERS)
     figures = f"USD {plan_made.usd_per_month:.2f} a month ({every}); at the configured intervals USD {plan_made.configured_usd_per_month:.2f}"
     if plan_made.kept:
-        return f"CloudWatch budget USD {plan_made.budget:.2f} a month kept by asking the non-paging tiers less often: {figures}"
+        return f"CloudWatch budget USD {plan_made.budget:.2f} a month kept by asking the trends tier less often: {figures}"
     return (
-        f"CloudWatch budget USD {plan_made.budget:.2f} a month cannot be kept: {figures}; the paging tier is never asked less "
-        "often than aws.cloudwatch.interval (raise the budget, lengthen the interval, or leave metric groups out)"
+        f"CloudWatch budget USD {plan_made.budget:.2f} a month cannot be kept: {figures}; the tiers alerts read are never "
+        "asked less often than configured (raise the budget, lengthen aws.cloudwatch.interval or alerting_interval, leave "
+        "metric groups out, or let the exporter read the nodes' INFO)"
     )
 
 

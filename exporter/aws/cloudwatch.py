@@ -102,7 +102,8 @@ METRIC_GROUPS: dict[str, tuple[MetricSpec, ...]] = {
 
 # What a node's INFO says exactly (its fields, counted the same way): for a node the exporter scrapes, CloudWatch's copy
 # is not bought while its INFO answers (AwsMonitor's "INFO first"); what only AWS sees (host CPU and network, the
-# allowances, swap, freeable memory, page faults, traffic management, server-side latency) always is.
+# allowances, swap, freeable memory, page faults, traffic management, server-side latency) always is, and so is
+# ReplicationLag: seconds behind, which INFO gives in bytes only (the heartbeat reads it only where its key lives).
 INFO_EQUIVALENT: frozenset[str] = frozenset(
     {
         "CurrConnections",  # connected_clients
@@ -110,7 +111,6 @@ INFO_EQUIVALENT: frozenset[str] = frozenset(
         "Evictions",  # evicted_keys
         "CacheHits",  # keyspace_hits
         "CacheMisses",  # keyspace_misses
-        "ReplicationLag",  # the heartbeat and the replication offsets
         "ReplicationBytes",  # master_repl_offset
         "IsPrimary",  # role
         "UsedMemoryDataset",  # used_memory_dataset

@@ -106,6 +106,7 @@ class AwsMonitor:
         # whether the exporter read a node's INFO in the last seconds given (by its instance name); None: it reads none
         self._info_answers = info_answers if config.info_first else None
         self._on_info: set[NodeKey] = set()  # nodes whose INFO-equivalents the last poll left out (written under the lock)
+        self._catch_up: set[NodeKey] = set()  # nodes off INFO whose asking them again failed: asked at the next poll too
         self._log_failures = log_failures  # off for a command, which reports failures itself
         self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
         self._on_nodes = on_nodes
@@ -148,6 +149,7 @@ class AwsMonitor:
         # how often each tier is asked, for the fleet of the moment and the budget (budget.plan): replanned after each
         # discovery and poll
         self._plan = plan({}, {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
+        self._budget_outcome = "configured"  # the plan's outcome last logged (under the lock)
         self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
         if config.cloudwatch or config.events:
@@ -237,7 +239,7 @@ class AwsMonitor:
         if self.fleet is not None:
             for where, update_error in self.fleet.poll_updates():
                 self._report(update_error, f"service updates in {where}")
-        self._replan()
+        self._replan(warn=self.polls > 0)  # before the first poll no node is known to be on INFO yet
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())
@@ -345,15 +347,22 @@ class AwsMonitor:
             pairs[tier] += count * len(caches)
         return pairs
 
-    def _replan(self) -> None:
-        """The tiers' intervals for the fleet now; where the budget lengthens them or cannot be kept, a warning with the
-        figures, once for each outcome."""
+    def _replan(self, *, warn: bool = True) -> None:
+        """The tiers' intervals for the fleet now. Each time the outcome changes (``warn``): a warning with the figures
+        where the budget lengthens a tier or cannot be kept, a line where the configured intervals keep it again."""
         config = self.config
         made = plan(self.fleet_pairs(), {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
+        outcome = f"{sorted(made.intervals.items())}:{made.kept}" if made.lengthened or not made.kept else "configured"
         with self._lock:
             self._plan = made
-        if made.lengthened or not made.kept:
-            self._warn_once(f"budget:{sorted(made.intervals.items())}:{made.kept}", "%s", describe(made))
+            before, changed = self._budget_outcome, warn and outcome != self._budget_outcome
+            if changed:
+                self._budget_outcome = outcome
+        if changed and self._log_failures:
+            if outcome != "configured":
+                log.warning("%s", describe(made))
+            elif before != "configured":
+                log.info("CloudWatch budget USD %.2f a month kept at the configured intervals again: USD %.2f", made.budget, made.usd_per_month)
 
     def poll_once(self, tiers: tuple[str, ...] | None = None) -> None:
         """Ask CloudWatch for the metric-statistics of ``tiers`` (every tier when None), each over every minute since the
@@ -368,15 +377,18 @@ class AwsMonitor:
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
             names = dict(self._names)
         on_info = self._nodes_on_info([node for nodes in groups.values() for node in nodes], names)
-        caught_up = self._on_info - on_info  # their INFO stopped: CloudWatch's copy is asked now, whatever the tier
+        # their INFO stopped (or asking them again failed): CloudWatch's copy is asked now, whatever the tier
+        caught_up = (self._on_info | self._catch_up) - on_info
+        failed: set[NodeKey] = set()
         for tier in tiers:
             self._asked[tier] = now
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
             queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
             poll.queries += len(queries)
-            if queries:
-                self._poll_place(account, region, queries, tiers, now, poll)
+            if queries and not self._poll_place(account, region, queries, tiers, now, poll):
+                failed.update(node.key for node in groups.get((account, region), []))
+        self._catch_up = caught_up & failed
         with self._lock:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
             live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
@@ -418,8 +430,9 @@ class AwsMonitor:
         queries += build_queries([node for node in nodes if node.key in caught_up], again, first=len(queries), extra=extra)
         return queries
 
-    def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> None:
-        """One account's and region's queries, over the window since their tiers' last poll there (the widest of them)."""
+    def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> bool:
+        """One account's and region's queries, over the window since their tiers' last poll there (the widest of them);
+        whether every batch was answered."""
         sinces = [self._since[(tier, account, region)] for tier in tiers if (tier, account, region) in self._since]
         span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=min(sinces, default=None))
         api = self.apis[account]
@@ -428,7 +441,7 @@ class AwsMonitor:
         except AwsCallError as err:
             poll.queried.update(series_key(query) for query in queries)
             self._report(err, f"GetMetricData in {_place(api, region)}")
-            return
+            return False
         complete = True
         for batch in batches(queries):
             keys = {query.id: series_key(query) for query in batch}
@@ -453,6 +466,7 @@ class AwsMonitor:
         if complete:  # the next poll starts at this one's newest complete minute; after a failure, where this one started
             for tier in tiers:
                 self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
+        return complete
 
     def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
         """Add this poll's minutes of the implied baseline; drop minutes over an hour old, nodes gone, and the kept

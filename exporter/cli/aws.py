@@ -79,15 +79,21 @@ def _print_tiers(intervals: Mapping[str, float], pairs: Mapping[str, int], watch
     print(f"(every pair every minute would cost USD {every_minute:,.2f} a month, {every_minute / watched:.2f} a node)")
 
 
-def _print_info_first(intervals: Mapping[str, float], metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
-    """The bill when the exporter reads every node's INFO: CloudWatch's copy of it (INFO_EQUIVALENT) is not asked."""
-    from exporter.aws.cloudwatch import TIERS, pairs_by_tier, split_info_equivalent, usd_per_month
+def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
+    """The bill when the exporter reads every node's INFO: CloudWatch's copy of it (INFO_EQUIVALENT) is not asked, and the
+    budget is planned for the pairs left, as the running monitor plans it."""
+    from exporter.aws.budget import plan
+    from exporter.aws.cloudwatch import TIERS, pairs_by_tier, split_info_equivalent
 
     saved = pairs_by_tier(split_info_equivalent(metrics)[1])
-    usd = sum(usd_per_month(total[tier] - nodes * saved[tier], intervals[tier]) for tier in TIERS)
+    left = {tier: total[tier] - nodes * saved[tier] for tier in TIERS}
+    aws = config.aws
+    made = plan(left, {tier: aws.tier_interval(tier) for tier in TIERS}, aws.poll_interval, aws.budget_usd_per_month)
+    every = ", ".join(f"{tier} every {made.intervals[tier]:.0f}s" for tier in TIERS)
     print(
         f"INFO first: a node whose INFO the exporter reads is not asked its {sum(saved.values())} INFO-equivalent pairs; "
-        f"with every node's INFO read, USD {usd / watched:.4f} a node, {usd:.2f} a month (the table above: none read)"
+        f"with every node's INFO read, USD {made.usd_per_month / watched:.4f} a node, {made.usd_per_month:.2f} a month "
+        f"({every}; the table above: none read)"
     )
 
 
@@ -131,7 +137,7 @@ def print_cost(config: Config) -> int:
         kept = f"CloudWatch budget USD {made.budget:.2f} a month: kept at the configured intervals"
         print(describe(made) if made.lengthened or not made.kept else kept)
     if config.aws.info_first and nodes:
-        _print_info_first(made.intervals, metrics, len(nodes), total, len(nodes) + len(caches))
+        _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
     if places:
         print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
         for (account_id, region), pairs in sorted(places.items()):

@@ -243,17 +243,19 @@ class TargetSet:
             target.node.close()
 
     def answered_lately(self, name: str, node: Node, seconds: float) -> bool:
-        """Whether the target named ``name`` (a discovered node's instance name), or else the one at the node's endpoint,
-        answered a scrape in the last ``seconds``: its INFO then says what CloudWatch would repeat."""
+        """Whether the target that is this node answered a scrape in the last ``seconds``: its INFO then says what
+        CloudWatch would repeat. That target is the one discovered from the node, or one at the node's endpoint (by
+        ``name`` first, the node's instance name); a target of that name elsewhere is another node (a group's primary
+        endpoint, say) and does not count. A node whose endpoint discovery does not know is matched by name alone."""
+        endpoint = (node.address.lower(), node.port)
         with self._lock:
-            target = self._targets.get(name)
-            if target is None and node.address:
-                found = self.address_names.get((node.address.lower(), node.port))
-                target = self._targets.get(found) if found is not None else None
+            named = self._targets.get(name)
+            at_endpoint = self._targets.get(self.address_names.get(endpoint, "")) if node.address else None
+        target = next((t for t in (named, at_endpoint) if t is not None and _is_node(t, node, endpoint)), None)
         if target is None:
             return False
         with target.lock:
-            return target.state.up and time.time() - target.state.last_success < seconds
+            return time.time() - target.state.last_success < seconds
 
     def owns(self, name: str) -> bool:
         """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
@@ -429,6 +431,13 @@ class TargetSet:
             return False
         self._replaying += 1
         return True
+
+
+def _is_node(target: Target, node: Node, endpoint: tuple[str, int]) -> bool:
+    """Whether ``target`` scrapes the AWS ``node``: discovered from it, or at its endpoint (when discovery knows it)."""
+    if target.aws_node is not None:
+        return target.aws_node.key == node.key
+    return not node.address or (target.node.endpoint.host, target.node.endpoint.port) == endpoint
 
 
 def _address_key(endpoint: Endpoint) -> tuple[str, int, int, bool]:
