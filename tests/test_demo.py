@@ -72,6 +72,7 @@ def test_the_demo_shows_utilization_against_a_baseline_and_stops_its_server(tmp_
         assert DEMO_NODE_TYPE in page
         assert "no node type" not in page.lower()
         assert "% of the baseline" in page  # a utilization bar
+        wait_until(lambda: "render prometheus" in log.read_text(), timeout=30, what="the demo's where-to-look lines")
         printed = log.read_text()
         assert f"http://127.0.0.1:{http_port}/metrics" in printed
         assert "render prometheus" in printed
@@ -88,3 +89,36 @@ def _metrics(port: int, process: subprocess.Popen) -> str:
         return get(port, "/metrics")
     except OSError:
         return ""
+
+
+def test_the_first_page_after_the_demo_says_where_to_look_shows_a_scraped_node_and_its_traffic(tmp_path):
+    """At the default 5-minute window and with nothing scraping /metrics: the first page opened once the demo has printed
+    where to look shows the node up and its traffic as a share of the baseline, not "not scraped yet" or "measuring"."""
+    redis_port, http_port = free_port(), free_port()
+    log = tmp_path / "demo.log"
+    with log.open("wb") as out:
+        demo = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "exporter",
+                "demo",
+                "--redis.addr",
+                f"redis://localhost:{redis_port}",
+                "--web.listen-address",
+                f"127.0.0.1:{http_port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(lambda: demo.poll() is not None or "Look at:" in log.read_text(), timeout=30, what="the demo's where-to-look lines")
+        assert demo.poll() is None, log.read_text()
+        page = get(http_port, "/")
+        assert "not scraped yet" not in page
+        assert "measuring (" not in page
+        assert ">up<" in page
+        assert "% of the baseline" in page
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        demo.wait(timeout=15)

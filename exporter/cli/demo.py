@@ -2,7 +2,9 @@
 
 A throwaway server started here is made to show what the exporter is for: it is given a node type (the smallest
 ElastiCache one) and a little GET traffic, so the status page and ``/metrics`` show traffic against the node type's
-baseline, the utilization and the headroom left, and the first lines printed say where to look."""
+baseline, the utilization and the headroom left, and the first lines printed say where to look. Before printing them
+the demo reads its own ``/metrics`` twice, ``WARM_UP_SECONDS`` apart (a rate needs two readings), so the first page
+opened already shows the node scraped and its traffic, not "not scraped yet" or "measuring"."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 
 from exporter.common.errors import ExporterError
@@ -26,6 +29,7 @@ DEMO_PORT = 6379
 DEMO_NODE_TYPE = "cache.t4g.micro"  # 64 Mbit/s baseline: the demo's traffic is a visible share of it
 DEMO_VALUE_BYTES = 16 * 1024
 DEMO_GETS_PER_SECOND = 100  # about 1.6 MB/s out: a quarter of the baseline
+WARM_UP_SECONDS = 2.0  # between the demo's own two scrapes at start: long enough for 200 GETs to show as a rate
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -61,6 +65,7 @@ def run_demo(config: Config, run_server: Callable[[Config], int]) -> int:
         stderr=subprocess.DEVNULL,
     )
     traffic = DemoTraffic(port)
+    warm_up: WarmUp | None = None
     try:
         deadline = time.monotonic() + 10
         while not _answers(port):
@@ -70,9 +75,12 @@ def run_demo(config: Config, run_server: Callable[[Config], int]) -> int:
         log.info("started a throwaway redis-server on 127.0.0.1:%d (pid %d); it stops with the exporter", port, process.pid)
         config = with_demo_node_type(config)
         traffic.start()
-        print(where_to_look(config, port), file=sys.stderr, flush=True)
+        warm_up = WarmUp(local_base_url(config), announce=lambda: print(where_to_look(config, port), file=sys.stderr, flush=True))
+        warm_up.start()
         return run_server(config)
     finally:
+        if warm_up is not None:
+            warm_up.stop()
         traffic.stop()
         stop_process(process, timeout=5)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -84,9 +92,14 @@ def with_demo_node_type(config: Config) -> Config:
     return replace(config, targets=targets)
 
 
-def where_to_look(config: Config, port: int) -> str:
+def local_base_url(config: Config) -> str:
+    """Where the exporter of ``config`` answers on this machine (``localhost`` for a wildcard listen address)."""
     host, _, listen_port = config.listen_address.rpartition(":")
-    base = f"http://{host.strip('[]') if host and host not in ('0.0.0.0', '::') else 'localhost'}:{listen_port}"
+    return f"http://{host.strip('[]') if host and host not in ('0.0.0.0', '::') else 'localhost'}:{listen_port}"
+
+
+def where_to_look(config: Config, port: int) -> str:
+    base = local_base_url(config)
     megabytes = DEMO_GETS_PER_SECOND * DEMO_VALUE_BYTES / 1e6
     return "\n".join(
         [
@@ -97,6 +110,48 @@ def where_to_look(config: Config, port: int) -> str:
             "  elasticache-exporter render prometheus   the alerts that warn before a node saturates (80 % and 90 % of the baseline)",
         ]
     )
+
+
+class WarmUp:
+    """The demo's own two scrapes at start, ``WARM_UP_SECONDS`` apart, then ``announce``: by the time the first lines
+    say where to look, the status page has a scraped node and a rate of its traffic. A scrape that cannot be made (a
+    web config with basic auth, say) is given up on after a deadline; the lines are printed all the same."""
+
+    def __init__(self, base_url: str, announce: Callable[[], None], deadline_seconds: float = 10.0) -> None:
+        self.url = base_url + "/metrics"
+        self.announce = announce
+        self.deadline_seconds = deadline_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-warm-up", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.deadline_seconds
+        scraped = self._scrape_until(deadline) and not self._stop.wait(WARM_UP_SECONDS) and self._scrape_until(deadline + WARM_UP_SECONDS)
+        if not scraped:
+            log.debug("demo: the warm-up scrapes of %s did not complete", self.url)
+        if not self._stop.is_set():
+            self.announce()
+
+    def _scrape_until(self, deadline: float) -> bool:
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as reply:  # noqa: S310 (the exporter's own loopback URL)
+                    reply.read()
+                return True
+            except OSError as err:
+                if time.monotonic() > deadline:
+                    log.debug("demo: warm-up scrape of %s: %s", self.url, err)
+                    return False
+            self._stop.wait(0.1)
+        return False
 
 
 class DemoTraffic:
