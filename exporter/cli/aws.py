@@ -34,7 +34,7 @@ def aws_failure(err: Any) -> str:
     if err.kind in ("connection", "timeout"):
         return f"cannot reach AWS for {err.api} ({err.kind}): {err}"
     if err.kind == "access_denied":
-        return f"AWS refused {err.api} (access denied): the IAM policy of the README lists what each command needs"
+        return f"AWS refused {err.api} (access denied): the IAM policy in docs/aws.md lists what each command needs"
     return f"AWS call failed: {err}"
 
 

@@ -1,4 +1,4 @@
-"""``python3 -m exporter.config``: the README's settings table, from the declarations."""
+"""``python3 -m exporter.config``: the settings table of docs/configuration.md, from the declarations."""
 
 from .declared import markdown_table
 

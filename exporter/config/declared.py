@@ -1,7 +1,7 @@
 """Every configuration key, declared once: its reader (type and checks), default, help, and flag where it has one.
 
 The sections' code reads values through these declarations, so the allowed keys of a mapping, the defaults, the
-``serve`` flags with their environment variables and ``--help``, and the README's settings table
+``serve`` flags with their environment variables and ``--help``, and the settings table of docs/configuration.md
 (:func:`markdown_table`) all come from here. A default not given here is the one of the record field the key fills.
 A key whose value is a list or a mapping with a schema of its own (``targets``, ``scrape.allow``) is declared with
 no reader: its section reads it, this table names it.
@@ -676,7 +676,7 @@ def serve_flags() -> tuple[Flag, ...]:
 
 
 def markdown_table() -> str:
-    """The README's settings table: every key of every group, in the groups' order."""
+    """The settings table of docs/configuration.md: every key of every group, in the groups' order."""
     lines = ["| key | type | default | flag, environment variable | meaning |", "|---|---|---|---|---|"]
     for group in GROUPS:
         for setting in group.settings:

@@ -59,5 +59,5 @@ def refuse_unsupported(environ: Mapping[str, str]) -> None:
         one = len(refused) == 1
         raise UsageError(
             f"redis_exporter's environment variable{'' if one else 's'} {named} {'has' if one else 'have'} no equivalent "
-            f"in elasticache-exporter: unset {'it' if one else 'them'} (README: Configuration)"
+            f"in elasticache-exporter: unset {'it' if one else 'them'} (docs/configuration.md)"
         )
