@@ -175,6 +175,22 @@ def test_retries_respect_the_cycle_deadline():
     assert client.calls <= 2
 
 
+@pytest.mark.unit
+def test_a_replys_epoch_timestamps_decode_to_the_same_instants_in_utc(aws_credentials):
+    """The clients decode an epoch timestamp to a UTC datetime of that instant (dateutil's local zone cost 60 % of a
+    GetMetricData reply's decoding); a text timestamp as botocore always did."""
+    client = AwsApi().client("cloudwatch", REGION)
+    parser = client._endpoint._response_parser_factory.create_parser("json")
+    shape = client.meta.service_model.operation_model("GetMetricData").output_shape
+    body = {"MetricDataResults": [{"Id": "q0", "Timestamps": [1_800_000_060, 1_800_000_000.5], "Values": [1.0, 2.0]}]}
+    reply = parser.parse({"body": json.dumps(body).encode(), "headers": {}, "status_code": 200}, shape)
+    stamps = reply["MetricDataResults"][0]["Timestamps"]
+    assert [stamp.timestamp() for stamp in stamps] == [1_800_000_060, 1_800_000_000.5]
+    assert {stamp.tzinfo for stamp in stamps} == {datetime.timezone.utc}
+    text = client._endpoint._response_parser_factory.create_parser("query")._timestamp_parser("2027-01-15T08:01:00Z")
+    assert text.timestamp() == 1_800_000_060
+
+
 def seed_moto(region: str = REGION, groups: int = 2, replicas: int = 2) -> list[str]:
     """Replication groups with member cache clusters (moto does not create the members itself)."""
     elasticache = boto3.client("elasticache", region_name=region)
