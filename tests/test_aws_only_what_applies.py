@@ -218,3 +218,41 @@ def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durab
     paging = re.search(r"^paging\s+([\d,]+)\s", printed, re.MULTILINE)
     assert paging is not None, printed
     assert int(paging.group(1).replace(",", "")) == paging_asked
+
+
+def test_a_group_switched_to_sync_durability_serves_no_durability_series_after_the_next_discovery(aws_credentials):
+    """A group's mode changes (the console, ModifyReplicationGroup): once discovery reads it as sync, the durability
+    metrics are neither asked nor served from the last async poll, window series included."""
+    from moto.elasticache.models import elasticache_backends
+
+    now = math.floor(time.time() / 60) * 60
+    start = now - 3600 + 23.0
+    with mock_aws(), global_datastores_in_moto(), durability_in_moto():
+        _seed()
+        _put_durability(start - 1800, now, error_minute=start - 600)
+        config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
+        clock = _Clock(start)
+        api = _RecordingApi()
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor.discover_once()
+        monitor.poll_once()
+        lag = prometheus_name("DurabilityLag", "Maximum")
+
+        def ledger_series() -> set[str]:
+            samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+            return {
+                name if name == lag else dict(labels).get("metric", "")
+                for name, labels in samples
+                if dict(labels).get("dimension_CacheClusterId") == "ledger-0001-001" and lag in (name, dict(labels).get("metric"))
+            }
+
+        assert lag in ledger_series()
+        elasticache_backends[ACCOUNT][REGION].replication_groups["ledger"].EffectiveDurability = "sync"
+        monitor.discover_once()
+        clock.now += 300
+        api.queries.clear()
+        monitor.poll_once(("paging",))
+        assert not {metric for node, metrics in _asked(api.queries).items() if node.startswith("ledger") for metric, _ in metrics} & {
+            spec.name for spec in DURABILITY_METRICS
+        }
+        assert ledger_series() == set()

@@ -479,20 +479,21 @@ def test_a_budget_lengthens_trends_then_alerting_and_never_paging():
     assert plan(pairs, configured, 300).usd_per_month == pytest.approx(228.31, abs=0.01)
     assert plan(pairs, configured, 300, budget=250).intervals == configured  # within it: as configured
     assert plan(pairs, configured, 300, budget=220).intervals == {"paging": 300, "alerting": 900, "trends": 7200}
-    made = plan(pairs, configured, 300, budget=216)
-    assert made.intervals == {"paging": 300, "alerting": 900, "trends": 10800}
-    assert (made.kept, made.lengthened, round(made.usd_per_month, 2)) == (True, True, 215.3)
+    made = plan(pairs, configured, 300, budget=216)  # a wake-up short of a poll's 3-hour window
+    assert made.intervals == {"paging": 300, "alerting": 900, "trends": 10500}
+    assert (made.kept, made.lengthened, round(made.usd_per_month, 2)) == (True, True, 215.49)
     impossible = plan(pairs, configured, 300, budget=100)  # the tiers alerts read are never lengthened: their guards
-    assert impossible.intervals == {"paging": 300, "alerting": 900, "trends": 10800}
+    assert impossible.intervals == {"paging": 300, "alerting": 900, "trends": 10500}
     assert not impossible.kept
     assert plan(pairs, {**configured, "trends": 21600}, 300, budget=200).intervals["trends"] == 21600  # never shortened
-    assert plan(pairs, configured, 420, budget=100).intervals["trends"] == 10500  # whole wake-ups within a poll's window
+    assert plan(pairs, configured, 420, budget=100).intervals["trends"] == 10080  # whole wake-ups within a poll's window
 
 
 def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_prints_it(aws_credentials, capsys, caplog):
     """120 mixed nodes and a budget of USD 216 a month (the defaults cost 228.31): `cost` and the running monitor both
-    lengthen trends to 3 hours; three hours of the poller's own schedule, counted as AWS
-    bills it, project to the estimate served, under the budget, and every paging pair is still asked every 5 minutes."""
+    lengthen trends to 175 minutes (a wake-up short of a poll's 3-hour window); in three hours of the poller's own
+    schedule each tier is asked as often as that plan says, counted as AWS bills it, the estimate served is `cost`'s,
+    and every paging pair is still asked every 5 minutes."""
     import logging
 
     from exporter.cli.aws import print_cost
@@ -505,7 +506,7 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
         total = re.search(r"^total\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)$", printed, re.MULTILINE)
         assert total is not None, printed
         assert re.search(r"^alerting\s+[\d,]+\s+900s\s", printed, re.MULTILINE), printed
-        assert re.search(r"^trends\s+[\d,]+\s+10800s\s", printed, re.MULTILINE), printed
+        assert re.search(r"^trends\s+[\d,]+\s+10500s\s", printed, re.MULTILINE), printed
         clock = _Clock(START)
         api = _RecordingApi(clock)
         monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
@@ -516,15 +517,18 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
                 clock.now += config.aws.poll_interval
         samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
         _, _, requested = api.stats.snapshot()
-    usd = requested * SECONDS_PER_MONTH / (3 * 3600) / 1000 * 0.01
-    assert usd == pytest.approx(float(total.group(3)), abs=0.01)
-    assert usd <= 216
-    assert sample(samples, "elasticache_exporter_cloudwatch_usd_per_month_estimate") == pytest.approx(usd, abs=0.01)
+    pairs = {tier: int(re.search(rf"^{tier}\s+([\d,]+)\s", printed, re.MULTILINE).group(1).replace(",", "")) for tier in TIERS}
+    intervals = {"paging": 300, "alerting": 900, "trends": 10500}
+    assert requested == sum(pairs[tier] * math.ceil(3 * 3600 / intervals[tier]) for tier in TIERS)  # each as planned
+    estimate = sample(samples, "elasticache_exporter_cloudwatch_usd_per_month_estimate")
+    assert estimate == pytest.approx(float(total.group(3)), abs=0.01)
+    assert estimate == pytest.approx(sum(usd_per_month(pairs[tier], intervals[tier]) for tier in TIERS))
+    assert estimate <= 216
     assert sample(samples, "elasticache_exporter_cloudwatch_budget_usd_per_month") == 216
-    assert sample(samples, "elasticache_exporter_cloudwatch_tier_interval_seconds", tier="trends") == 10800
+    assert sample(samples, "elasticache_exporter_cloudwatch_tier_interval_seconds", tier="trends") == 10500
     budget_warnings = [record.getMessage() for record in caplog.records if "budget" in record.getMessage()]
     assert len(budget_warnings) == 1, budget_warnings  # once, with the figures
-    assert "USD 215.30 a month" in budget_warnings[0]
+    assert "USD 215.49 a month" in budget_warnings[0]
     asked: dict[tuple, list[float]] = {}
     for when, queries, _, _ in api.requests:
         for query in queries:
@@ -645,3 +649,29 @@ def test_info_lost_by_the_fleet_warns_of_the_budget_then_and_a_failed_catch_up_i
     assert log[2] == []  # said once
     assert len(log[3]) == 1
     assert "kept at the configured intervals again" in log[3][0]
+
+
+def test_no_budget_warning_at_start_up_before_the_first_scrapes_have_read_info(aws_credentials, caplog):
+    """The exporter starts, discovers and polls before Prometheus has scraped a node: every node is off INFO for that first
+    poll, over a budget the fleet keeps on INFO. Nothing is said of the budget then, nor once the scrapes begin."""
+    import logging
+
+    answering = False
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        for index in range(10):
+            elasticache.create_cache_cluster(CacheClusterId=f"n{index}", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+        clock = _Clock(START)
+        budget = _budget_kept_on_info_only(clock)
+        config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": budget}}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws, clock=clock, info_answers=lambda *_: answering)
+        with caplog.at_level(logging.INFO, logger="exporter.aws.monitor"):
+            monitor.discover_once()
+            monitor.poll_once(monitor.due_tiers())
+            assert monitor.budget_plan.intervals["trends"] > 3600  # off INFO: over the budget at the configured intervals
+            answering = True  # the scrapes begin
+            for _ in range(3):
+                clock.now += config.aws.poll_interval
+                monitor.poll_once(monitor.due_tiers())
+    assert monitor.budget_plan.intervals["trends"] == 3600
+    assert not [record.getMessage() for record in caplog.records if "budget" in record.getMessage()]

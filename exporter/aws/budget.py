@@ -16,7 +16,7 @@ from exporter.common.records import record
 from .cloudwatch import MAX_WINDOW_SECONDS, TIERS, usd_per_month
 
 # the trends tier's longer intervals, tried in turn while the bill is over the budget: up to 3 hours, the longest window a
-# poll asks, so not a minute is lost
+# poll asks, less a wake-up (see plan), so not a minute is lost
 LENGTHENING: tuple[tuple[str, float], ...] = (("trends", 7200.0), ("trends", MAX_WINDOW_SECONDS))
 
 
@@ -55,7 +55,8 @@ def plan(pairs: Mapping[str, int], configured: Mapping[str, float], wake_up: flo
     for tier, longer in LENGTHENING:
         if budget is None or usd <= budget:
             break
-        within_window = max(wake_up, MAX_WINDOW_SECONDS // wake_up * wake_up)  # whole wake-ups, no longer than a window
+        # whole wake-ups, a wake-up shorter than a poll's longest window: a poll that starts late still reaches the last
+        within_window = max(wake_up, (MAX_WINDOW_SECONDS - wake_up) // wake_up * wake_up)
         intervals[tier] = max(intervals[tier], min(effective_interval(longer, wake_up), within_window))
         usd = monthly_usd(pairs, intervals)
     return BudgetPlan(intervals, usd, configured_usd, budget)

@@ -21,8 +21,10 @@ from exporter.common.records import field, record
 from .api import AwsApi, AwsCallError
 from .budget import BudgetPlan, describe, plan
 from .cloudwatch import (
+    DURABILITY_METRICS,
     GLOBAL_DATASTORE_METRICS,
     INFO_EQUIVALENT,
+    NODE_TYPE_METRICS,
     SERVERLESS_METRICS,
     TIERS,
     Datapoint,
@@ -150,6 +152,12 @@ class AwsMonitor:
         # discovery and poll
         self._plan = plan({}, {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
         self._budget_outcome = "configured"  # the plan's outcome last logged (under the lock)
+        self._born = clock()  # no budget outcome is told before the exporter can know which nodes answer INFO
+        # the metrics only some nodes are asked (extra_metrics), and per node of the last poll those that apply to it: a
+        # cached value of one that no longer applies (a group switched to sync durability) is not served on
+        extras = [*(spec for _, group in NODE_TYPE_METRICS for spec in group), *GLOBAL_DATASTORE_METRICS, *DURABILITY_METRICS]
+        self._extra_names = frozenset(spec.name for spec in extras) - {spec.name for spec in self.node_metrics}
+        self._extras_apply: dict[NodeKey, frozenset[str]] = {}  # the poll thread's
         self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
         if config.cloudwatch or config.events:
@@ -239,7 +247,7 @@ class AwsMonitor:
         if self.fleet is not None:
             for where, update_error in self.fleet.poll_updates():
                 self._report(update_error, f"service updates in {where}")
-        self._replan(warn=self.polls > 0)  # before the first poll no node is known to be on INFO yet
+        self._replan()
         self._discovered.set()
         if self._on_nodes is not None:
             self._on_nodes(self.named_nodes())
@@ -353,6 +361,7 @@ class AwsMonitor:
         config = self.config
         made = plan(self.fleet_pairs(), {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
         outcome = f"{sorted(made.intervals.items())}:{made.kept}" if made.lengthened or not made.kept else "configured"
+        warn = warn and self._clock() - self._born >= INFO_FRESH_SECONDS  # before, no scrape may have read INFO yet
         with self._lock:
             self._plan = made
             before, changed = self._budget_outcome, warn and outcome != self._budget_outcome
@@ -377,6 +386,7 @@ class AwsMonitor:
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
             names = dict(self._names)
         on_info = self._nodes_on_info([node for nodes in groups.values() for node in nodes], names)
+        self._extras_apply = {node.key: frozenset(spec.name for spec in self.extra_metrics(node)) for nodes in groups.values() for node in nodes}
         # their INFO stopped (or asking them again failed): CloudWatch's copy is asked now, whatever the tier
         caught_up = (self._on_info | self._catch_up) - on_info
         failed: set[NodeKey] = set()
@@ -394,7 +404,7 @@ class AwsMonitor:
             live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
             # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
             # and a node on INFO serves none of CloudWatch's copy of what its INFO says
-            merged = {key: value for key, value in self._cache.items() if _kept(key, live, on_info) and key not in poll.fresh}
+            merged = {key: value for key, value in self._cache.items() if self._kept(key, live, on_info) and key not in poll.fresh}
             merged.update(poll.fresh)
             self._cache = merged
             self._index()
@@ -407,6 +417,15 @@ class AwsMonitor:
             self.nodes_on_info = len(on_info)
             self._on_info = on_info  # written by the poll thread, read by discovery's replanning
         self._replan()
+
+    def _kept(self, key: SeriesKey, live: set[NodeKey], on_info: set[NodeKey]) -> bool:
+        """Whether a series keeps its cached value and minutes: its node is live, not on INFO where INFO says it, and
+        asked it still where only some nodes are (the poll thread's, under the lock)."""
+        node, metric = key[:4], key[4]
+        if node not in live or (node in on_info and metric in INFO_EQUIVALENT):
+            return False
+        applies = self._extras_apply.get(node)
+        return applies is None or metric not in self._extra_names or metric in applies
 
     def _nodes_on_info(self, nodes: list[Node], names: dict[NodeKey, str]) -> set[NodeKey]:
         """The nodes whose INFO the exporter read lately (INFO_FRESH_SECONDS): CloudWatch's copy of it is not asked."""
@@ -523,7 +542,7 @@ class AwsMonitor:
             brought[key] = values
         held: dict[SeriesKey, Any] = {}
         for key, kept in list(store.items()):
-            now = kept.merge(brought.get(key, {}), self.config.period) if _kept(key, live, on_info) else None
+            now = kept.merge(brought.get(key, {}), self.config.period) if self._kept(key, live, on_info) else None
             if now is None:
                 del store[key]
             else:
@@ -634,12 +653,6 @@ class AwsMonitor:
 def _place(api: AwsApi, region: str) -> str:
     """Where a call failed, for a log line: the region, and the account when a role names it."""
     return f"{region} of account {api.account_id}" if api.account_id else region
-
-
-def _kept(key: SeriesKey, live: set[NodeKey], on_info: set[NodeKey]) -> bool:
-    """Whether a series keeps its cached value and minutes: its node is live, and not on INFO where INFO says it."""
-    node = key[:4]
-    return node in live and not (node in on_info and key[4] in INFO_EQUIVALENT)
 
 
 def series_key(query: Query) -> SeriesKey:
