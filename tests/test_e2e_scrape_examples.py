@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from servers import ExporterProcess, RedisProcess, start_exporter, start_prometh
 from exporter.alerts.inhibitions import JOINED_LABELS
 from exporter.alerts.prometheus import with_joins
 
-EXAMPLES = Path(__file__).parent.parent / "deploy" / "prometheus"
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "deploy" / "prometheus"
 ACCOUNT = "123456789012"  # moto's account for the default credentials
 REGION = "eu-west-1"
 NODES = ("orders-001", "orders-002")  # the discovered nodes' names: their cache cluster ids
@@ -43,6 +45,29 @@ NODE_JOIN = with_joins("redis_up", "redis", ("node",), ())
 def test_every_example_is_run_here():
     assert sorted(path.name for path in EXAMPLES.glob("*.yml")) == sorted(SETUPS)
     assert f"group_left ({', '.join(label for label in JOINED_LABELS['node'])})" in NODE_JOIN
+
+
+FENCED_YAML = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def documented_jobs() -> list[tuple[str, dict]]:
+    """Every scrape job a yaml block of the README or of docs/ shows, with the page it is on."""
+    jobs = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in FENCED_YAML.findall(page.read_text()):
+            document = yaml.safe_load(block)
+            if isinstance(document, dict) and "scrape_configs" in document:
+                jobs += [(page.name, job) for job in document["scrape_configs"]]
+    return jobs
+
+
+@pytest.mark.unit
+def test_every_documented_scrape_job_is_one_of_the_examples():
+    shipped = [job for path in EXAMPLES.glob("*.yml") for job in yaml.safe_load(path.read_text())["scrape_configs"]]
+    jobs = documented_jobs()
+    assert {page for page, _ in jobs} >= {"README.md", "aws.md", "operations.md"}
+    for page, job in jobs:
+        assert job in shipped, f"{page}: the scrape job {job['job_name']} is none of deploy/prometheus/*.yml's (which a test runs)"
 
 
 def query(port: int, expr: str) -> list[dict]:
