@@ -40,9 +40,10 @@ def test_dockerfile_structure():
     assert "tests" in ignored
 
 
-def test_sharded_scrape_config_is_valid_prometheus(tmp_path):
+@pytest.mark.parametrize("example", sorted(path.name for path in (ROOT / "deploy" / "prometheus").glob("*.yml")))
+def test_scrape_config_examples_are_valid_prometheus(tmp_path, example):
     config = tmp_path / "prometheus.yml"
-    config.write_text((ROOT / "deploy" / "prometheus" / "sharded-scrape.yml").read_text())
+    config.write_text((ROOT / "deploy" / "prometheus" / example).read_text())
     result = subprocess.run([promtool(), "check", "config", "--syntax-only", str(config)], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
