@@ -570,7 +570,7 @@ def test_exporter_process_with_moto_server(moto_server, tmp_path, aws_credential
 
 
 def test_every_discovered_address_scrapes_through_the_exporter_process(moto_server, tmp_path, aws_credentials, monkeypatch):
-    """Prometheus' http_sd job as the README has it: each address the process' /discovery lists, fed back into
+    """Prometheus' http_sd job as docs/aws.md has it: each address the process' /discovery lists, fed back into
     /scrape?target=, answers redis_up 1 (moto's endpoints moved onto two real servers, a primary and its replica)."""
     from moto.elasticache.models import elasticache_backends
     from servers import start_redis

@@ -33,7 +33,7 @@ def browser():
 
 
 def keep_screenshot(driver, tmp_path: Path, name: str) -> Path:
-    """Saved with the test's files; copied to docs/ when ELASTICACHE_EXPORTER_SCREENSHOTS=docs (to refresh the README's)."""
+    """Saved with the test's files; copied to docs/ when ELASTICACHE_EXPORTER_SCREENSHOTS=docs (to refresh those docs/operations.md shows)."""
     path = tmp_path / name
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 10_000

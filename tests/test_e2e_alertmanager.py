@@ -67,7 +67,7 @@ def render(*args: str) -> str:
 
 
 def alertmanager_config(fragment: dict, webhook_port: int) -> dict:
-    """The fragment merged as the README says, each receiver a webhook to this test, its group timings shortened."""
+    """The fragment merged as docs/operations.md says, each receiver a webhook to this test, its group timings shortened."""
     route = {**fragment["route"], "group_wait": "1s", "group_interval": "1s"}
     receivers = [
         {"name": receiver["name"], "webhook_configs": [{"url": f"http://127.0.0.1:{webhook_port}/{receiver['name']}", "send_resolved": True}]}
