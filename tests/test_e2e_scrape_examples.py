@@ -4,6 +4,7 @@ every node's Redis series carry the instance of its elasticache_node_info, so th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
-from servers import ExporterProcess, RedisProcess, start_exporter, start_prometheus, start_redis, wait_until
+from servers import ExporterProcess, RedisProcess, start_cluster, start_exporter, start_prometheus, start_redis, wait_until
 
 from exporter.alerts.inhibitions import JOINED_LABELS
 from exporter.alerts.prometheus import with_joins
@@ -130,52 +131,90 @@ def fleet(moto_server, aws_credentials, monkeypatch) -> Iterator[dict[str, str]]
             server.stop()
 
 
-@pytest.mark.parametrize("example", sorted(SETUPS))
-def test_the_nodes_of_each_example_join_their_node_info(example, fleet, tmp_path):
+@contextlib.contextmanager
+def running(example: str, setups: dict[str, dict], env: dict[str, str], tmp_path: Path, listed: int) -> Iterator[int]:
+    """The exporters of ``setups`` and a Prometheus with ``example``'s scrape configs, once every target is scraped;
+    yields Prometheus' port. ``listed``: how many targets an exporter with aws: lists on /discovery before Prometheus
+    starts (it reads /discovery at start, then once a minute)."""
     exporters: dict[str, ExporterProcess] = {}
     prometheus = None
     try:
-        for named, extra in SETUPS[example].items():
-            config = tmp_path / f"exporter-{len(exporters)}.yml"
-            config.write_text(yaml.safe_dump({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}, **extra}))
-            exporter = exporters[named] = start_exporter("--config.file", str(config), env=fleet)
-            if "aws" in extra:  # Prometheus reads /discovery at start, then once a minute: the nodes are found first
-                wait_until(lambda e=exporter: discovered(e) == sorted(NODES), timeout=30, interval=0.2, what="the fleet discovered")
+        for named, config in setups.items():
+            path = tmp_path / f"exporter-{len(exporters)}.yml"
+            path.write_text(yaml.safe_dump({"redis": {"addr": ""}, "scrape": {"allow": [{"hosts": ["127.0.0.1"]}]}, **config}))
+            exporter = exporters[named] = start_exporter("--config.file", str(path), env=env)
+            if "aws" in config:
+                wait_until(lambda e=exporter: len(discovered(e)) == listed, timeout=30, interval=0.2, what="the fleet discovered")
         scrape_configs = localized((EXAMPLES / example).read_text(), {named: f"127.0.0.1:{e.port}" for named, e in exporters.items()})
         rules = tmp_path / "rules.yml"
         rules.write_text("groups: []\n")
         prometheus = start_prometheus(tmp_path, rules, scrape_configs)
         port = prometheus.port
-        jobs = {config["job_name"] for config in scrape_configs}
-        node_jobs = jobs - {"elasticache"}  # the jobs of the nodes' /scrape, if any
 
-        def all_up() -> list[dict]:
-            targets = active_targets(port)
-            expected = len(exporters) + len(NODES) * len(node_jobs)
-            return len(targets) == expected and all(t["health"] == "up" for t in targets) and targets
+        every_target_up(port, len(exporters), example)
+        yield port
+    finally:
+        if prometheus is not None:
+            prometheus.stop()
+        for exporter in exporters.values():
+            exporter.stop()
 
-        try:
-            targets = wait_until(all_up, timeout=60, interval=0.5, what=f"Prometheus scraping every target of {example}")
-        except AssertionError as err:
-            seen = [(t["labels"], t["health"], t["lastError"]) for t in active_targets(port)]
-            raise AssertionError(f"{err}: {seen}") from None
-        if node_jobs:  # each node's scrape is labelled with its name before a sample is taken
-            assert sorted(t["labels"]["instance"] for t in targets if t["labels"]["job"] in node_jobs) == sorted(NODES)
 
-        def joined() -> list[dict]:
-            result = query(port, NODE_JOIN)
-            return len(result) == len(NODES) and all("account_id" in series["metric"] for series in result) and result
+def every_target_up(port: int, at_least: int, example: str) -> list[dict]:
+    """Prometheus' active targets once there are ``at_least`` and each has been scraped, up."""
 
-        result = wait_until(joined, timeout=60, interval=0.5, what=f"redis_up of each node joined with its elasticache_node_info ({example})")
-        by_instance = {series["metric"]["instance"]: series for series in result}
+    def scraped() -> list[dict]:
+        targets = active_targets(port)
+        return len(targets) >= at_least and all(t["health"] == "up" for t in targets) and targets
+
+    try:
+        return wait_until(scraped, timeout=60, interval=0.5, what=f"Prometheus scraping every target of {example}")
+    except AssertionError as err:
+        seen = [(t["labels"], t["health"], t["lastError"]) for t in active_targets(port)]
+        raise AssertionError(f"{err}: {seen}") from None
+
+
+def joined_nodes(port: int, example: str) -> dict[str, dict]:
+    """The result of the rules' node join once it has each discovered node's labels, by instance."""
+
+    def joined() -> list[dict]:
+        result = query(port, NODE_JOIN)
+        return sum("account_id" in series["metric"] for series in result) == len(NODES) and result
+
+    result = wait_until(joined, timeout=60, interval=0.5, what=f"redis_up of each node joined with its elasticache_node_info ({example})")
+    return {series["metric"]["instance"]: series for series in result}
+
+
+@pytest.mark.parametrize("example", sorted(SETUPS))
+def test_the_nodes_of_each_example_join_their_node_info(example, fleet, tmp_path):
+    with running(example, SETUPS[example], fleet, tmp_path, len(NODES)) as port:
+        by_instance = joined_nodes(port, example)
+        targets = every_target_up(port, len(SETUPS[example]), example)
+        # each node's scrape (if the example has a /scrape job) is labelled with its name before a sample is taken
+        scraped = [target["labels"]["instance"] for target in targets if target["scrapeUrl"].split("?")[0].endswith("/scrape")]
+        assert sorted(scraped) == (sorted(NODES) if example != "metrics-scrape.yml" else [])
         assert sorted(by_instance) == sorted(NODES)  # each node once: scraped by one job of one exporter
         for series in by_instance.values():
             assert series["value"][1] == "1"
             assert (series["metric"]["account_id"], series["metric"]["region"], series["metric"]["replication_group"]) == (ACCOUNT, REGION, "orders")
         simple = query(port, "redis_up * on (instance) group_left () elasticache_node_info")
         assert sorted(series["metric"]["instance"] for series in simple) == sorted(NODES)
+
+
+def test_a_cluster_found_from_a_configured_endpoint_is_scraped_once_beside_the_discovered_nodes(fleet, tmp_path):
+    """/discovery lists a configured cluster's nodes too, which /metrics serves already: the /discovery job of
+    discovery-scrape.yml leaves them to /metrics, so each node has one redis_up."""
+    cluster = start_cluster("redis-7.0", replicas=0)
+    try:
+        seed = {"targets": [{"name": "sessions", "addr": cluster[0].addr, "discover": "cluster"}], "aws": AWS}
+        with running("discovery-scrape.yml", {"exporter-host:9769": seed}, fleet, tmp_path, len(NODES) + len(cluster)) as port:
+            by_instance = joined_nodes(port, "discovery-scrape.yml")
+            every_target_up(port, 1 + len(NODES), "discovery-scrape.yml")
+            members = [name for name in by_instance if name not in NODES]
+            assert len(members) == len(cluster)
+            ups = query(port, "count by (instance) (redis_up)")
+            assert {series["metric"]["instance"]: series["value"][1] for series in ups} == dict.fromkeys(by_instance, "1")
+            assert all("account_id" not in by_instance[name]["metric"] for name in members)  # no elasticache_node_info: none joined
     finally:
-        if prometheus is not None:
-            prometheus.stop()
-        for exporter in exporters.values():
-            exporter.stop()
+        for node in cluster:
+            node.stop()
