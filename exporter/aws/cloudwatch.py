@@ -9,6 +9,7 @@ but :func:`get_metric_data`, which the background monitor and the capacity repor
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -211,6 +212,7 @@ def snake(name: str) -> str:
     return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
+@functools.lru_cache(maxsize=4096)  # a scrape names each of the fleet's series: a few dozen names, asked thousands of times
 def prometheus_name(metric: str, statistic: str) -> str:
     """``aws_elasticache_<metric>_<statistic>``, as YACE names it."""
     return f"aws_elasticache_{snake(metric)}_{statistic.lower().replace('.', '_')}"

@@ -78,6 +78,17 @@ class CachedValue:
     datapoint: Datapoint
 
 
+@record(frozen=True)
+class _Kept:
+    """What a poll's minutes make, for the scrapes to read: computed outside the monitor's lock, swapped in under it."""
+
+    implied: dict[tuple[str, str], float]
+    bursts: dict[tuple[str, str], BurstWindow]
+    sustained: dict[tuple[str, str], SustainedWindow]
+    rising: dict[SeriesKey, Rising]
+    windows: dict[SeriesKey, MinuteWindow]
+
+
 @record
 class _Poll:
     """What one poll gathers across its accounts and regions (the poll thread's alone)."""
@@ -402,13 +413,19 @@ class AwsMonitor:
         with self._lock:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
             live.update(cache.as_node().key for caches in self._serverless.values() for cache in caches)
-            # a series that failed or had no data this cycle keeps its last good value; a node gone is dropped
-            # and a node on INFO serves none of CloudWatch's copy of what its INFO says
-            merged = {key: value for key, value in self._cache.items() if self._kept(key, live, on_info) and key not in poll.fresh}
-            merged.update(poll.fresh)
+            names_now = self._names  # replaced whole by discovery, never changed
+        # made outside the lock, so a scrape never waits for a poll's merging (the poll thread is their only writer): a
+        # series that failed or had no data this cycle keeps its last good value; a node gone is dropped, and a node on
+        # INFO serves none of CloudWatch's copy of what its INFO says
+        merged = {key: value for key, value in self._cache.items() if self._kept(key, live, on_info) and key not in poll.fresh}
+        merged.update(poll.fresh)
+        by_instance = _instance_index(merged, names_now)
+        kept = self._keep_history(poll.minutes, live, on_info, names_now)
+        with self._lock:
             self._cache = merged
-            self._index()
-            self._keep_history(poll.minutes, live, on_info)
+            self._by_instance = by_instance if self._names is names_now else _instance_index(merged, self._names)
+            self._implied, self._bursts, self._sustained = kept.implied, kept.bursts, kept.sustained
+            self._rising, self._windows = kept.rising, kept.windows
             if poll.fresh or not poll.queried:
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
@@ -420,7 +437,7 @@ class AwsMonitor:
 
     def _kept(self, key: SeriesKey, live: set[NodeKey], on_info: set[NodeKey]) -> bool:
         """Whether a series keeps its cached value and minutes: its node is live, not on INFO where INFO says it, and
-        asked it still where only some nodes are (the poll thread's, under the lock)."""
+        asked it still where only some nodes are (the poll thread's)."""
         node, metric = key[:4], key[4]
         if node not in live or (node in on_info and metric in INFO_EQUIVALENT):
             return False
@@ -487,9 +504,11 @@ class AwsMonitor:
                 self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
         return complete
 
-    def _keep_history(self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
-        """Add this poll's minutes of the implied baseline; drop minutes over an hour old, nodes gone, and the kept
-        minutes of what a node on INFO no longer gets from CloudWatch. Lock held."""
+    def _keep_history(
+        self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey], names: dict[NodeKey, str]
+    ) -> _Kept:
+        """Add this poll's minutes to the keepers (the poll thread's); drop minutes over an hour old, nodes gone, and the
+        kept minutes of what a node on INFO no longer gets from CloudWatch; what they make, by instance ``names``."""
         oldest = self._clock() - HISTORY_SECONDS
         polled: dict[tuple[NodeKey, str, str], dict[float, float]] = {}
         for key, result in minutes:
@@ -505,20 +524,20 @@ class AwsMonitor:
             if node_key not in live or not kept.merge({}, {}, self.config.period, oldest):
                 del self._implied_minutes[(node_key, direction)]
             else:
-                implied[(self._names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
-        self._implied = implied
-        self._keep_burst_minutes(polled, live)
-        self._keep_rising(polled, live, on_info)
-        self._keep_windows(polled, live, on_info)
+                implied[(names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
+        bursts, sustained = self._keep_burst_minutes(polled, live, names)
+        return _Kept(implied, bursts, sustained, self._keep_rising(polled, live, on_info), self._keep_windows(polled, live, on_info))
 
-    def _keep_windows(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
-        """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone. Lock held."""
+    def _keep_windows(
+        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]
+    ) -> dict[SeriesKey, MinuteWindow]:
+        """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone; their windows now."""
 
         def keeper(metric: str, statistic: str) -> WindowMinutes | None:
             length = WINDOW_SERIES.get((metric, statistic))
             return None if length is None else WindowMinutes(length, self._minutes_a_poll())
 
-        self._windows = self._keep_by_minute(polled, live, on_info, self._window_minutes, keeper)
+        return self._keep_by_minute(polled, live, on_info, self._window_minutes, keeper)
 
     def _keep_by_minute(
         self,
@@ -530,7 +549,7 @@ class AwsMonitor:
     ) -> dict[SeriesKey, Any]:
         """Add this poll's minutes to each series' keeper (``keeper`` makes one for a series kept by minute, None for the
         others), once a poll each (a keeper looks at the windows ending at each minute new since its last merge), drop the
-        keepers of nodes gone, and return what each holds now. Lock held."""
+        keepers of nodes gone, and return what each holds now."""
         brought: dict[SeriesKey, dict[float, float]] = {}
         for (node_key, metric, statistic), values in polled.items():
             key: SeriesKey = (*node_key, metric, statistic)
@@ -558,21 +577,26 @@ class AwsMonitor:
         with self._lock:
             return dict(self._windows)
 
-    def _keep_rising(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]) -> None:
-        """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone. Lock held."""
+    def _keep_rising(
+        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]
+    ) -> dict[SeriesKey, Rising]:
+        """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone; their counts now."""
 
         def keeper(metric: str, statistic: str) -> RisingMinutes | None:
             return RisingMinutes(self._minutes_a_poll()) if (metric, statistic) in RISING_SERIES else None
 
-        self._rising = self._keep_by_minute(polled, live, on_info, self._rising_minutes, keeper)
+        return self._keep_by_minute(polled, live, on_info, self._rising_minutes, keeper)
 
     def rising(self) -> dict[SeriesKey, Rising]:
         """The allowance-exceeded counters' count of rising minutes among their last 5 (``rising_minutes``), by series."""
         with self._lock:
             return dict(self._rising)
 
-    def _keep_burst_minutes(self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey]) -> None:
-        """Add this poll's minutes of the busiest seconds and averages, once a poll each; drop nodes gone. Lock held."""
+    def _keep_burst_minutes(
+        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], names: dict[NodeKey, str]
+    ) -> tuple[dict[tuple[str, str], BurstWindow], dict[tuple[str, str], SustainedWindow]]:
+        """Add this poll's minutes of the busiest seconds and averages, once a poll each; drop nodes gone; the microburst
+        and sustained windows now, by (instance, direction)."""
         brought: dict[tuple[NodeKey, str], tuple[dict[float, float], dict[float, float]]] = {}
         for node_key in {key[0] for key in polled}:
             for direction in DIRECTIONS:
@@ -587,7 +611,7 @@ class AwsMonitor:
             if node_key not in live:
                 del self._burst_minutes[(node_key, direction)]
                 continue
-            name = (self._names.get(node_key, node_key[2]), direction)
+            name = (names.get(node_key, node_key[2]), direction)
             window_now = kept.merge(*brought.get((node_key, direction), ({}, {})))
             held = kept.sustained()
             if window_now is not None:
@@ -596,8 +620,7 @@ class AwsMonitor:
                 sustained[name] = held
             if window_now is None and held is None:
                 del self._burst_minutes[(node_key, direction)]
-        self._bursts = bursts
-        self._sustained = sustained
+        return bursts, sustained
 
     def burst_window(self, instance: str, direction: str) -> BurstWindow | None:
         """The node's last 10 CloudWatch minutes of busiest seconds (``network_baseline.burst_window``), or None."""
@@ -632,10 +655,8 @@ class AwsMonitor:
         return value.datapoint if value is not None else None
 
     def _index(self) -> None:
-        """Rebuild the lookup by instance name; called with the lock held, after the cache or the names change."""
-        self._by_instance = {
-            (self._names.get(key[:4], key[2]), key[4], key[5]): value for key, value in self._cache.items() if not value.query.node.serverless
-        }
+        """Rebuild the lookup by instance name; called with the lock held, after the names change."""
+        self._by_instance = _instance_index(self._cache, self._names)
 
     def serverless_datapoint(self, cache: ServerlessCache, metric: str, statistic: str) -> Datapoint | None:
         """The newest datapoint of a serverless cache's metric, if it is still fresh."""
@@ -653,6 +674,11 @@ class AwsMonitor:
 def _place(api: AwsApi, region: str) -> str:
     """Where a call failed, for a log line: the region, and the account when a role names it."""
     return f"{region} of account {api.account_id}" if api.account_id else region
+
+
+def _instance_index(cache: dict[SeriesKey, CachedValue], names: dict[NodeKey, str]) -> dict[tuple[str, str, str], CachedValue]:
+    """(instance, metric, statistic) → the cached value, for a scrape's lookups."""
+    return {(names.get(key[:4], key[2]), key[4], key[5]): value for key, value in cache.items() if not value.query.node.serverless}
 
 
 def series_key(query: Query) -> SeriesKey:
