@@ -23,7 +23,7 @@ from exporter.alerts.alertmanager import (
     routed_alerts,
     routing,
 )
-from exporter.alerts.catalog import SEVERITIES, RenderError, load_catalog
+from exporter.alerts.catalog import DEFAULT_SOURCE, SEVERITIES, SOURCE_LABEL, RenderError, load_catalog
 from exporter.alerts.inhibitions import Inhibition, resolve
 from exporter.alerts.prometheus import expression
 from exporter.common.records import replace
@@ -32,6 +32,7 @@ ROOT = Path(__file__).parent.parent
 FRAGMENT = ROOT / "rules" / "alertmanager" / "elasticache-exporter.alertmanager.yml"
 OPERATOR = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.alertmanagerconfig.yaml"
 WHERE = {"account_id": "111111111111", "region": "eu-west-1", "replication_group": "orders", "instance": "orders-001"}
+OURS = {SOURCE_LABEL: DEFAULT_SOURCE}  # the label every rendered rule sets
 
 
 def merged(fragment: dict, receivers: dict[str, dict] | None = None) -> dict:
@@ -258,9 +259,13 @@ def test_every_catalog_alert_routes_to_its_severity_s_receiver(tmp_path):
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(merged(routing(load_catalog()))))
     cases = [
-        ({"alertname": alert.name, "severity": alert.severity, **WHERE}, f"elasticache-{alert.severity}") for alert in routed_alerts(load_catalog())
+        ({"alertname": alert.name, "severity": alert.severity, **OURS, **WHERE}, f"elasticache-{alert.severity}")
+        for alert in routed_alerts(load_catalog())
     ]
-    cases.append(({"alertname": "SomeoneElsesAlert", "severity": "critical", **WHERE}, "default"))  # not ours: the root's receiver
+    # not ours, whatever its name: the root's receiver
+    cases.append(({"alertname": "SomeoneElsesAlert", "severity": "critical", **WHERE}, "default"))
+    cases.append(({"alertname": "RedisDown", "severity": "critical", **WHERE}, "default"))
+    cases.append(({"alertname": "RedisDown", "severity": "critical", SOURCE_LABEL: "redis-mixin", **WHERE}, "default"))
     for labels, receiver in cases:
         assert routes_to(path, labels) == receiver
     assert len(cases) > 80
@@ -284,17 +289,24 @@ def test_each_inhibit_rule_silences_its_targets_only_where_its_labels_match(tmp_
         for index, rule in enumerate(inhibit_rules(load_catalog())):
             equal = {label: f"{label}-{index}" for label in rule.equal}
             only = {label: pattern.split("|")[0] for label, pattern in rule.source_labels}
-            source = {"alertname": rule.source, "severity": _severity(rule.source), **equal, **only, "case": f"{index}"}
+            source = {"alertname": rule.source, "severity": _severity(rule.source), **OURS, **equal, **only, "case": f"{index}"}
             posted.append({"labels": source, **window})
             for target in rule.targets:
-                labels = {"alertname": target, "severity": _severity(target), **equal, "case": f"{index}-same"}
+                labels = {"alertname": target, "severity": _severity(target), **OURS, **equal, "case": f"{index}-same"}
                 posted.append({"labels": labels, **window})
                 expected[tuple(sorted(labels.items()))] = "suppressed"
-            other = {"alertname": rule.targets[0], "severity": _severity(rule.targets[0]), **equal, rule.equal[0]: "other", "case": f"{index}-other"}
+            other = {
+                "alertname": rule.targets[0],
+                "severity": _severity(rule.targets[0]),
+                **OURS,
+                **equal,
+                rule.equal[0]: "other",
+                "case": f"{index}-other",
+            }
             posted.append({"labels": other, **window})
             expected[tuple(sorted(other.items()))] = "active"
-            bare_source = {"alertname": rule.source, "severity": _severity(rule.source), "case": f"{index}-bare"}
-            bare_target = {"alertname": rule.targets[0], "severity": _severity(rule.targets[0]), "case": f"{index}-bare"}
+            bare_source = {"alertname": rule.source, "severity": _severity(rule.source), **OURS, "case": f"{index}-bare"}
+            bare_target = {"alertname": rule.targets[0], "severity": _severity(rule.targets[0]), **OURS, "case": f"{index}-bare"}
             posted += [{"labels": bare_source, **window}, {"labels": bare_target, **window}]
             expected[tuple(sorted(bare_target.items()))] = "active"
         manager.api("/alerts", posted)
@@ -311,10 +323,13 @@ def test_each_inhibit_rule_silences_its_targets_only_where_its_labels_match(tmp_
 
 
 def test_the_readme_s_team_route_goes_in_front_of_the_fragment_and_both_route(tmp_path):
-    """The README's example, with the fragment's route after its own: a payments page reaches payments-oncall, the rest
-    of the catalog its severity's receiver, as amtool routes them."""
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- alertmanager example: begin -->", 1)[1].split("<!-- alertmanager example: end -->", 1)[0]
+    """docs/operations.md's example, with the fragment's route after its own: a payments page reaches payments-oncall,
+    the rest of the catalog its severity's receiver, as amtool routes them."""
+    marker = "<!-- alertmanager example: begin -->"  # docs/operations.md, or the README before it moved there
+    page = next(
+        text for text in (path.read_text() for path in (ROOT / "docs" / "operations.md", ROOT / "README.md") if path.exists()) if marker in text
+    )
+    block = page.split(marker, 1)[1].split("<!-- alertmanager example: end -->", 1)[0]
     example = yaml.safe_load(block.split("```yaml", 1)[1].split("```", 1)[0])
     fragment = routing(load_catalog(), ("tag_team",))
     example["route"]["routes"].append(fragment["route"])
@@ -323,6 +338,50 @@ def test_the_readme_s_team_route_goes_in_front_of_the_fragment_and_both_route(tm
     result = check_config(tmp_path, example)
     assert result.returncode == 0, result.stdout + result.stderr
     path = tmp_path / "alertmanager.yml"
-    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", "tag_team": "payments"}) == "payments-oncall"
-    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", "tag_team": "search"}) == "elasticache-critical"
-    assert routes_to(path, {"alertname": "RedisEvictions", "severity": "warning", "tag_team": "payments"}) == "elasticache-warning"
+    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", **OURS, "tag_team": "payments"}) == "payments-oncall"
+    assert routes_to(path, {"alertname": "RedisDown", "severity": "critical", **OURS, "tag_team": "search"}) == "elasticache-critical"
+    assert routes_to(path, {"alertname": "RedisEvictions", "severity": "warning", **OURS, "tag_team": "payments"}) == "elasticache-warning"
+
+
+def test_alerts_of_the_same_names_from_another_rule_set_are_neither_routed_nor_silenced_by_ours(tmp_path):
+    """A real Alertmanager with the fragment merged in, our rules rendered with --alert-source, and a second rule set
+    (redis_exporter's mixin, awesome-prometheus-alerts) raising RedisDown and RedisMasterLinkDown without our label:
+    theirs reach the root's receiver, are not silenced by our RedisDown, and do not silence our alerts; ours route and
+    inhibit as before."""
+    source = "team-cache"
+    ours = {SOURCE_LABEL: source}
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(yaml.safe_dump(merged(routing(load_catalog(), source=source))))
+    manager = start_alertmanager(config)
+    try:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        window = {"startsAt": now.isoformat(), "endsAt": (now + datetime.timedelta(hours=1)).isoformat()}
+        # node a: our RedisDown beside their RedisMasterLinkDown and ours; node b: their RedisDown beside ours
+        cases = {
+            "our-down-a": {"alertname": "RedisDown", "severity": "critical", "instance": "a", **ours},
+            "our-link-a": {"alertname": "RedisMasterLinkDown", "severity": "critical", "instance": "a", **ours},
+            "their-link-a": {"alertname": "RedisMasterLinkDown", "severity": "critical", "instance": "a"},
+            "their-down-b": {"alertname": "RedisDown", "severity": "critical", "instance": "b"},
+            "our-link-b": {"alertname": "RedisMasterLinkDown", "severity": "critical", "instance": "b", **ours},
+            "default-source-down-c": {"alertname": "RedisDown", "severity": "critical", "instance": "c", **OURS},
+            "our-evictions-c": {"alertname": "RedisEvictions", "severity": "warning", "instance": "c", **ours},
+        }
+        manager.api("/alerts", [{"labels": {**labels, "case": case}, **window} for case, labels in cases.items()])
+
+        def seen() -> dict[str, tuple[str, list[str]]]:
+            alerts = manager.api("/alerts")
+            return {a["labels"]["case"]: (a["status"]["state"], sorted(r["name"] for r in a["receivers"])) for a in alerts}  # type: ignore[union-attr]
+
+        expected = {
+            "our-down-a": ("active", ["elasticache-critical"]),
+            "our-link-a": ("suppressed", ["elasticache-critical"]),
+            "their-link-a": ("active", ["default"]),
+            "their-down-b": ("active", ["default"]),
+            "our-link-b": ("active", ["elasticache-critical"]),
+            # rendered for another value, the default one is someone else's too
+            "default-source-down-c": ("active", ["default"]),
+            "our-evictions-c": ("active", ["elasticache-warning"]),
+        }
+        wait_until(lambda: seen() == expected, timeout=30, what="each alert routed and inhibited by its rule set")
+    finally:
+        manager.stop()

@@ -275,7 +275,8 @@ def test_the_exporter_starts_as_the_pod_runs_it(values, tmp_path):
 def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):
     _, _, by_kind = rendered
     (rule,) = by_kind["PrometheusRule"]
-    assert rule["spec"] == yaml.safe_load((ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml").read_text())
+    # the shipped rules, with the exporter's job its ServiceMonitor scrapes as: the Service's name
+    assert rule["spec"] == yaml.safe_load(rendered_rules(exporter_job=rule["metadata"]["name"]))
     (dashboard,) = [item for item in by_kind["ConfigMap"] if "dashboard" in item["metadata"]["name"]]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["elasticache-exporter.json"]) == json.loads((ROOT / "dashboards" / "elasticache-exporter.json").read_text())
@@ -291,6 +292,37 @@ def test_the_rules_and_dashboard_are_the_shipped_ones(rendered):
     assert set(receivers) == {receiver["name"] for receiver in operator_object["spec"]["receivers"]}
     assert receivers["elasticache-critical"]["webhookConfigs"] == [{"url": "http://pager.example.internal/elasticache"}]
     assert receivers["elasticache-info"] == {"name": "elasticache-info"}
+
+
+def rendered_rules(**options: str) -> str:
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.baselines.table import load_table
+
+    return render_prometheus(load_catalog(), load_table(), **options)
+
+
+def test_the_alert_values_set_what_render_s_options_set():
+    """alerts.source, alerts.runbookBaseUrl and alerts.exporterJob: the PrometheusRule is `render prometheus` with the same
+    options, and the AlertmanagerConfig routes and inhibits on the same source; a source no matcher can hold is refused."""
+    from exporter.alerts.alertmanager import render_alertmanager_config
+    from exporter.alerts.catalog import load_catalog
+
+    base = "https://wiki.example/cache/runbooks.md"
+    values = ["--set", "alerts.source=cache-team", "--set", f"alerts.runbookBaseUrl={base}", "--set", "alerts.exporterJob=ecx|cache-mon"]
+    by_kind = objects(template(*values, "--set", "alertmanagerConfig.enabled=true"))
+    (rule,) = by_kind["PrometheusRule"]
+    assert rule["spec"] == yaml.safe_load(rendered_rules(runbook_base=base, source="cache-team", exporter_job="ecx|cache-mon"))
+    (config,) = by_kind["AlertmanagerConfig"]
+    expected = yaml.safe_load(render_alertmanager_config(load_catalog(), source="cache-team"))["spec"]
+    assert config["spec"]["route"] == expected["route"]
+    assert config["spec"]["inhibitRules"] == expected["inhibitRules"]
+    assert config["spec"]["route"]["matchers"] == [{"name": "alert_source", "value": "cache-team", "matchType": "="}]
+    refused = subprocess.run(
+        [helm(), "template", "x", str(CHART), "--set", "alerts.source=a b"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert refused.returncode != 0
+    assert 'alerts.source "a b": use letters, digits and _.:/-' in refused.stderr
 
 
 def test_the_alertmanager_config_is_off_by_default():

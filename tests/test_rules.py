@@ -17,7 +17,7 @@ import yaml
 from helpers import cfn_lint
 from tools import promtool
 
-from exporter.alerts.catalog import load_catalog
+from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL, load_catalog
 from exporter.alerts.cloudformation import render_cloudformation
 from exporter.alerts.prometheus import as_prometheus_rule, render_prometheus
 from exporter.alerts.thresholds import ENGINE_CPU_FLOOR_PERCENT
@@ -27,6 +27,7 @@ ROOT = Path(__file__).parent.parent
 RULES = ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml"
 TEMPLATE = ROOT / "rules" / "cloudformation" / "elasticache-alarms.yaml"
 PROMETHEUS_RULE = ROOT / "rules" / "prometheus-operator" / "elasticache-exporter.prometheusrule.yaml"
+OURS = {SOURCE_LABEL: DEFAULT_SOURCE}  # the label every rendered alert carries
 
 
 @pytest.mark.unit
@@ -396,17 +397,20 @@ def served_rising(values: list[float], poll_every: int) -> str:
     return " ".join(served)
 
 
-def rising_case(alert: str, metric: str, fire_at: str, quiet_at: str) -> None:
-    """A per-minute count above 0 in one minute (8, which a poller every 5 minutes never serves as its newest) and a
-    cumulative counter that grew at minute 8: the alert fires at either poll interval; a counter that stays, at 0 or not,
-    does not."""
+def rising_case(alert: str, metric: str, fire_at: str, quiet_at: str, minutes: int = 1) -> None:
+    """A per-minute count above 0 in ``minutes`` minutes from minute 8 (which a poller every 5 minutes never serves as its
+    newest) and a cumulative counter that grew in them: the alert fires at either poll interval; a counter that stays, at 0
+    or not, does not, nor (``minutes`` above 1) one that rose in fewer minutes."""
     firing, inputs, silent = [], [], []
     for every in (1, 5):
-        for shape, values in (("count", [0.0] * 8 + [3.0] + [0.0] * 11), ("cumulative", [9.0] * 8 + [12.0] * 12)):
+        rose = [3.0 * (i + 1) for i in range(minutes)] + [0.0] * (12 - minutes)  # each minute's count above the one before
+        grew = [9.0 + 3 * (i + 1) for i in range(minutes)] + [9.0 + 3 * minutes] * (12 - minutes)
+        for shape, values in (("count", [0.0] * 8 + rose), ("cumulative", [9.0] * 8 + grew)):
             labels = {**CW, "dimension_CacheClusterId": f"{shape}-every-{every}m"}
             firing.append(labels)
             inputs.append((series(RISING, **labels, metric=metric), served_rising(values, every)))
-        for name, values in (("calm", [0.0] * 20), ("steady", [7.0] * 20)):
+        fewer = [("once", [0.0] * 8 + [3.0] * (minutes - 1) + [0.0] * (13 - minutes))] if minutes > 1 else []
+        for name, values in (("calm", [0.0] * 20), ("steady", [7.0] * 20), *fewer):
             silent.append(
                 (series(RISING, **{**CW, "dimension_CacheClusterId": f"{name}-every-{every}m"}, metric=metric), served_rising(values, every))
             )
@@ -420,10 +424,20 @@ for alert, metric in (
 ):
     # counted from minute 8 to 12 (every minute) or 10 to 14 (every 5): firing, 2 minutes on, at 12 either way
     rising_case(alert, metric, "12m", "6m")
-rising_case("ElastiCacheConntrackAllowanceExceeded", "aws_elasticache_network_conntrack_allowance_exceeded_maximum", "12m", "6m")
+# dropped connections in 2 of the last 5 minutes, seen 2 minutes on (a single minute's reconnect burst pages no one):
+# counted from minute 9 to 12 (every minute) or 10 to 14 (every 5), firing at 12 either way
+rising_case("ElastiCacheConntrackAllowanceExceeded", "aws_elasticache_network_conntrack_allowance_exceeded_maximum", "12m", "6m", minutes=2)
 
 T = {"instance": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
+case(  # scraped for half an hour, then gone from service discovery: absent 5 minutes on (staleness), a page 10 later
+    "ElastiCacheExporterAbsent",
+    [(series("elasticache_exporter_build_info", job="elasticache-exporter", instance="e:9769", version="1"), "1x29")],
+    "46m",
+    "44m",
+    {},
+    [(series("elasticache_exporter_build_info", job="elasticache-exporter", instance="e:9769", version="1"), "1x60")],
+)
 case(
     "ElastiCacheExporterTargetDown",
     [(series("up", job="elasticache", instance="e:9769"), "0+0x10")],
@@ -492,13 +506,13 @@ case(
     LINK,
     [(series("redis_master_link_up", **{**LINK, "instance": "q"}), "1+0x5")],
 )
-case(
+case(  # a replica gone at the first hour: pending 15 minutes, then a page; one that restarts within them never pages
     "RedisDisconnectedReplicas",
-    [(series("redis_connected_slaves", **T), "2 2 1 1")],
-    "2m",
-    None,
+    [(series("redis_connected_slaves", **T), "2x59 1x60")],
+    "76m",
+    "74m",
     T,
-    [(series("redis_connected_slaves", instance="q"), "2+0x4")],
+    [(series("redis_connected_slaves", instance="q"), "2x59 1x5 2x60"), (series("redis_connected_slaves", instance="r"), "2x120")],
 )
 case(
     "RedisReplicationFlapping",
@@ -1295,7 +1309,10 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
     for alert, (inputs, fire_at, quiet_at, labels, silent) in sorted(CASES.items()):
         guard, expr = catalog[alert].guard, exprs[alert]
         # labels: of the one alert that fires, or a list of them
-        expected = [{"exp_labels": {**one, "severity": catalog[alert].severity}} for one in (labels if isinstance(labels, list) else [labels])]
+        # every alert carries our source label: a case per alert (test_every_alert_has_a_unit_test) checks it on each rule
+        expected = [
+            {"exp_labels": {**one, "severity": catalog[alert].severity, **OURS}} for one in (labels if isinstance(labels, list) else [labels])
+        ]
         checks = [{"eval_time": fire_at, "alertname": alert, "exp_alerts": expected}]
         if quiet_at:
             checks.append({"eval_time": quiet_at, "alertname": alert, "exp_alerts": []})
@@ -1363,6 +1380,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
     assert unguarded == {
         "RedisDown",
         "ElastiCacheExporterTargetDown",
+        "ElastiCacheExporterAbsent",
         "RedisMissingMaster",
         "RedisTooManyMasters",
         "ElastiCacheCloudWatchDataStale",
@@ -1400,6 +1418,7 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
                                             "suggested_node_type": "cache.r6g.xlarge",
                                             "baseline": "published",
                                             "severity": "critical",
+                                            **OURS,
                                         },
                                         "exp_annotations": {
                                             "summary": "Network out of a node is above 90 % of its node type's baseline.",
@@ -1450,19 +1469,19 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
             "eval_time": "6m",
             "alertname": "RedisDown",
             "exp_alerts": [
-                {"exp_labels": {"instance": "orders-001", **shard, "shard_source": "config", "severity": "critical"}},
-                {"exp_labels": {"instance": "solo", "severity": "critical"}},
+                {"exp_labels": {"instance": "orders-001", **shard, "shard_source": "config", "severity": "critical", **OURS}},
+                {"exp_labels": {"instance": "solo", "severity": "critical", **OURS}},
             ],
         },
         {
             "eval_time": "6m",
             "alertname": "RedisMasterLinkDown",
-            "exp_alerts": [{"exp_labels": {"instance": "orders-002", **shard, "shard_source": "config", **node, "severity": "critical"}}],
+            "exp_alerts": [{"exp_labels": {"instance": "orders-002", **shard, "shard_source": "config", **node, "severity": "critical", **OURS}}],
         },
         {
             "eval_time": "6m",
             "alertname": "ElastiCacheReplicationLag",
-            "exp_alerts": [{"exp_labels": {**replica_dims, "replication_group": "orders", "severity": "warning"}}],
+            "exp_alerts": [{"exp_labels": {**replica_dims, "replication_group": "orders", "severity": "warning", **OURS}}],
         },
     ]
     test_file = tmp_path / "joins.test.yml"
@@ -1481,6 +1500,22 @@ def test_runbooks_exist_for_every_alert():
     runbooks = (ROOT / "docs" / "runbooks.md").read_text()
     for alert in load_catalog():
         assert f'<a id="{alert.runbook}"></a>' in runbooks, alert.runbook
+
+
+@pytest.mark.unit
+def test_each_alert_s_runbook_section_says_why_its_severity_and_its_wait():
+    """A line per alert in its own section, with the severity, `for` and window the catalog gives: a change of either
+    without its reason fails here."""
+    runbooks = (ROOT / "docs" / "runbooks.md").read_text()
+    for alert in load_catalog():
+        start = runbooks.index(f'<a id="{alert.runbook}"></a>')
+        end = runbooks.find('<a id="', start + 1)
+        section = runbooks[start : end if end != -1 else len(runbooks)]
+        window = f", window {alert.window}" if alert.window else ""
+        line = re.search(rf"^- \*\*{alert.name}\*\* \((\w+), for (\w+)(, window \w+)?\): (.+)$", section, re.M)
+        assert line, f"{alert.name}: no line '- **{alert.name}** (severity, for ...): why' in section {alert.runbook}"
+        assert line.group(0).startswith(f"- **{alert.name}** ({alert.severity}, for {alert.duration}{window}): "), line.group(0)
+        assert len(line.group(4)) > 20, alert.name
 
 
 def test_a_fleet_of_100_nodes_renders_into_stacks_under_the_resource_limit_that_pass_cfn_lint(tmp_path):
@@ -1533,7 +1568,11 @@ def test_render_names_the_node_types_only_fixed_alerts_cover(tmp_path):
         ("cloudformation", "render: fixed-threshold alerts only for 1 node type(s) with no bandwidth figure or vCPU count: cache.y9.large"),
     ):
         result = subprocess.run(
-            [sys.executable, "-m", "exporter", "render", what, "--baselines", str(table)], capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-m", "exporter", "render", what, "--baselines", str(table), "--runbook-base-url", "https://runbooks.example/r.md"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert result.returncode == 0, result.stderr
         assert result.stderr.strip() == said
@@ -1578,16 +1617,16 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
                     "eval_time": "2m",
                     "alertname": "RedisRejectedConnections",
                     "exp_alerts": [
-                        {"exp_labels": {"instance": "orders-001", "tag_team": "payments", "severity": "warning"}},
-                        {"exp_labels": {"instance": "self-managed", "severity": "warning"}},
+                        {"exp_labels": {"instance": "orders-001", "tag_team": "payments", "severity": "warning", **OURS}},
+                        {"exp_labels": {"instance": "self-managed", "severity": "warning", **OURS}},
                     ],
                 },
                 {
                     "eval_time": "5m",
                     "alertname": "ElastiCacheBandwidthOutAllowanceExceeded",
                     "exp_alerts": [
-                        {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical"}},
-                        {"exp_labels": {**cw_other, "severity": "critical"}},
+                        {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical", **OURS}},
+                        {"exp_labels": {**cw_other, "severity": "critical", **OURS}},
                     ],
                 },
             ],
@@ -1646,3 +1685,143 @@ def test_a_table_with_benchmark_latency_renders_a_p99_per_node_type_and_command_
     }
     armed = {rule["record"]: rule["expr"] for group in document["groups"] for rule in group["rules"] if rule.get("record", "").endswith("_min")}
     assert armed == {"elasticache:hit_ratio_min": "vector(0.8)", "elasticache:miss_rate_min": "vector(100.0)"}
+
+
+def render_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "exporter", "render", *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_render_says_when_runbook_links_are_relative_and_takes_the_base_url():
+    for what in ("prometheus", "prometheus-operator", "cloudformation"):
+        bare = render_cli(what)
+        assert bare.returncode == 0, bare.stderr
+        assert "render: warning: runbook links are the relative docs/runbooks.md#..." in bare.stderr, what
+        assert "--runbook-base-url" in bare.stderr
+        given = render_cli(what, "--runbook-base-url", "https://wiki.example/elasticache/runbooks.md")
+        assert given.returncode == 0, (what, given.stderr)
+        assert "warning" not in given.stderr, (what, given.stderr)
+        assert "https://wiki.example/elasticache/runbooks.md#allowance-exceeded" in given.stdout, what
+        assert "docs/runbooks.md#" not in given.stdout, what
+    assert "warning" not in render_cli("alertmanager").stderr  # no links there
+
+
+def test_render_sets_the_source_label_and_exporter_job_it_is_given():
+    rendered = render_cli("prometheus", "--alert-source", "team-cache", "--exporter-job", "ecx|cache-mon", "--runbook-base-url", "https://x/r.md")
+    assert rendered.returncode == 0, rendered.stderr
+    alerts = [rule for group in yaml.safe_load(rendered.stdout)["groups"] for rule in group["rules"] if "alert" in rule]
+    assert len(alerts) == len([alert for alert in load_catalog() if alert.expr or alert.baseline])
+    assert all(rule["labels"][SOURCE_LABEL] == "team-cache" for rule in alerts)
+    exprs = {rule["alert"]: rule["expr"] for rule in alerts}
+    assert exprs["ElastiCacheExporterAbsent"] == 'absent(elasticache_exporter_build_info{job=~"ecx|cache-mon"})'
+    assert exprs["ElastiCacheExporterTargetDown"] == 'up{job=~"ecx|cache-mon"} == 0'
+    assert not any("$exporter_job" in expr for expr in exprs.values())
+    routing = yaml.safe_load(render_cli("alertmanager", "--alert-source", "team-cache").stdout)
+    assert routing["route"]["matchers"] == [f'{SOURCE_LABEL}="team-cache"']
+    assert all(f'{SOURCE_LABEL}="team-cache"' in rule["source_matchers"] and f'{SOURCE_LABEL}="team-cache"' in rule["target_matchers"]
+               for rule in routing["inhibit_rules"])  # fmt: skip
+    for args, said in (
+        (("alertmanager", "--alert-source", 'a"b'), "alert source 'a\"b': use letters, digits and _.:/-"),
+        (("prometheus", "--exporter-job", "(ecx", "--runbook-base-url", "https://x/r.md"), "exporter job '(ecx': not a regular expression"),
+    ):
+        refused = render_cli(*args)
+        assert refused.returncode == 2, refused.stderr
+        assert said in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def _promtool_test(tmp_path: Path, inputs: list[tuple[str, str]], checks: list[dict]) -> None:
+    """The shipped rules (without annotations) against ``inputs`` at one-minute steps, checked at each of ``checks``."""
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_without_annotations(RULES.read_text()))
+    test_file = tmp_path / "hours.test.yml"
+    document = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}],
+    }
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def _every(alert: str, minutes: range, firing: dict[int, list[dict]]) -> list[dict]:
+    """A check of ``alert`` at each of ``minutes``: the labels of ``firing[minute]``, else nothing."""
+    return [
+        {"eval_time": f"{minute}m", "alertname": alert, "exp_alerts": [{"exp_labels": labels} for labels in firing.get(minute, [])]}
+        for minute in minutes
+    ]
+
+
+def test_a_replica_restart_pages_no_one_and_a_lost_replica_does_over_hours(tmp_path):
+    """Four hours of a primary with two replicas each: a replica that restarts (6 minutes away), one that resyncs in full
+    (14 minutes, then back), one that restarts three times in an afternoon, and one lost at 1h that stays lost: only the
+    last pages, 15 minutes on, and keeps paging while it is lost."""
+    shapes = {
+        "restart": "2x59 1x5 2x175",
+        "resync": "2x59 1x13 2x167",
+        "thrice": "2x59 1x4 2x55 1x4 2x55 1x4 2x57",
+        "lost": "2x59 1x180",
+    }
+    inputs = [(series("redis_connected_slaves", instance=name), values) for name, values in shapes.items()]
+    inputs += [(series("redis_up", instance=name), "1x240") for name in shapes]
+    lost = {"instance": "lost", "severity": "critical", **OURS}
+    minutes = range(0, 241, 2)
+    checks = _every("RedisDisconnectedReplicas", minutes, {minute: [lost] for minute in minutes if minute >= 75})
+    _promtool_test(tmp_path, inputs, checks)
+
+
+def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_path):
+    """Two hours of AWS's cumulative counter, polled every minute: a one-minute reconnect storm every 20 minutes never
+    pages; drops in 3 minutes running (100 to 102) page two minutes after the second of them, while 2 of the last 5
+    minutes rose."""
+    metric = "aws_elasticache_network_conntrack_allowance_exceeded_maximum"
+    storms = {**CW, "dimension_CacheClusterId": "storms"}
+    outage = {**CW, "dimension_CacheClusterId": "outage"}
+    counts = [5.0 * ((minute + 10) // 20) for minute in range(120)]  # grows at 10, 30, 50, 70, 90, 110
+    sustained = [5.0 * min(max(minute - 99, 0), 3) for minute in range(120)]  # grows at 100, 101, 102
+    inputs = []
+    for labels, values in ((storms, counts), (outage, sustained)):
+        inputs.append((series(RISING, **labels, metric=metric), served_rising(values, 1)))
+        inputs.append((series("elasticache_cloudwatch_datapoint_timestamp_seconds", **labels, metric=metric), "0+60x120"))
+    # two of the last five minutes rose from 101 to 105 (at 106 only 102 is left): firing from 103, 2 minutes on, to 105
+    firing = {minute: [{**outage, "severity": "critical", **OURS}] for minute in range(103, 106)}
+    _promtool_test(tmp_path, inputs, _every("ElastiCacheConntrackAllowanceExceeded", range(0, 119), firing))
+
+
+def test_the_exporter_leaving_service_discovery_pages_and_a_rollout_does_not(tmp_path):
+    """Three hours: a rollout at 1h replaces the exporter's pod (the old one's series ends, the new one's starts 2 minutes
+    later under another instance): nothing; at 2h the exporter leaves service discovery: absent 5 minutes later
+    (staleness), paging 10 minutes after that. An exporter scraped under another job is not ours."""
+    old = series("elasticache_exporter_build_info", job="elasticache-exporter", instance="10.0.0.1:9769", version="1")
+    new = series("elasticache_exporter_build_info", job="elasticache-exporter", instance="10.0.0.2:9769", version="1")
+    other = series("elasticache_exporter_build_info", job="redis", instance="10.0.0.9:9769", version="1")
+    inputs = [(old, "1x59"), (new, "_x61 1x58"), (other, "1x180")]
+    absent = {"severity": "critical", **OURS}
+    firing = {minute: [absent] for minute in range(135, 181, 5)}
+    _promtool_test(tmp_path, inputs, _every("ElastiCacheExporterAbsent", range(0, 181, 5), firing))
+
+
+@pytest.mark.unit
+def test_no_critical_alert_fires_on_one_evaluation():
+    """A critical alert waits its `for`, or declares the `window` its expression's condition must already have held (a
+    series the exporter computes over minutes, named in the catalog, never guessed from the expression)."""
+    from exporter.alerts.catalog import duration_seconds
+
+    at_once = []
+    for alert in load_catalog():
+        if alert.severity != "critical" or not (alert.expr or alert.baseline):
+            continue
+        held = duration_seconds(alert.duration) + (duration_seconds(alert.window) if alert.window else 0)
+        if duration_seconds(alert.duration) == 0 and (alert.window is None or duration_seconds(alert.window) < 300):
+            at_once.append(alert.name)
+        assert held >= 60, alert.name
+    assert at_once == []
+    windowed = {alert.name: alert.window for alert in load_catalog() if alert.severity == "critical" and alert.window}
+    assert windowed == {
+        "ElastiCacheNetworkOutAtAWSBaseline": "15m",
+        "ElastiCacheNetworkOutOverAWSBaseline": "15m",
+        "ElastiCacheNetworkInAtAWSBaseline": "15m",
+        "ElastiCacheNetworkInOverAWSBaseline": "15m",
+        "ElastiCacheDurabilityLagNearRejection": "5m",
+        "ElastiCacheServerlessThrottled": "5m",
+    }

@@ -1,6 +1,8 @@
 """The catalog as Alertmanager routing: a route for the catalog's alerts by severity, grouped by where they are, and the
 inhibit rules of the catalog's ``inhibits``; as a fragment of alertmanager.yml and as a Prometheus Operator
-``AlertmanagerConfig``. Pure: alerts in, text out."""
+``AlertmanagerConfig``. The route and both sides of every inhibit rule match the source label the rendered rules set
+(``catalog.SOURCE_LABEL``), so alerts of the same names from other rule sets are neither routed nor silenced by ours,
+and ours are not silenced by theirs. Pure: alerts in, text out."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .catalog import SEVERITIES, Alert, RenderError
+from .catalog import DEFAULT_SOURCE, SEVERITIES, SOURCE_LABEL, Alert, RenderError, checked_source
 from .inhibitions import InhibitRule, resolve
 
 GROUP_BY = ("account_id", "region", "replication_group", "alertname")
@@ -50,24 +52,29 @@ Matcher = tuple[str, str, str]  # label, operator, value
 MATCHER_KEYS = ("matchers", "source_matchers", "target_matchers")
 
 
-def source_matchers(rule: InhibitRule) -> list[Matcher]:
-    """The source alert, with every ``equal`` label present: Alertmanager counts a label missing on both sides as equal,
-    so a source without it would silence every target that lacks it too."""
-    return [("alertname", "=", rule.source), *((label, "=~", ".+") for label in rule.equal), *((k, "=~", v) for k, v in rule.source_labels)]
+def source_matchers(rule: InhibitRule, source: str = DEFAULT_SOURCE) -> list[Matcher]:
+    """The source alert, ours, with every ``equal`` label present: Alertmanager counts a label missing on both sides as
+    equal, so a source without it would silence every target that lacks it too."""
+    return [
+        ("alertname", "=", rule.source),
+        (SOURCE_LABEL, "=", source),
+        *((label, "=~", ".+") for label in rule.equal),
+        *((k, "=~", v) for k, v in rule.source_labels),
+    ]
 
 
-def target_matchers(rule: InhibitRule) -> list[Matcher]:
-    return [("alertname", "=~" if len(rule.targets) > 1 else "=", "|".join(rule.targets))]
+def target_matchers(rule: InhibitRule, source: str = DEFAULT_SOURCE) -> list[Matcher]:
+    return [("alertname", "=~" if len(rule.targets) > 1 else "=", "|".join(rule.targets)), (SOURCE_LABEL, "=", source)]
 
 
-def _tree(alerts: list[Alert], tags: tuple[str, ...]) -> dict[str, Any]:
+def _tree(alerts: list[Alert], tags: tuple[str, ...], source: str) -> dict[str, Any]:
     """The routing with its matchers as (label, operator, value): what both renderings format."""
-    routed = routed_alerts(alerts)
-    if not routed:
+    source = checked_source(source)
+    if not routed_alerts(alerts):
         raise RenderError("catalog: no alert for Prometheus, so nothing to route")
     route = {
         "receiver": receiver(DEFAULT_SEVERITY),
-        "matchers": [("alertname", "=~", "|".join(sorted(alert.name for alert in routed)))],
+        "matchers": [(SOURCE_LABEL, "=", source)],
         "group_by": [*GROUP_BY, *tags],
         **TIMING,
         "repeat_interval": REPEAT[DEFAULT_SEVERITY],
@@ -77,7 +84,7 @@ def _tree(alerts: list[Alert], tags: tuple[str, ...]) -> dict[str, Any]:
         ],
     }
     rules = [
-        {"source_matchers": source_matchers(rule), "target_matchers": target_matchers(rule), "equal": list(rule.equal)}
+        {"source_matchers": source_matchers(rule, source), "target_matchers": target_matchers(rule, source), "equal": list(rule.equal)}
         for rule in inhibit_rules(alerts)
     ]
     return {"route": route, "receivers": [{"name": receiver(severity)} for severity in SEVERITIES], "inhibit_rules": rules}
@@ -92,10 +99,11 @@ def _formatted(value: Any, matcher: Any, keys: dict[str, str]) -> Any:
     return {keys.get(k, k): [matcher(*m) for m in v] if k in MATCHER_KEYS else _formatted(v, matcher, keys) for k, v in value.items()}
 
 
-def routing(alerts: list[Alert], tags: tuple[str, ...] = ()) -> dict[str, Any]:
+def routing(alerts: list[Alert], tags: tuple[str, ...] = (), source: str = DEFAULT_SOURCE) -> dict[str, Any]:
     """The fragment as Alertmanager's configuration has it: ``route`` (one route, to put under the root route),
-    ``receivers`` and ``inhibit_rules``. ``tags``: ``tag_*`` labels that group notifications further (per team, say)."""
-    return dict(_formatted(_tree(alerts, tags), lambda label, op, value: f'{label}{op}"{value}"', {}))
+    ``receivers`` and ``inhibit_rules``. ``tags``: ``tag_*`` labels that group notifications further (per team, say);
+    ``source``: the value of the source label the rules were rendered with."""
+    return dict(_formatted(_tree(alerts, tags, source), lambda label, op, value: f'{label}{op}"{value}"', {}))
 
 
 def _dump(document: dict[str, Any]) -> str:
@@ -107,7 +115,9 @@ HEADER = """\
 # Merge it into alertmanager.yml: put `route` under your root route's `routes` (first, or before any route that would
 # catch these alerts), give the three receivers your integrations (email_configs, slack_configs, webhook_configs, ...)
 # and append `inhibit_rules` to yours. Notifications are grouped by account, region, replication group and alert;
-# the inhibit rules silence the alerts that another one explains while it fires (docs/runbooks.md says which).
+# the inhibit rules silence the alerts that another one explains while it fires (docs/runbooks.md says which). The route
+# and every inhibit rule match alert_source, the label the rendered rules set: other rule sets' alerts of the same
+# names (RedisDown of redis_exporter's mixin, say) are neither routed here nor silenced (docs/alerts.md).
 """
 
 
@@ -122,8 +132,8 @@ def inhibitions_table(alerts: list[Alert]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_alertmanager(alerts: list[Alert], tags: tuple[str, ...] = ()) -> str:
-    return HEADER + _dump(routing(alerts, tags))
+def render_alertmanager(alerts: list[Alert], tags: tuple[str, ...] = (), source: str = DEFAULT_SOURCE) -> str:
+    return HEADER + _dump(routing(alerts, tags, source))
 
 
 OPERATOR_KEYS = {
@@ -137,9 +147,11 @@ OPERATOR_KEYS = {
 }
 
 
-def render_alertmanager_config(alerts: list[Alert], tags: tuple[str, ...] = (), name: str = "elasticache-exporter") -> str:
+def render_alertmanager_config(
+    alerts: list[Alert], tags: tuple[str, ...] = (), name: str = "elasticache-exporter", source: str = DEFAULT_SOURCE
+) -> str:
     """The same routing as a Prometheus Operator ``AlertmanagerConfig`` (monitoring.coreos.com/v1alpha1)."""
-    spec = _formatted(_tree(alerts, tags), lambda label, op, value: {"name": label, "value": value, "matchType": op}, OPERATOR_KEYS)
+    spec = _formatted(_tree(alerts, tags, source), lambda label, op, value: {"name": label, "value": value, "matchType": op}, OPERATOR_KEYS)
     document = {
         "apiVersion": "monitoring.coreos.com/v1alpha1",
         "kind": "AlertmanagerConfig",

@@ -53,10 +53,21 @@ ARM_SOURCES = {
 COMBINATIONS = {"any": "or", "all": "and"}  # any: each arm alerts alone; all: a node alerts where every arm holds
 ARM_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)\s*-?[0-9.e+]+")
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
+# the label every rendered alert carries, naming the rule set it comes from: the Alertmanager route and every inhibit
+# rule match on it, so alerts of the same name from other rule sets (redis_exporter's mixin, awesome-prometheus-alerts)
+# are neither routed nor silenced by ours. Not `source`: our own series use that label (redis or cloudwatch), and a rule
+# label would overwrite it; not `service` or `job`: Kubernetes service discovery sets those
+SOURCE_LABEL = "alert_source"
+DEFAULT_SOURCE = "elasticache-exporter"
+SOURCE_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
+# the jobs that scrape the exporter itself, as a regex: a catalog expression names it `$exporter_job`
+EXPORTER_JOB = "$exporter_job"
+DEFAULT_EXPORTER_JOB = ".*elasticache.*"
 ALERT_KEYS = (
     "name",
     "severity",
     "for",
+    "window",
     "keep_firing_for",
     "summary",
     "description",
@@ -85,6 +96,24 @@ PER_NODE_TYPE = ("host_cpu",)  # thresholds a CloudWatch alarm reads from the no
 
 class RenderError(ExporterError):
     exit_code = 2
+
+
+def checked_source(value: str) -> str:
+    """The value of :data:`SOURCE_LABEL`, or a one-line error: letters, digits and ``_.:/-``, as a matcher needs no quoting."""
+    if not SOURCE_VALUE.fullmatch(value):
+        raise RenderError(f'alert source {value!r}: use letters, digits and _.:/- (it is matched as {SOURCE_LABEL}="...")')
+    return value
+
+
+def checked_exporter_job(value: str) -> str:
+    """The job regex of the exporter's own scrapes, or a one-line error."""
+    try:
+        re.compile(value)
+    except re.error as error:
+        raise RenderError(f"exporter job {value!r}: not a regular expression ({error})") from None
+    if not value or '"' in value or "\n" in value:
+        raise RenderError(f"exporter job {value!r}: must be a one-line regex without double quotes")
+    return value
 
 
 @record(frozen=True)
@@ -138,6 +167,9 @@ class Alert:
     arms: tuple[Arm, ...] = ()  # an expression built from arms: ``expr`` is their rendering, each arm guarded
     join: tuple[str, ...] = ()  # inhibitions.JOINS: labels joined in so that an inhibition can match them
     inhibits: tuple[Inhibition, ...] = ()  # the alerts this one silences while it fires
+    # how long the expression's condition must already have held before it is true at all (a window series the exporter
+    # computes, such as every minute of the last 15 above a level): declared, so that a check never guesses it
+    window: str | None = None
 
     @property
     def network_alarms(self) -> str | None:
@@ -214,7 +246,28 @@ def _alert(item: Any, where: str) -> Alert:
         arms=arms,
         join=parse_join(item.get("join"), f"{where}.join", RenderError),
         inhibits=parse_inhibits(item.get("inhibits"), f"{where}.inhibits", RenderError),
+        window=_window(item.get("window"), f"{where}.window"),
     )
+
+
+DURATION = re.compile(r"([0-9]+)([smhd])")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int:
+    """A catalog duration (``0m``, ``15m``, ``1h``: one number and unit) in seconds; ValueError otherwise."""
+    match = DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a duration such as 5m: {text!r}")
+    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def _window(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not DURATION.fullmatch(value) or duration_seconds(value) == 0:
+        raise RenderError(f"{where}: must be a duration above zero such as 15m (how long the expression's condition must hold)")
+    return value
 
 
 def _check_alert_shape(item: Any, where: str) -> None:

@@ -5,7 +5,18 @@ from __future__ import annotations
 from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
-from .catalog import DEFAULT_RUNBOOK_BASE, SIGNALS, Alert, guarded
+from .catalog import (
+    DEFAULT_EXPORTER_JOB,
+    DEFAULT_RUNBOOK_BASE,
+    DEFAULT_SOURCE,
+    EXPORTER_JOB,
+    SIGNALS,
+    SOURCE_LABEL,
+    Alert,
+    checked_exporter_job,
+    checked_source,
+    guarded,
+)
 from .inhibitions import JOINED_LABELS
 from .templating import render
 from .thresholds import COMMAND_CLASSES, ENGINE_CPU_FLOOR_PERCENT, command_latency_baselines, node_type_thresholds
@@ -21,6 +32,7 @@ class Rule:
     summary: str
     description: str
     runbook_url: str
+    source: str = DEFAULT_SOURCE  # the value of SOURCE_LABEL
 
 
 def expression(alert: Alert) -> str | None:
@@ -111,12 +123,21 @@ def with_joins(expr: str, guard: str, joins: tuple[str, ...], tags: tuple[str, .
     return _joined(expr, on, labels, right)
 
 
-def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: tuple[str, ...] = ()) -> list[Rule]:
+def rules(
+    alerts: list[Alert],
+    runbook_base: str = DEFAULT_RUNBOOK_BASE,
+    tags: tuple[str, ...] = (),
+    source: str = DEFAULT_SOURCE,
+    exporter_job: str = DEFAULT_EXPORTER_JOB,
+) -> list[Rule]:
+    """``source``: the value of :data:`SOURCE_LABEL` on every alert; ``exporter_job``: the regex of the jobs that scrape
+    the exporter itself (the alerts about the exporter read ``up`` and its own series of those jobs)."""
+    source, exporter_job = checked_source(source), checked_exporter_job(exporter_job)
     result = []
     for alert in alerts:
         expr = expression(alert)
         if expr is not None:
-            expr = with_joins(expr, alert.guard, alert.join, tags)
+            expr = with_joins(expr.replace(EXPORTER_JOB, exporter_job), alert.guard, alert.join, tags)
             result.append(
                 Rule(
                     alert.name,
@@ -127,6 +148,7 @@ def rules(alerts: list[Alert], runbook_base: str = DEFAULT_RUNBOOK_BASE, tags: t
                     alert.summary,
                     alert.description,
                     f"{runbook_base}#{alert.runbook}",
+                    source,
                 )
             )
     return result
@@ -156,9 +178,12 @@ def render_prometheus(
     runbook_base: str = DEFAULT_RUNBOOK_BASE,
     tags: tuple[str, ...] = (),
     hit_rate: tuple[float, float] | None = None,
+    source: str = DEFAULT_SOURCE,
+    exporter_job: str = DEFAULT_EXPORTER_JOB,
 ) -> str:
     """``tags``: ``tag_*`` labels (aws.export_tags) each node's alert carries, for Alertmanager routes; ``hit_rate``: the
-    lowest hit ratio and the miss rate (per second) above which a lower one alerts (RedisCacheHitRateLow, opt-in)."""
+    lowest hit ratio and the miss rate (per second) above which a lower one alerts (RedisCacheHitRateLow, opt-in);
+    ``source`` and ``exporter_job``: as :func:`rules` takes them."""
     return render(
         "prometheus.rules.yml.j2",
         node_types=node_type_thresholds(table),
@@ -167,6 +192,7 @@ def render_prometheus(
         hit_rate=hit_rate,
         shard_membership=SHARD_MEMBERSHIP,
         shard_membership_expr=SHARD_MEMBERSHIP_EXPR,
-        rules=rules(alerts, runbook_base, tags),
+        rules=rules(alerts, runbook_base, tags, source, exporter_job),
+        source_label=SOURCE_LABEL,
         basis=table.basis,
     )

@@ -64,13 +64,30 @@ def _rendered(args: argparse.Namespace, alerts: list[Any], table: Any) -> dict[s
         raise UsageError("--tags: only the Prometheus rules and Alertmanager's routes take tags (a CloudWatch alarm has no labels)")
     hit_rate = _hit_rate(args)
     if args.what == "cloudformation":
-        return {RENDERED_FILES["cloudformation"]: render_cloudformation(alerts, table, args.runbook_base_url)}
+        return {RENDERED_FILES["cloudformation"]: render_cloudformation(alerts, table, runbook_base(args))}
     if args.what == "alertmanager":
-        return {RENDERED_FILES["alertmanager"]: render_alertmanager(alerts, tags)}
-    rules = render_prometheus(alerts, table, args.runbook_base_url, tags, hit_rate)
+        return {RENDERED_FILES["alertmanager"]: render_alertmanager(alerts, tags, args.alert_source)}
+    rules = render_prometheus(alerts, table, runbook_base(args), tags, hit_rate, args.alert_source, args.exporter_job)
     if args.what == "prometheus":
         return {RENDERED_FILES["prometheus"]: rules}
-    return {RENDERED_FILES["prometheus-operator"]: as_prometheus_rule(rules), ALERTMANAGER_CONFIG_FILE: render_alertmanager_config(alerts, tags)}
+    return {
+        RENDERED_FILES["prometheus-operator"]: as_prometheus_rule(rules),
+        ALERTMANAGER_CONFIG_FILE: render_alertmanager_config(alerts, tags, source=args.alert_source),
+    }
+
+
+def runbook_base(args: argparse.Namespace) -> str:
+    """--runbook-base-url, or the repository's relative path with a warning: no alert receiver can open that."""
+    from exporter.alerts.catalog import DEFAULT_RUNBOOK_BASE
+
+    if args.runbook_base_url:
+        return str(args.runbook_base_url).rstrip("#")
+    print(
+        f"render: warning: runbook links are the relative {DEFAULT_RUNBOOK_BASE}#..., which no alert receiver can open; "
+        "give --runbook-base-url https://<where your copy of docs/runbooks.md is served>",
+        file=sys.stderr,
+    )
+    return DEFAULT_RUNBOOK_BASE
 
 
 def tag_labels(keys: list[str]) -> tuple[str, ...]:
@@ -110,11 +127,12 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     if args.what != "cloudformation" or not args.out:
         raise UsageError("--fleet renders CloudFormation stacks and needs --out DIR")
     stacks, notes = fleet_stacks(load_fleet(args.fleet), alerts, table)  # type: ignore[arg-type]
+    base = runbook_base(args)
     directory = Path(args.out)
     directory.mkdir(parents=True, exist_ok=True)
     for stack in stacks:
         name = f"elasticache-alarms-{stack.index:03d}-{stack.node_type.removeprefix('cache.').replace('.', '-')}.yaml"
-        write_atomically(directory / name, render_cloudformation(alerts, table, args.runbook_base_url, stack))  # type: ignore[arg-type]
+        write_atomically(directory / name, render_cloudformation(alerts, table, base, stack))  # type: ignore[arg-type]
     for note in notes:
         print(f"render: {note}", file=sys.stderr)
     nodes = sum(len(stack.ids) for stack in stacks)
@@ -124,6 +142,8 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
 
 
 def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
+    from exporter.alerts.catalog import DEFAULT_EXPORTER_JOB, DEFAULT_SOURCE, SOURCE_LABEL
+
     render.add_argument("what", choices=("prometheus", "prometheus-operator", "cloudformation", "alertmanager"))
     render.add_argument("--hit-ratio", type=float, help="prometheus: arm RedisCacheHitRateLow below this hit ratio, e.g. 0.8 (off by default)")
     render.add_argument("--min-miss-rate", type=float, help="prometheus: ... while misses per second are above this, e.g. 100")
@@ -136,7 +156,25 @@ def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="cloudformation: a YAML list of nodes (cluster_id, node_type); writes one stack per node type and 500 resources",
     )
-    render.add_argument("--runbook-base-url", default="docs/runbooks.md", help="runbook_url prefix (default docs/runbooks.md)")
+    render.add_argument(
+        "--runbook-base-url",
+        metavar="URL",
+        help="where docs/runbooks.md is served, e.g. https://github.com/<you>/elasticache-exporter/blob/main/docs/runbooks.md: "
+        "each alert's runbook_url is URL#<section> (without it, the relative docs/runbooks.md, with a warning)",
+    )
+    render.add_argument(
+        "--alert-source",
+        metavar="VALUE",
+        default=DEFAULT_SOURCE,
+        help=f"prometheus, prometheus-operator, alertmanager: the value of the {SOURCE_LABEL} label every alert carries and "
+        f"the Alertmanager route and inhibit rules match (default {DEFAULT_SOURCE}; docs/alerts.md)",
+    )
+    render.add_argument(
+        "--exporter-job",
+        metavar="REGEX",
+        default=DEFAULT_EXPORTER_JOB,
+        help=f"prometheus: the job(s) that scrape the exporter itself, for the alerts about it (default {DEFAULT_EXPORTER_JOB})",
+    )
     render.add_argument(
         "--tags",
         metavar="KEYS",

@@ -75,3 +75,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
+
+{{- /* the value of the alert_source label of every alert, which the AlertmanagerConfig's route and inhibit rules match */}}
+{{- define "ecx.alertSource" -}}
+{{- $source := required "alerts.source: the value of the alert_source label every alert carries" .Values.alerts.source }}
+{{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9_.:/-]*$" $source) }}
+{{- fail (printf "alerts.source %q: use letters, digits and _.:/-" $source) }}
+{{- end }}
+{{- $source }}
+{{- end }}
