@@ -16,7 +16,7 @@ from servers import start_alertmanager, start_exporter, start_redis, wait_until
 from tools import promtool
 
 from exporter.alerts.alertmanager import routing
-from exporter.alerts.catalog import load_catalog
+from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL, load_catalog
 
 ROOT = Path(__file__).parent.parent
 RULES = ROOT / "rules" / "prometheus" / "elasticache-exporter.rules.yml"
@@ -115,10 +115,11 @@ def expected_alerts(during: dict[Sample, float]) -> list[dict[str, str]]:
     (down,) = [_labels(s) for s, v in during.items() if s[0] == "redis_up" and v == 0.0]
     (link,) = [_labels(s) for s, v in during.items() if s[0] == "redis_master_link_up" and v == 0.0]
     severity = {alert.name: alert.severity for alert in load_catalog()}
+    ours = {SOURCE_LABEL: DEFAULT_SOURCE}
     return [
-        {"alertname": "RedisDown", **down, **SHARD, "shard_source": "config", "severity": severity["RedisDown"]},
-        {"alertname": "RedisMasterLinkDown", **link, **SHARD, "shard_source": "config", "severity": severity["RedisMasterLinkDown"]},
-        {"alertname": "RedisMissingMaster", **SHARD, "severity": severity["RedisMissingMaster"]},
+        {"alertname": "RedisDown", **down, **SHARD, "shard_source": "config", "severity": severity["RedisDown"], **ours},
+        {"alertname": "RedisMasterLinkDown", **link, **SHARD, "shard_source": "config", "severity": severity["RedisMasterLinkDown"], **ours},
+        {"alertname": "RedisMissingMaster", **SHARD, "severity": severity["RedisMissingMaster"], **ours},
     ]
 
 
