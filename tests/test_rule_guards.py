@@ -12,7 +12,7 @@ import yaml
 from test_rules import RULES, _without_annotations, series
 from tools import promtool
 
-from exporter.alerts.catalog import RenderError, load_catalog
+from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL, RenderError, load_catalog
 from exporter.alerts.prometheus import expression
 from exporter.aws.network_baseline import BurstMinutes
 
@@ -41,7 +41,9 @@ def one_test(inputs: list[tuple[str, str]], alert: str, at: str, expected: list[
     return {
         "interval": "1m",
         "input_series": [{"series": name, "values": values} for name, values in inputs],
-        "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": [{"exp_labels": labels} for labels in expected]}],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [{"exp_labels": {**labels, SOURCE_LABEL: DEFAULT_SOURCE}} for labels in expected]}
+        ],
     }
 
 
