@@ -139,9 +139,11 @@ class BenchMonitor(monitor_module.AwsMonitor):
         super().__init__(config, clock=lambda: self.now, **kwargs)
         self._lock = TimedLock()  # type: ignore[assignment]
 
-    def poll_once(self, tiers: tuple[str, ...] | None = None) -> None:
+    rests = True  # --no-rest: polls that do not rest between batches
+
+    def poll_once(self, tiers: tuple[str, ...] | None = None, *, rest: bool = True) -> None:
         self.now += 300
-        super().poll_once(tiers)
+        super().poll_once(tiers, rest=rest and self.rests)  # as the background poller asks, unless --no-rest
 
     def start(self) -> None:
         pass
@@ -239,7 +241,9 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=15, help="scrapes of each kind per round")
     parser.add_argument("--seconds", type=float, default=900.0, help="the whole run's bound")
     parser.add_argument("--profile", action="store_true", help="profile one poll and one scrape instead, alone")
+    parser.add_argument("--no-rest", action="store_true", help="polls that do not rest between batches (POLL_CPU_SHARE)")
     args = parser.parse_args()
+    BenchMonitor.rests = not args.no_rest
     deadline = time.monotonic() + args.seconds
     os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": REGION})
     os.environ.pop("AWS_ENDPOINT_URL", None)

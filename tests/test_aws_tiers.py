@@ -675,3 +675,39 @@ def test_no_budget_warning_at_start_up_before_the_first_scrapes_have_read_info(a
                 monitor.poll_once(monitor.due_tiers())
     assert monitor.budget_plan.intervals["trends"] == 3600
     assert not [record.getMessage() for record in caplog.records if "budget" in record.getMessage()]
+
+
+def test_the_background_poll_rests_between_batches_leaving_scrapes_most_of_the_interpreter(aws_credentials):
+    """A poll's work is pure Python: the poller rests three times as long as each batch's work took (POLL_CPU_SHARE),
+    within its deadline; asked directly (a command, a test), it does not rest."""
+    import threading
+    import time
+
+    from exporter.aws.monitor import POLL_CPU_SHARE
+
+    class RecordedStop(threading.Event):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rests: list[float] = []
+
+        def wait(self, timeout=None):
+            self.rests.append(timeout)
+            return super().wait(timeout)
+
+    with mock_aws():
+        elasticache = boto3.client("elasticache", region_name=REGION)
+        for index in range(50):  # 2,400 pairs: 5 batches
+            elasticache.create_cache_cluster(CacheClusterId=f"n{index:02d}", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1)
+        config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
+        monitor = AwsMonitor(config.aws)
+        monitor._stop = RecordedStop()
+        monitor.discover_once()
+        monitor.poll_once()
+        assert monitor._stop.rests == []  # asked directly: no rest
+        cpu = time.thread_time()
+        monitor.poll_once(rest=True)
+        cpu = time.thread_time() - cpu
+    assert POLL_CPU_SHARE == 0.25
+    assert len(monitor._stop.rests) == 4  # before each batch but the first
+    assert sum(monitor._stop.rests) >= 1.5 * cpu, (monitor._stop.rests, cpu)  # three times the work of four batches of five
+    assert monitor.last_queries == 2400

@@ -70,6 +70,10 @@ SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheCluster
 # A node whose INFO answered a scrape this recently is "on INFO": its INFO-equivalent CloudWatch metrics are not asked.
 # Three scrapes at Prometheus' default minute, so one failed scrape does not buy them again.
 INFO_FRESH_SECONDS = 180.0
+# The share of the interpreter a poll's own work may take: after each batch the poll thread rests three times as long
+# as the batch's decoding and keeping took, within the poll's deadline. A poll's work is pure Python, so without the
+# rest a scrape running meanwhile gets half the interpreter (a poll of 1,000 nodes doubled /metrics' latency).
+POLL_CPU_SHARE = 0.25
 
 
 @record(frozen=True)
@@ -98,6 +102,8 @@ class _Poll:
     minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]] = field(factory=list)
     queried: set[SeriesKey] = field(factory=set)
     queries: int = 0
+    rests: bool = False  # whether it rests between batches (POLL_CPU_SHARE)
+    cpu_mark: float | None = None  # the poll thread's CPU time at its last rest
 
 
 class AwsMonitor:
@@ -200,7 +206,7 @@ class AwsMonitor:
 
     def _poll_all(self) -> None:
         if self.config.cloudwatch:
-            self.poll_once(self.due_tiers())
+            self.poll_once(self.due_tiers(), rest=True)
         if self.fleet is not None:
             self.poll_events()
 
@@ -384,13 +390,14 @@ class AwsMonitor:
             elif before != "configured":
                 log.info("CloudWatch budget USD %.2f a month kept at the configured intervals again: USD %.2f", made.budget, made.usd_per_month)
 
-    def poll_once(self, tiers: tuple[str, ...] | None = None) -> None:
+    def poll_once(self, tiers: tuple[str, ...] | None = None, *, rest: bool = False) -> None:
         """Ask CloudWatch for the metric-statistics of ``tiers`` (every tier when None), each over every minute since the
-        last poll of its tier in that account and region; every minute a poll brings is kept by its own timestamp."""
+        last poll of its tier in that account and region; every minute a poll brings is kept by its own timestamp.
+        ``rest``: leave the scrapes most of the interpreter (:data:`POLL_CPU_SHARE`), as the background poller does."""
         tiers = TIERS if tiers is None else tiers
         started = time.monotonic()
         now = self._clock()
-        poll = _Poll(deadline=started + max(5.0, 0.8 * self.config.poll_interval))
+        poll = _Poll(deadline=started + max(5.0, 0.8 * self.config.poll_interval), rests=rest)
         serverless_metrics = in_tiers(self.serverless_metrics, tiers)
         with self._lock:
             groups = {key: [node for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))] for key, nodes in self._nodes.items()}
@@ -480,6 +487,7 @@ class AwsMonitor:
             return False
         complete = True
         for batch in batches(queries):
+            self._rest(poll)
             keys = {query.id: series_key(query) for query in batch}
             poll.queried.update(keys.values())
             try:
@@ -503,6 +511,19 @@ class AwsMonitor:
             for tier in tiers:
                 self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
         return complete
+
+    def _rest(self, poll: _Poll) -> None:
+        """Between two batches: rest as :data:`POLL_CPU_SHARE` says for the work done since the last rest, while the
+        poll's deadline allows (a stop ends the rest at once)."""
+        if not poll.rests:
+            return
+        cpu = time.thread_time()
+        if poll.cpu_mark is not None:
+            rest = (cpu - poll.cpu_mark) * (1 / POLL_CPU_SHARE - 1)
+            rest = min(rest, (poll.deadline - time.monotonic()) / 4)
+            if rest > 0.001:
+                self._stop.wait(rest)
+        poll.cpu_mark = time.thread_time()
 
     def _keep_history(
         self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey], names: dict[NodeKey, str]
