@@ -508,11 +508,16 @@ case(
 )
 case(  # a replica gone at the first hour: pending 15 minutes, then a page; one that restarts within them never pages
     "RedisDisconnectedReplicas",
-    [(series("redis_connected_slaves", **T), "2x59 1x60")],
+    [(series("redis_connected_slaves", **T), "2x59 1x60"), (series("redis_instance_role", **T, role="master"), "1x120")],
     "76m",
     "74m",
     T,
-    [(series("redis_connected_slaves", instance="q"), "2x59 1x5 2x60"), (series("redis_connected_slaves", instance="r"), "2x120")],
+    [
+        (series("redis_connected_slaves", instance="q"), "2x59 1x5 2x60"),
+        (series("redis_connected_slaves", instance="r"), "2x120"),
+        (series("redis_instance_role", instance="q", role="master"), "1x120"),
+        (series("redis_instance_role", instance="r", role="master"), "1x120"),
+    ],
 )
 case(
     "RedisReplicationFlapping",
@@ -1754,16 +1759,21 @@ def _every(alert: str, minutes: range, firing: dict[int, list[dict]]) -> list[di
 
 def test_a_replica_restart_pages_no_one_and_a_lost_replica_does_over_hours(tmp_path):
     """Four hours of a primary with two replicas each: a replica that restarts (6 minutes away), one that resyncs in full
-    (14 minutes, then back), one that restarts three times in an afternoon, and one lost at 1h that stays lost: only the
-    last pages, 15 minutes on, and keeps paging while it is lost."""
+    (14 minutes, then back), one that restarts three times in an afternoon, one lost at 1h that stays lost, and a
+    primary failed over at 1h (a replica now, with none of its own): only the lost one pages, 15 minutes on, and keeps
+    paging while it is lost."""
     shapes = {
         "restart": "2x59 1x5 2x175",
         "resync": "2x59 1x13 2x167",
         "thrice": "2x59 1x4 2x55 1x4 2x55 1x4 2x57",
         "lost": "2x59 1x180",
+        "demoted": "2x59 0x180",
     }
     inputs = [(series("redis_connected_slaves", instance=name), values) for name, values in shapes.items()]
     inputs += [(series("redis_up", instance=name), "1x240") for name in shapes]
+    inputs += [(series("redis_instance_role", instance=name, role="master"), "1x240") for name in shapes if name != "demoted"]
+    inputs += [(series("redis_instance_role", instance="demoted", role="master"), "1x59")]
+    inputs += [(series("redis_instance_role", instance="demoted", role="slave"), "_x60 1x180")]
     lost = {"instance": "lost", "severity": "critical", **OURS}
     minutes = range(0, 241, 2)
     checks = _every("RedisDisconnectedReplicas", minutes, {minute: [lost] for minute in minutes if minute >= 75})
