@@ -11,6 +11,9 @@ from exporter.common.errors import UsageError
 
 # from redis_exporter's main.go: its variable and the flag it sets
 NO_EQUIVALENT = {
+    # a JSON map of address to password there (LoadPwdFile); here a password file holds one password, so reading the map
+    # as one would fail every AUTH without a word: give each target its password_file instead
+    "REDIS_PASSWORD_FILE": "redis.password-file",
     "REDIS_EXPORTER_NAMESPACE": "namespace",
     "REDIS_EXPORTER_CHECK_KEY_GROUPS": "check-key-groups",
     "REDIS_EXPORTER_STREAMS_EXCLUDE_CONSUMER_METRICS": "streams-exclude-consumer-metrics",
