@@ -251,3 +251,15 @@ def test_no_panel_draws_a_line_a_node_for_up():
             if "redis_up" in target["expr"]:
                 assert panel["type"] in ("stat", "table"), panel["title"]
                 assert "== 0" in target["expr"] or "count(" in target["expr"], target["expr"]
+
+
+def test_firing_alerts_are_ours_only():
+    """On a Prometheus shared with other rule sets, the overview counts the alerts our rules raise: each ALERTS query
+    matches the alert_source label they carry, through a variable whose default is the render's default."""
+    from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL
+
+    variable = next(item for item in DASHBOARD["templating"]["list"] if item["name"] == "alert_source")
+    assert variable["query"] == variable["current"]["value"] == DEFAULT_SOURCE
+    queries = [target["expr"] for panel in PANELS for target in panel["targets"] if "ALERTS" in target["expr"]]
+    assert queries
+    assert all(f'{SOURCE_LABEL}="$alert_source"' in expr for expr in queries), queries
