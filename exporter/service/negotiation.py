@@ -159,7 +159,7 @@ def _precision(media_range: MediaRange) -> int:
         return 0
     if media_range.subtype == "*":
         return 1
-    return 2 + len(media_range.params)
+    return 2 + ("version" in media_range.params) + ("charset" in media_range.params)  # the parameters that constrain
 
 
 def choose_format(header: str | None) -> Choice:
