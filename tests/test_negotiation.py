@@ -88,7 +88,8 @@ def test_q_zero_refuses_a_format():
     # the most specific range gives the weight: text/plain;version=1.0.0 is refused though text/* is welcome
     assert choose_format("text/*;q=1,text/plain;version=1.0.0;q=0,text/plain;version=0.0.4;q=0.2").format is TEXT_0_0_4
     # an unknown parameter makes no range more specific: the refusal of text 1.0.0 stands
-    assert choose_format("text/plain;version=1.0.0;q=0,text/plain;foo=bar;escaping=dots").format is TEXT_0_0_4
+    accept = "application/openmetrics-text;version=1.0.0;q=0,application/openmetrics-text;foo=bar,text/plain;version=0.0.4;q=0.5"
+    assert choose_format(accept).format is TEXT_0_0_4
     assert choose_format("text/plain;version=1.0.0;q=0.0").format is TEXT_0_0_4  # every format refused: the fallback
     assert choose_format("*/*;q=0") is DEFAULT
 
