@@ -142,7 +142,7 @@ def test_hot_keys_under_an_lfu_policy_and_none_otherwise():
                 client.get("item:7")
                 client.get("item:42")
             before = client.info("stats")["total_error_replies"]
-            samples = profiled(server, sample=1_000)
+            samples = profiled(server, sample=5_000)  # 1,000 draws of 200 keys miss a given key once in 150 runs
             assert client.info("stats")["total_error_replies"] == before  # OBJECT FREQ is asked only under LFU
             hot = {dict(labels)["key"]: value for (name, labels), value in samples.items() if name == "elasticache_keyspace_hot_key_frequency"}
             if policy == "allkeys-lru":
