@@ -404,14 +404,15 @@ class AwsMonitor:
             caches = {key: [cache.as_node() for cache in caches if self.owns(cache.name)] for key, caches in self._serverless.items()}
             names = dict(self._names)
         on_info = self._nodes_on_info([node for nodes in groups.values() for node in nodes], names)
-        self._extras_apply = {node.key: frozenset(spec.name for spec in self.extra_metrics(node)) for nodes in groups.values() for node in nodes}
+        extras = {node.key: self.extra_metrics(node) for nodes in groups.values() for node in nodes}  # once a poll
+        self._extras_apply = {key: frozenset(spec.name for spec in specs) for key, specs in extras.items()}
         # their INFO stopped (or asking them again failed): CloudWatch's copy is asked now, whatever the tier
         caught_up = (self._on_info | self._catch_up) - on_info
         failed: set[NodeKey] = set()
         for tier in tiers:
             self._asked[tier] = now
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up)
+            queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up, extras)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
             poll.queries += len(queries)
             if queries and not self._poll_place(account, region, queries, tiers, now, poll):
@@ -458,13 +459,15 @@ class AwsMonitor:
         answers = self._info_answers
         return {node.key for node in nodes if not node.serverless and answers(names.get(node.key, node.cluster_id), node, INFO_FRESH_SECONDS)}
 
-    def _node_queries(self, nodes: list[Node], tiers: tuple[str, ...], on_info: set[NodeKey], caught_up: set[NodeKey]) -> list[Query]:
+    def _node_queries(
+        self, nodes: list[Node], tiers: tuple[str, ...], on_info: set[NodeKey], caught_up: set[NodeKey], extras: dict[NodeKey, tuple[MetricSpec, ...]]
+    ) -> list[Query]:
         """The queries of a place's nodes: the tiers' metrics, without the INFO-equivalent ones for a node on INFO, with
         every INFO-equivalent one (whatever its tier) for a node whose INFO stopped since the last poll left them out."""
         aws_only, info_said = split_info_equivalent(self.node_metrics)
 
         def extra(node: Node) -> tuple[MetricSpec, ...]:
-            return in_tiers(self.extra_metrics(node), tiers)
+            return in_tiers(extras[node.key], tiers)
 
         plain = [node for node in nodes if node.key not in on_info and node.key not in caught_up]
         queries = build_queries(plain, in_tiers(self.node_metrics, tiers), extra=extra)
