@@ -79,7 +79,9 @@ def test_prefixes_keys_memory_and_ttls_are_estimated_within_ten_percent(loaded):
 
 
 def test_the_biggest_keys_of_the_sample(loaded):
-    samples = profiled(loaded, sample=2_000)  # draws every key of the small database
+    samples = profiled(loaded, sample=2_000)  # more than the small database holds: read whole with SCAN
+    assert sample(samples, "elasticache_keyspace_sample_keys", instance="node", db="db1") == 303
+    assert sample(samples, "elasticache_keyspace_prefix_keys", instance="node", db="db1", prefix="small:item") == 300
     big = {
         dict(labels)["key"]: value
         for (name, labels), value in samples.items()
@@ -129,6 +131,22 @@ def test_no_error_reply_and_no_memory_where_memory_is_renamed_away():
 )
 def test_key_prefixes(key, delimiters, depth, prefix):
     assert key_prefix(key, delimiters, depth) == prefix
+
+
+def test_random_draws_where_scan_is_renamed_away():
+    server = start_redis("--rename-command", "SCAN", "")
+    try:
+        client = server.client(single_connection_client=True)
+        for i in range(500):
+            client.set(f"a:b:{i}", "v", ex=600 if i % 2 else None)
+        before = client.info("stats")["total_error_replies"]
+        samples = profiled(server, sample=1_000)
+        assert client.info("stats")["total_error_replies"] == before
+        drawn = sample(samples, "elasticache_keyspace_sample_keys", instance="node", db="db0")
+        assert 300 < drawn < 500  # 1,000 draws with replacement from 500 keys: about 432 different ones
+        assert sample(samples, "elasticache_keyspace_prefix_keys", instance="node", db="db0", prefix="a:b") == pytest.approx(500)
+    finally:
+        server.stop()
 
 
 def test_hot_keys_under_an_lfu_policy_and_none_otherwise():

@@ -3,7 +3,8 @@ the keyspace read in the background every ``keyspace.interval`` under a key budg
 MEMORY USAGE with a small sample count, pipelined), scaled to each database's key count. Never inside a scrape.
 
 ``RANDOMKEY`` draws uniformly enough from the hash table for shares of a few percent; the estimates carry the
-sample's size and age beside them. In cluster mode only primaries are profiled, so that each key counts once.
+sample's size and age beside them. A database of no more keys than the sample is read whole with ``SCAN`` instead:
+random draws would miss some of its keys, a walk of the table misses none. In cluster mode only primaries are profiled, so that each key counts once.
 """
 
 from __future__ import annotations
@@ -192,18 +193,17 @@ class KeyspaceProfiler(NodeProfiler):
         for db, keys in _KEYSPACE_LINE.findall(info.decode("latin-1")):
             if int(keys) == 0 or (node.cluster_enabled and db != "0"):
                 continue
-            sampled, frequencies = self._sample_db(node, int(db), memory, lfu)
+            sampled, frequencies = self._sample_db(node, int(db), int(keys), memory, lfu)
             result[f"db{db}"] = profile_db(int(keys), sampled, self.config, time.time(), frequencies)
         return result
 
-    def _sample_db(self, node: RedisNode, db: int, memory: bool, lfu: bool) -> tuple[list[tuple[str, str, int, int | None]], dict[str, int]]:
+    def _sample_db(
+        self, node: RedisNode, db: int, key_count: int, memory: bool, lfu: bool
+    ) -> tuple[list[tuple[str, str, int, int | None]], dict[str, int]]:
         select = [("SELECT", str(db))] if not node.cluster_enabled else []
         restore = [("SELECT", str(node.endpoint.db))] if select else []
-        drawn: set[bytes] = set()
-        for start in range(0, self.config.sample, self.BATCH):
-            count = min(self.BATCH, self.config.sample - start)
-            replies = node.call_many([*select, *[("RANDOMKEY",)] * count, *restore])
-            drawn.update(reply for reply in replies[len(select) : len(select) + count] if isinstance(reply, bytes))
+        whole = key_count <= self.config.sample and node.allows("scan", known_only=True)
+        drawn = self._scan_all(node, select, restore) if whole else self._draw(node, select, restore)
         keys = sorted(drawn)
         sampled: list[tuple[str, str, int, int | None]] = []
         frequencies: dict[str, int] = {}
@@ -227,3 +227,25 @@ class KeyspaceProfiler(NodeProfiler):
                 if isinstance(freq, int):
                     frequencies[name] = freq
         return sampled, frequencies
+
+    def _draw(self, node: RedisNode, select: list[tuple[str, str]], restore: list[tuple[str, str]]) -> set[bytes]:
+        drawn: set[bytes] = set()
+        for start in range(0, self.config.sample, self.BATCH):
+            count = min(self.BATCH, self.config.sample - start)
+            replies = node.call_many([*select, *[("RANDOMKEY",)] * count, *restore])
+            drawn.update(reply for reply in replies[len(select) : len(select) + count] if isinstance(reply, bytes))
+        return drawn
+
+    def _scan_all(self, node: RedisNode, select: list[tuple[str, str]], restore: list[tuple[str, str]]) -> set[bytes]:
+        """Every key of a small database; the walk stops at the sample's budget of keys should the database grow."""
+        seen: set[bytes] = set()
+        cursor = b"0"
+        for _ in range(self.config.sample // self.BATCH + 10):  # bounded: SCAN returns about COUNT keys a call
+            reply = node.call_many([*select, ("SCAN", cursor, "COUNT", str(self.BATCH)), *restore])[len(select)]
+            if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], list)):
+                break
+            cursor = reply[0]
+            seen.update(key for key in reply[1] if isinstance(key, bytes))
+            if cursor in (b"0", 0, "0") or len(seen) >= self.config.sample:
+                break
+        return set(sorted(seen)[: self.config.sample])

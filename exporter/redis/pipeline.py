@@ -38,7 +38,7 @@ SETNAME = ScrapeCommand("client", always("CLIENT", "SETNAME"), (bytes,), gate="c
 # what COMMAND INFO asks on each (re)connect: it answers nil for a command (or subcommand, Redis 7+) the node lacks or
 # renamed away, so nothing is sent that would draw an error reply
 # and the commands of the background profiles (keyspace.py, slot_stats.py), which are sent only where the node has them
-BACKGROUND_GATES = ("randomkey", "memory", "object", "cluster|slot-stats")
+BACKGROUND_GATES = ("randomkey", "scan", "memory", "object", "cluster|slot-stats")
 ASKED: tuple[str, ...] = tuple(dict.fromkeys([*(c.gate for c in (SETNAME, *SCRAPE_COMMANDS) if c.gate and c.asked), *BACKGROUND_GATES]))
 # Redis 6.2.6+ closes an unauthenticated connection whose command has more than 10 elements (CVE-2021-32675): a node
 # that wants a password the exporter lacks must answer NOAUTH (an auth error), not close. So COMMAND INFO asks at most
