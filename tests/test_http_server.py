@@ -190,3 +190,32 @@ def test_an_answer_that_raises_is_logged_once_and_the_server_goes_on(caplog):
         http.shutdown()
         thread.join(timeout=10)
         http.server_close()
+
+
+def test_a_kept_alive_client_asking_again_at_once_is_answered_by_one_thread():
+    """The connection goes back to the loop only once its answering thread is idle again: a client that asks the
+    moment it has its reply never makes the pool start a second thread."""
+    http = HttpServer(("127.0.0.1", 0), _echo, workers=8)
+    started: list[str] = []
+    answer = http._answer
+
+    def counting(item):
+        started.append(threading.current_thread().name)
+        return answer(item)
+
+    http._answering._handle = counting
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        sock = _connect(http)
+        replies = sock.makefile("rb")
+        for i in range(2_000):
+            sock.sendall(f"GET /{i} HTTP/1.1\r\n\r\n".encode())
+            assert _read_reply(replies)[2] == f"GET /{i}  0".encode()
+        sock.close()
+        assert set(started) == {"http-0"}
+        assert http.worker_threads == 1
+    finally:
+        http.shutdown()
+        thread.join(timeout=10)
+        http.server_close()

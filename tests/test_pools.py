@@ -67,3 +67,24 @@ def test_a_handler_that_raises_costs_its_item_not_the_thread(caplog):
     assert done == [2]  # one thread at most: the one that met the bug took the next item
     assert "an item failed" in caplog.text
     workers.close()
+
+
+def test_work_that_asks_for_more_as_it_is_handed_back_keeps_one_thread():
+    """A kept-alive client asks again the moment its reply is handed back: the next item must find the thread that
+    answered idle, not start another one (each thread started late may take a malloc arena of its own)."""
+    done = threading.Event()
+    seen_threads: set[int] = set()
+
+    def handle(item: int):
+        seen_threads.add(threading.get_ident())
+        if item == 2_000:
+            done.set()
+            return None
+        return lambda: workers.put(item + 1)
+
+    workers: Workers[int] = Workers("test", 4, handle)
+    workers.put(1)
+    assert done.wait(10)
+    assert len(seen_threads) == 1
+    assert workers.threads == 1
+    workers.close()

@@ -29,6 +29,10 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def thread_count(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
 class Client:
     """A kept-alive HTTP connection that reconnects when the server closes it."""
 
@@ -167,7 +171,7 @@ def test_soak_10000_scrapes_memory_stays_flat(plain_redis):
     try:
         for _ in range(1000):
             assert client.get("/metrics")[0] == 200
-        baseline = rss_kib(exporter.process.pid)
+        baseline, threads = rss_kib(exporter.process.pid), thread_count(exporter.process.pid)
         started = time.monotonic()
         for count in range(10_000):
             assert client.get("/metrics")[0] == 200
@@ -178,6 +182,7 @@ def test_soak_10000_scrapes_memory_stays_flat(plain_redis):
             f"\nsoak: 10000 scrapes in {time.monotonic() - started:.1f} s; RSS {baseline / 1024:.1f} → {final / 1024:.1f} MiB ({growth * 100:+.2f} %)"
         )
         assert growth < 0.05
+        assert thread_count(exporter.process.pid) == threads  # one client asking in turn never needs a second thread
     finally:
         exporter.stop()
 

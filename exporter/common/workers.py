@@ -16,9 +16,13 @@ log = logging.getLogger(__name__)
 class Workers(Generic[Item]):
     """At most ``size`` daemon threads hand each item ``put`` to ``handle``. A thread is started only when an item
     waits and no thread is idle, so an idle process holds no more threads than its busiest moment needed. Daemon
-    threads: a handler stuck past any deadline never keeps the process from exiting."""
+    threads: a handler stuck past any deadline never keeps the process from exiting.
 
-    def __init__(self, name: str, size: int, handle: Callable[[Item], None], *, linger: float | None = None) -> None:
+    ``handle`` may return a callable, run once the thread counts as idle again: the hand-back of a result that makes
+    the next item come (a reply whose client asks again at once) goes there, so that item finds this thread idle
+    rather than starting another one."""
+
+    def __init__(self, name: str, size: int, handle: Callable[[Item], Callable[[], None] | None], *, linger: float | None = None) -> None:
         self.size = size
         self.linger = linger  # seconds an idle thread waits for work before it ends; None: it waits for ever
         self._name = name
@@ -55,15 +59,15 @@ class Workers(Generic[Item]):
 
     def _work(self) -> None:
         try:
+            with self._lock:
+                self._idle += 1
             while True:
-                with self._lock:
-                    self._idle += 1
                 try:
                     item = self._queue.get(timeout=self.linger)
                 except queue.Empty:
                     with self._lock:
-                        self._idle -= 1
                         if not self._queue.qsize():  # else put() counted this thread as idle: it stays for the item
+                            self._idle -= 1
                             self._threads.remove(threading.current_thread())  # under the lock put() counts with
                             return
                     continue
@@ -71,10 +75,18 @@ class Workers(Generic[Item]):
                     self._idle -= 1
                 if item is None:
                     return
+                hand_back = None
                 try:
-                    self._handle(item)
+                    hand_back = self._handle(item)
                 except Exception:  # a handler's bug costs its item, never the thread
                     log.exception("%s worker: an item failed", self._name)
+                with self._lock:
+                    self._idle += 1
+                if hand_back is not None:
+                    try:
+                        hand_back()
+                    except Exception:
+                        log.exception("%s worker: handing an item back failed", self._name)
         finally:
             with self._lock, contextlib.suppress(ValueError):  # already gone if it retired idle
                 self._threads.remove(threading.current_thread())

@@ -18,6 +18,7 @@ most ``workers`` answering threads (an idle one ends after ``worker_linger`` sec
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import socket
@@ -344,8 +345,9 @@ class HttpServer:
 
     # --- answering (the pool's threads) ------------------------------------------------
 
-    def _answer(self, item: tuple[_Connection, Request]) -> None:
-        """Answer one request and give the connection back to the loop, whatever happens."""
+    def _answer(self, item: tuple[_Connection, Request]) -> Callable[[], None]:
+        """Answer one request; the connection goes back to the loop, whatever happened, once this thread is idle
+        again (a kept-alive client's next request, read by the loop at once, then finds it free)."""
         conn, request = item
         keep = False
         try:
@@ -354,9 +356,11 @@ class HttpServer:
             log.debug("request from %s: the connection failed", conn.address, exc_info=True)
         except Exception:
             log.exception("request %s %s from %s failed; its connection is closed", request.method, request.path, conn.address)
-        finally:
-            self._returned.put((conn, keep))
-            self._wake()
+        return functools.partial(self._give_back, conn, keep)
+
+    def _give_back(self, conn: _Connection, keep: bool) -> None:
+        self._returned.put((conn, keep))
+        self._wake()
 
     def _respond(self, conn: _Connection, request: Request) -> bool:
         status, headers, body = self._handler(request, conn.address)
