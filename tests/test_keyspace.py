@@ -61,9 +61,12 @@ def profiled(server, **settings) -> dict:
 
 
 def test_prefixes_keys_memory_and_ttls_are_estimated_within_ten_percent(loaded):
-    samples = profiled(loaded, sample=10_000)
+    # 20,000 draws with replacement from 200,000 keys: about 19,000 different ones. The smallest prefix (tmp:lock, 10 %)
+    # is then estimated with a relative standard deviation of about 2.2 %, so 10 % is 4.6 of them (a few in a million
+    # runs); with 10,000 draws it was 3.3 (about one run in a thousand missed by more than 10 %).
+    samples = profiled(loaded, sample=20_000)
     db0 = {"instance": "node", "db": "db0"}
-    assert 9_000 <= sample(samples, "elasticache_keyspace_sample_keys", **db0) <= 10_000
+    assert 18_000 <= sample(samples, "elasticache_keyspace_sample_keys", **db0) <= 20_000
     for prefix, (count, _, ttl) in PREFIXES.items():
         keys = sample(samples, "elasticache_keyspace_prefix_keys", **db0, prefix=prefix)
         assert keys == pytest.approx(count, rel=0.10), prefix
