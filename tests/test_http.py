@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import statistics
 import threading
 import time
 from urllib.parse import quote
@@ -219,7 +220,8 @@ def test_http_keep_alive_head_and_methods(plain_redis):
     exporter = start_exporter("--redis.addr", plain_redis.addr)
     try:
         connection = http.client.HTTPConnection("127.0.0.1", exporter.port, timeout=5)
-        for _ in range(3):
+        durations = []
+        for _ in range(9):
             started = time.monotonic()
             connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
             response = connection.getresponse()
@@ -227,7 +229,10 @@ def test_http_keep_alive_head_and_methods(plain_redis):
             assert response.status == 200
             assert response.getheader("Content-Encoding") == "gzip"
             assert len(body) == int(response.getheader("Content-Length"))
-            assert time.monotonic() - started < 0.035  # no delayed-ACK stall on a kept-alive connection
+            durations.append(time.monotonic() - started)
+        # no delayed-ACK stall on a kept-alive connection: a stall holds every reply of the same shape 40 ms or more,
+        # while a reply here takes about 2 ms; the median, so one request a busy machine delays does not fail the test
+        assert statistics.median(durations) < 0.035, durations
         connection.request("HEAD", "/-/healthy")
         response = connection.getresponse()
         assert response.status == 200
