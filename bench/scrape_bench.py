@@ -131,9 +131,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def parallel_round(port: int, paths: list[str]) -> float:
+def parallel_round(port: int, paths: list[str], headers: dict[str, str] | None = None) -> float:
     """Seconds for one request to each path, all at once."""
-    threads = [threading.Thread(target=get, args=(port, path)) for path in paths]
+    threads = [threading.Thread(target=get, args=(port, path, headers)) for path in paths]
     started = time.perf_counter()
     for thread in threads:
         thread.start()

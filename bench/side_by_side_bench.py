@@ -15,6 +15,10 @@ Measured per scrape: wall time; the exporter's CPU (every thread's time on a CPU
 nanoseconds) over the pass divided by its scrapes; the redis-server's CPU during each scrape (the traffic's is not
 counted: it is done before the scrape starts). Prints each figure of each exporter (medians over the passes), the ratio
 ours / redis_exporter, and how many series each serves for the same server.
+
+Every scrape sends ``--accept``: by default the header of a Prometheus 3 with its default ``scrape_protocols``
+(OpenMetrics 1.0.0 first), which redis_exporter answers with text 0.0.4 and this exporter with OpenMetrics; ``--accept
+''`` sends none (both answer text 0.0.4).
 """
 
 from __future__ import annotations
@@ -67,8 +71,19 @@ def series(port: int) -> int:
     return sum(1 for line in connection.getresponse().read().decode().splitlines() if line and not line.startswith("#"))
 
 
+# what Prometheus 3 sends with its default scrape_protocols (scrape.acceptHeader over config.DefaultScrapeProtocols)
+PROMETHEUS_3_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+
 def scrape_pass(
-    exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]], traffic: Traffic, redis_pid: int, scrapes: int
+    exporters: dict[str, tuple[subprocess.Popen, int, http.client.HTTPConnection]],
+    traffic: Traffic,
+    redis_pid: int,
+    scrapes: int,
+    headers: dict[str, str],
 ) -> dict[str, dict[str, float]]:
     """``scrapes`` pairs of /metrics scrapes, the two exporters alternating (A B, B A), traffic before each scrape."""
     kinds = list(exporters)
@@ -80,7 +95,7 @@ def scrape_pass(
             _, port, connection = exporters[kind]
             traffic.send()
             server_before = cpu_ns(redis_pid)
-            walls[kind].append(get(port, "/metrics", None, connection)[0])
+            walls[kind].append(get(port, "/metrics", headers, connection)[0])
             server_ns[kind] += cpu_ns(redis_pid) - server_before
     return {
         kind: {
@@ -92,7 +107,9 @@ def scrape_pass(
     }
 
 
-def round_pass(round_ports: dict[str, int], empty_traffic: list[Traffic], target_ports: list[int], rounds: int) -> dict[str, list[float]]:
+def round_pass(
+    round_ports: dict[str, int], empty_traffic: list[Traffic], target_ports: list[int], rounds: int, headers: dict[str, str]
+) -> dict[str, list[float]]:
     """``rounds`` pairs of rounds of parallel /scrape, alternating, traffic to every server before each round."""
     kinds = list(round_ports)
     paths = [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports]
@@ -101,7 +118,7 @@ def round_pass(round_ports: dict[str, int], empty_traffic: list[Traffic], target
         for kind in kinds if number % 2 == 0 else reversed(kinds):
             for traffic in empty_traffic:
                 traffic.send()
-            times[kind].append(parallel_round(round_ports[kind], paths) * 1e3)
+            times[kind].append(parallel_round(round_ports[kind], paths, headers) * 1e3)
     return times
 
 
@@ -113,7 +130,9 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=75, help="pairs of scrapes per pass (4 x 75: RSS after 300 scrapes each)")
     parser.add_argument("--rounds", type=int, default=5, help="pairs of rounds of parallel /scrape per pass")
     parser.add_argument("--targets", type=int, default=20)
+    parser.add_argument("--accept", default=PROMETHEUS_3_ACCEPT, help="Accept header of every scrape ('': none)")
     args = parser.parse_args()
+    headers = {"Accept": args.accept} if args.accept else {}
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)")
     workdir = Path(tempfile.mkdtemp(prefix="ecx-side-by-side-"))
@@ -142,9 +161,9 @@ def main() -> None:
         for _, port, connection in exporters.values():
             for _ in range(5):  # warm-up: connections, CONFIG and the histograms' command list
                 main_traffic.send()
-                get(port, "/metrics", None, connection)
+                get(port, "/metrics", headers, connection)
         for number in range(args.passes):
-            for kind, values in scrape_pass(exporters, main_traffic, main_server.pid, args.scrapes).items():
+            for kind, values in scrape_pass(exporters, main_traffic, main_server.pid, args.scrapes, headers).items():
                 for key, value in values.items():
                     figures[kind].setdefault(key, []).append(value)
             print(f"pass {number + 1}: " + ", ".join(f"{kind} {figures[kind]['wall_p50_ms'][-1]:.2f} ms" for kind in exporters), flush=True)
@@ -152,9 +171,9 @@ def main() -> None:
             figures[kind]["rss_after_scrapes_mib"] = [rss_mib(process.pid)]
             figures[kind]["series"] = [series(port)]
         target_ports = [port for _, port in empty]
-        round_pass(round_ports, empty_traffic, target_ports, 1)  # warm-up: connections to every server
+        round_pass(round_ports, empty_traffic, target_ports, 1, headers)  # warm-up: connections to every server
         for _ in range(args.passes):
-            for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds).items():
+            for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds, headers).items():
                 figures[kind].setdefault("round_ms", []).extend(times)
         print(
             f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "

@@ -4,10 +4,11 @@ generate_latest: escaping, special values, counters without _total and the insta
 from __future__ import annotations
 
 import pytest
+from helpers import parse_samples
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.common.exposition import encode_text
+from exporter.common.exposition import TextFamilySet, encode_text
 from exporter.common.families import COUNTER, FamilySet
 
 pytestmark = pytest.mark.unit
@@ -146,3 +147,41 @@ def test_kept_label_sets_are_let_go_at_their_bound(monkeypatch):
         base.with_label("run_id", str(run_id))
         assert len(base._children) <= 10
     assert base.with_label("run_id", "0") is not first  # let go once the bound was reached
+
+
+def fill_every_kind(out: FamilySet) -> None:
+    """Families of each kind the exporter serves, label names in order (client_python's OpenMetrics encoder sorts them)."""
+    out.add("a_gauge", "gauge", 'Back\\slash, "quoted"\nsecond line.', {"instance": "n1", "key": 'say "hi"\\ there\nnow'}, 2.5)
+    for name, value in (("nan", float("nan")), ("pos", float("inf")), ("neg", float("-inf")), ("int", 3), ("small", 1e-07)):
+        out.add("v", "gauge", "Values.", {"v": name}, value)
+    out.add("redis_commands_processed_total", COUNTER, "With _total.", {"instance": "n1"}, 5.0)
+    out.add("redis_rejected_connections", COUNTER, "Without _total, as redis_exporter serves it.", {}, 7.0)
+    out.add("redis_something", "untyped", "Untyped.", {}, 1.0)
+    out.add_histogram("lat_usec", "Latency.", {"cmd": "get"}, [("8", 1.0), ("16", 3.0)], 4.0, 40.0)
+    out.add_summary("pct", "Quantiles.", {"cmd": "get"}, [("0.5", 9.0)], 4.0, 40.0)
+
+
+def test_openmetrics_is_what_prometheus_client_writes_byte_for_byte():
+    from prometheus_client.openmetrics.exposition import ALLOWUTF8, generate_latest
+
+    theirs = FamilySet()
+    fill_every_kind(theirs)
+
+    class Registry:
+        def collect(self):
+            return iter(theirs)
+
+    ours = TextFamilySet()
+    fill_every_kind(ours)
+    assert ours.encode_openmetrics() == generate_latest(Registry(), escaping=ALLOWUTF8)
+
+
+def test_openmetrics_reads_back_the_samples_of_the_text_format():
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+    out = TextFamilySet()
+    fill_every_kind(out)
+    strict = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in parse_openmetrics(out.encode_openmetrics().decode()) for s in f.samples}
+    text = parse_samples(out.encode().decode())  # as written (client_python's text parser adds _total to a counter)
+    assert {key: repr(value) for key, value in strict.items()} == {key: repr(value) for key, value in text.items()}
+    assert out.encode_openmetrics().endswith(b"# EOF\n")

@@ -143,6 +143,31 @@ class _Recording:
 _HEADERS: dict[str, tuple[str, str, str]] = {}
 _MAX_HEADERS = 4096
 
+_OPENMETRICS_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary", "untyped": "unknown"}
+_OPENMETRICS_HEADERS: dict[str, str] = {}  # a text family's HELP and TYPE lines: the OpenMetrics ones
+
+
+def openmetrics_header(text_header: str) -> str:
+    """A family's HELP and TYPE lines of the text format, as OpenMetrics 1.0.0 writes them: a counter's family is named
+    without ``_total`` (its samples keep it); a counter whose name lacks it, which OpenMetrics cannot type counter, is
+    ``unknown``, as is an untyped one; HELP also escapes ``"``. Every other line of a sample is the same in both."""
+    header = _OPENMETRICS_HEADERS.get(text_header)
+    if header is None:
+        help_line, type_line = text_header.split("\n", 1)
+        name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
+        help_text = help_line[len("# HELP ") + len(name) + 1 :].replace('"', '\\"')
+        family, kind = name, _OPENMETRICS_TYPES.get(kind, "unknown")
+        if kind == "counter":
+            if name.endswith("_total"):
+                family = name[: -len("_total")]
+            else:
+                kind = "unknown"
+        header = f"# HELP {family} {help_text}\n# TYPE {family} {kind}\n"
+        if len(_OPENMETRICS_HEADERS) >= _MAX_HEADERS:
+            _OPENMETRICS_HEADERS.clear()
+        _OPENMETRICS_HEADERS[text_header] = header
+    return header
+
 
 class TextFamilySet(FamilySet):
     """A :class:`FamilySet` that renders each sample into its family's lines as it is added, for the text format:
@@ -275,6 +300,15 @@ class TextFamilySet(FamilySet):
 
     def encode(self) -> bytes:
         return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
+
+    def encode_openmetrics(self) -> bytes:
+        """The same lines as OpenMetrics text 1.0.0: only each family's HELP and TYPE lines and the end differ."""
+        lines: list[str] = []
+        for block in self._blocks.values():
+            lines.append(openmetrics_header(block[0]))
+            lines += block[1:]
+        lines.append("# EOF\n")
+        return "".join(lines).encode("utf-8")
 
 
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:
