@@ -45,15 +45,27 @@ ENGINES: dict[str, str | None] = {
 }
 
 
-def free_port(below: int = 65536) -> int:
-    """A free loopback port; ``below`` leaves room for Redis cluster's bus port (port + 10000)."""
+def free_port(below: int = 65536, bus: bool = False) -> int:
+    """A free loopback port; ``below`` leaves room for Redis cluster's bus port (port + 10000), and with ``bus`` that port
+    is free too: a cluster node whose bus port is taken (another server's port, a connection's) exits at start."""
     for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
-        if port < below:
-            return port
+            if port < below and (not bus or _bindable(port + 10000)):
+                return port
     raise AssertionError(f"no free port below {below}")
+
+
+def _bindable(port: int) -> bool:
+    """Whether a listening socket can bind ``port`` on loopback now, with SO_REUSEADDR as redis-server binds."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
@@ -137,7 +149,8 @@ class RedisProcess:
 
 
 def start_redis(*extra: str, password: str | None = None, tls: dict[str, str] | None = None, engine: str = "redis-7.0") -> RedisProcess:
-    port = free_port(below=55536 if "--cluster-enabled" in extra else 65536)
+    clustered = "--cluster-enabled" in extra
+    port = free_port(below=55536 if clustered else 65536, bus=clustered)
     workdir = Path(tempfile.mkdtemp(prefix="ecx-redis-"))
     args = ["--port", "0" if tls else str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
     args += ["--enable-debug-command", "local"]
