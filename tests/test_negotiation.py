@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from exporter.service.negotiation import (
     DEFAULT,
     OPENMETRICS_1_0_0,
+    PROTOBUF_DELIMITED,
     TEXT_0_0_4,
     TEXT_1_0_0,
     FormatCache,
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.unit
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT_1 = "text/plain; version=1.0.0; charset=utf-8"
 TEXT_0 = "text/plain; version=0.0.4; charset=utf-8"
+PROTOBUF = "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
 
 # what Prometheus sends (scrape.acceptHeader over config.DefaultScrapeProtocols, and with scrape_native_histograms
 # over DefaultProtoFirstScrapeProtocols; 2.x: scrapeAcceptHeader of v2.42)
@@ -44,13 +46,18 @@ PROTOBUF_ONLY = "application/vnd.google.protobuf;proto=io.prometheus.client.Metr
     ("accept", "content_type"),
     [
         (PROMETHEUS_3, f"{OPENMETRICS}; escaping=allow-utf-8"),
-        (PROMETHEUS_3_PROTO_FIRST, f"{OPENMETRICS}; escaping=allow-utf-8"),  # no protobuf here: its next choice
+        (PROMETHEUS_3_PROTO_FIRST, f"{PROTOBUF}; escaping=underscores"),  # Prometheus asks no escaping of protobuf
         (PROMETHEUS_2, f"{OPENMETRICS}; escaping=underscores"),
         ("text/plain;version=0.0.4", TEXT_0),
         ("application/openmetrics-text;version=1.0.0", f"{OPENMETRICS}; escaping=underscores"),
         ("application/openmetrics-text", f"{OPENMETRICS}; escaping=underscores"),  # the one version served
         ("text/plain;version=1.0.0;escaping=allow-utf-8", f"{TEXT_1}; escaping=allow-utf-8"),
-        (PROTOBUF_ONLY, TEXT_0),
+        (PROTOBUF_ONLY, f"{PROTOBUF}; escaping=underscores"),
+        (PROTOBUF_ONLY + ";escaping=allow-utf-8", f"{PROTOBUF}; escaping=allow-utf-8"),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text", TEXT_0),  # not served
+        ("application/vnd.google.protobuf;encoding=delimited", TEXT_0),  # which message is not said
+        ("application/vnd.google.protobuf", TEXT_0),
+        ("application/*", f"{OPENMETRICS}; escaping=underscores"),  # a wildcard never chooses protobuf
         ("*/*", TEXT_0),  # no version named: the format every client reads
         ("text/plain", TEXT_0),
         ("text/*", TEXT_0),
@@ -66,6 +73,8 @@ def test_each_client_gets_the_format_it_prefers_with_the_exact_content_type(acce
 
 def test_prometheus_3_is_answered_in_its_own_order_as_it_drops_formats():
     """Each Prometheus 3 protocol list, less what it leaves out, gets its first format we serve."""
+    assert choose_format(PROMETHEUS_3_PROTO_FIRST).format is PROTOBUF_DELIMITED
+    assert choose_format(",".join(PROMETHEUS_3_PROTO_FIRST.split(",")[1:])).format is OPENMETRICS_1_0_0
     ranges = PROMETHEUS_3.split(",")
     assert choose_format(",".join(ranges[1:])).format is TEXT_1_0_0  # OpenMetrics 0.0.1 is not served
     assert choose_format(",".join(ranges[2:])).format is TEXT_1_0_0

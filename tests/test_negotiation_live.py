@@ -9,15 +9,17 @@ import pytest
 from helpers import call, exact_samples, make_app, sample
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
+from protobuf_read import classic_samples, decode
 from test_negotiation import PROMETHEUS_2, PROMETHEUS_3, PROMETHEUS_3_PROTO_FIRST, PROTOBUF_ONLY
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT_1 = "text/plain; version=1.0.0; charset=utf-8"
 TEXT_0 = "text/plain; version=0.0.4; charset=utf-8"
+PROTOBUF = "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
 
 CLIENTS = {
     "Prometheus 3": (PROMETHEUS_3, f"{OPENMETRICS}; escaping=allow-utf-8"),
-    "Prometheus 3, scrape_native_histograms": (PROMETHEUS_3_PROTO_FIRST, f"{OPENMETRICS}; escaping=allow-utf-8"),
+    "Prometheus 3, scrape_native_histograms": (PROMETHEUS_3_PROTO_FIRST, f"{PROTOBUF}; escaping=underscores"),
     "Prometheus 2.x": (PROMETHEUS_2, f"{OPENMETRICS}; escaping=underscores"),
     "Prometheus 3, text only": (
         "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3",
@@ -25,7 +27,7 @@ CLIENTS = {
     ),
     "text 0.0.4 only": ("text/plain;version=0.0.4", TEXT_0),
     "OpenMetrics only": ("application/openmetrics-text;version=1.0.0", f"{OPENMETRICS}; escaping=underscores"),
-    "protobuf only": (PROTOBUF_ONLY, TEXT_0),
+    "protobuf only": (PROTOBUF_ONLY, f"{PROTOBUF}; escaping=underscores"),
     "anything": ("*/*", TEXT_0),
     "no Accept": (None, TEXT_0),
 }
@@ -61,8 +63,11 @@ def app(plain_redis):
     app.close()
 
 
-def _parsed(text: str, content_type: str) -> dict:
-    """The exact samples, after the format's own parser has read the whole body."""
+def _parsed(body: bytes, content_type: str) -> dict:
+    """The exact samples, after the format's own parser has read the whole body (protobuf: client_golang's)."""
+    if content_type.startswith(PROTOBUF):
+        return classic_samples(decode(body))
+    text = body.decode()
     if content_type.startswith("application/openmetrics-text"):
         assert text.endswith("# EOF\n")
         strict = _without_families(text, set(OUTSIDE_OPENMETRICS))
@@ -84,9 +89,9 @@ def test_each_client_gets_its_format_exactly_with_the_same_samples(app, plain_re
     response = call(app, path, query, headers=headers)
     assert response.code == 200
     assert response.headers["Content-Type"] == content_type
-    served = _parsed(response.text, content_type)
+    served = _parsed(response.body, content_type)
     text = call(app, path, query, headers={"Accept": "text/plain;version=0.0.4"})
-    reference = _parsed(text.text, TEXT_0)
+    reference = _parsed(text.body, TEXT_0)
     assert set(_comparable(served)) == set(_comparable(reference))
     labels = {} if path == "/scrape" else {"instance": f"127.0.0.1:{plain_redis.port}"}
     for name, more in (("redis_up", {}), ("redis_config_maxclients", {}), ("redis_db_keys", {"db": "db0"})):

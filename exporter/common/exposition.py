@@ -301,6 +301,12 @@ class TextFamilySet(FamilySet):
     def encode(self) -> bytes:
         return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
 
+    def encode_protobuf(self, native: frozenset[str] = frozenset()) -> bytes:
+        """The same samples in Prometheus' protobuf format; the histograms named in ``native`` also as native ones."""
+        from .protobuf import encode_family  # only a client that asks for protobuf loads it
+
+        return b"".join(encode_family(block[0], block[1:], native) for block in self._blocks.values())
+
     def encode_openmetrics(self) -> bytes:
         """The same lines as OpenMetrics text 1.0.0: only each family's HELP and TYPE lines and the end differ."""
         lines: list[str] = []

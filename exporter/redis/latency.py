@@ -11,6 +11,9 @@ from exporter.common.labels import with_label
 from .command import Args, CommandStats, Doc, NodeView, ScrapeCommand, Scraped, T, always
 
 MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
+# served also as native histograms (schema 0) where the client reads protobuf: LATENCY HISTOGRAM's buckets are powers
+# of two and it leaves out only empty ones, so each classic bucket is exactly one native bucket
+NATIVE_HISTOGRAMS = frozenset({"redis_commands_latencies_usec"})
 
 
 def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:

@@ -1,18 +1,20 @@
 """Which exposition format answers a scrape: the ``Accept`` header read as RFC 9110 (section 12.5.1) says, and the
 best text format both sides support, with the exact Content-Type it requires.
 
-The exporter writes OpenMetrics text 1.0.0, Prometheus text 1.0.0 and Prometheus text 0.0.4; it writes no protobuf,
-so a client that accepts nothing else gets text 0.0.4, as when the header is missing, malformed or refuses everything
-(q=0): like client_golang's ``expfmt.NegotiateAccept``, never a 406. A media range without ``version``
+The exporter writes Prometheus' protobuf format (delimited ``io.prometheus.client.MetricFamily`` messages), OpenMetrics
+text 1.0.0, Prometheus text 1.0.0 and Prometheus text 0.0.4. A client that accepts none of them gets text 0.0.4, as
+when the header is missing, malformed or refuses everything (q=0): like client_golang's ``expfmt.NegotiateAccept``,
+never a 406. Protobuf is only ever named: a wildcard (``*/*``, ``application/*``) never chooses it, nor a protobuf
+range whose ``proto`` or ``encoding`` is another than the one written. A media range without ``version``
 (``text/plain``, ``*/*``) leaves the version to the exporter, which answers text 0.0.4 first, the format every client
 reads; a range naming a version gets it. Between formats the client weighs alike, Prometheus' own order decides
-(``DefaultScrapeProtocols``: OpenMetrics 1.0.0, text 1.0.0, text 0.0.4).
+(``DefaultProtoFirstScrapeProtocols``: protobuf, OpenMetrics 1.0.0, text 1.0.0, text 0.0.4).
 
 ``escaping=`` (allow-utf-8, underscores, dots, values) tells how names outside the legacy character set are written.
 Every metric and label name this exporter serves is legacy-valid, and client_golang escapes only names that are not
 (``model.EscapeMetricFamily``), so each value leaves them as they are; the formats that take the parameter (the 1.0.0
-ones) echo in their Content-Type the escaping the client asked for (else ``underscores``, client_golang's default), as
-client_golang does.
+ones and protobuf) echo in their Content-Type the escaping the client asked for (else ``underscores``, client_golang's
+default), as client_golang does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import re
 
 OPENMETRICS = "application/openmetrics-text"
 TEXT = "text/plain"
+PROTOBUF = "application/vnd.google.protobuf"
+PROTOBUF_PARAMS = (("proto", "io.prometheus.client.MetricFamily"), ("encoding", "delimited"))
 ESCAPINGS = frozenset({"allow-utf-8", "underscores", "dots", "values"})
 DEFAULT_ESCAPING = "underscores"  # client_golang's model.NameEscapingScheme
 
@@ -28,27 +32,41 @@ DEFAULT_ESCAPING = "underscores"  # client_golang's model.NameEscapingScheme
 class Format:
     """One exposition format the exporter writes."""
 
-    __slots__ = ("media_type", "prometheus_rank", "takes_escaping", "unversioned_rank", "version")
+    __slots__ = ("media_type", "params", "prometheus_rank", "takes_escaping", "unversioned_rank", "version")
 
-    def __init__(self, media_type: str, version: str, takes_escaping: bool, prometheus_rank: int, unversioned_rank: int) -> None:
+    def __init__(
+        self,
+        media_type: str,
+        version: str | None,
+        takes_escaping: bool,
+        prometheus_rank: int,
+        unversioned_rank: int,
+        params: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.media_type = media_type
-        self.version = version
+        self.version = version  # None: a binary format, which has no version and no charset
+        self.params = params  # parameters a range must name, with these values, to choose this format
         self.takes_escaping = takes_escaping
         self.prometheus_rank = prometheus_rank  # higher first, among ranges that name a version
         self.unversioned_rank = unversioned_rank  # higher first, among ranges that leave the version to us
 
     def content_type(self, escaping: str) -> str:
-        base = f"{self.media_type}; version={self.version}; charset=utf-8"
-        return f"{base}; escaping={escaping}" if self.takes_escaping else base
+        parts = [self.media_type, *(f"{name}={value}" for name, value in self.params)]
+        if self.version is not None:
+            parts += [f"version={self.version}", "charset=utf-8"]
+        if self.takes_escaping:
+            parts.append(f"escaping={escaping}")
+        return "; ".join(parts)
 
     def __repr__(self) -> str:
-        return f"Format({self.media_type}; version={self.version})"
+        return f"Format({self.media_type}; version={self.version})" if self.version else f"Format({self.media_type})"
 
 
+PROTOBUF_DELIMITED = Format(PROTOBUF, None, True, prometheus_rank=4, unversioned_rank=0, params=PROTOBUF_PARAMS)
 OPENMETRICS_1_0_0 = Format(OPENMETRICS, "1.0.0", True, prometheus_rank=3, unversioned_rank=1)
 TEXT_1_0_0 = Format(TEXT, "1.0.0", True, prometheus_rank=2, unversioned_rank=2)
 TEXT_0_0_4 = Format(TEXT, "0.0.4", False, prometheus_rank=1, unversioned_rank=3)
-FORMATS = (OPENMETRICS_1_0_0, TEXT_1_0_0, TEXT_0_0_4)
+FORMATS = (PROTOBUF_DELIMITED, OPENMETRICS_1_0_0, TEXT_1_0_0, TEXT_0_0_4)
 
 
 class Choice:
@@ -146,6 +164,8 @@ def _matches(media_range: MediaRange, format: Format) -> bool:
                 return False
         elif media_type != format.media_type:
             return False
+    if format.params and (media_range.subtype == "*" or any(media_range.params.get(name) != value for name, value in format.params)):
+        return False  # protobuf is chosen only by name, with the message type and framing written here
     version = media_range.params.get("version")
     if version is not None and version != format.version:
         return False
@@ -178,7 +198,7 @@ def choose_format(header: str | None) -> Choice:
         if media_range.q <= 0:
             continue  # refused
         named = media_range.type != "*" and media_range.subtype != "*"
-        rank = format.prometheus_rank if "version" in media_range.params else format.unversioned_rank
+        rank = format.prometheus_rank if "version" in media_range.params or format.params else format.unversioned_rank
         key = (media_range.q, 1 if named else 0, rank)
         if best is None or key > best:
             escaping = media_range.params.get("escaping", DEFAULT_ESCAPING)

@@ -16,6 +16,7 @@ from exporter.common.families import FamilyCollector
 from exporter.common.urltext import query_values
 from exporter.config import Config, listen_host_port
 from exporter.redis.heartbeat import HeartbeatWriter
+from exporter.redis.latency import NATIVE_HISTOGRAMS
 
 from .collectors.baselines import BaselineCollector
 from .collectors.exporter import BuildInfo, ConfigReloadMetrics, ConfigReloads, Limits
@@ -23,7 +24,7 @@ from .collectors.heartbeat import HeartbeatWriterCollector
 from .collectors.process import ProcessMetrics
 from .collectors.redis import RedisCollector
 from .http import HttpServer, Request
-from .negotiation import OPENMETRICS_1_0_0, FormatCache
+from .negotiation import OPENMETRICS_1_0_0, PROTOBUF_DELIMITED, FormatCache
 from .pool import ScrapePool
 from .targets import Target, TargetRefused, TargetSet
 
@@ -269,7 +270,10 @@ class ExporterApp:
         # text 1.0.0 writes legacy-valid names exactly as 0.0.4 does, and OpenMetrics differs only in each family's
         # HELP and TYPE lines and its end; every name is legacy-valid, so each escaping writes it as it is (the
         # Content-Type echoes the one the client asked for)
-        body = out.encode_openmetrics() if choice.format is OPENMETRICS_1_0_0 else out.encode()
+        if choice.format is PROTOBUF_DELIMITED:
+            body = out.encode_protobuf(NATIVE_HISTOGRAMS)
+        else:
+            body = out.encode_openmetrics() if choice.format is OPENMETRICS_1_0_0 else out.encode()
         headers = [("Content-Type", choice.content_type)]
         if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip_compress(body)

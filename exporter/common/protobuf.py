@@ -1,0 +1,245 @@
+"""Prometheus' protobuf exposition format (``io.prometheus.client.MetricFamily``, length-delimited), written from the
+lines of the text encoder, and the native histograms it alone can carry.
+
+A :class:`~exporter.common.exposition.TextFamilySet` holds each family as its HELP and TYPE lines and its sample lines
+(``name{labels} value``), most of them replayed from a target's memo. The protobuf body is made from those lines: each
+label set's text is read once and kept with its encoded label pairs (the same few hundred sets recur every scrape), and
+a histogram's or summary's lines are gathered by their labels into one message. Only the wire format is written here,
+by hand, so that no protobuf runtime is needed: varints, zig-zag integers, little-endian doubles and length-delimited
+fields, as ``metrics.proto`` (prometheus/client_model) lays them out.
+
+Native histograms: a family named in ``native`` whose bucket bounds are powers of two (within 2.5 %, see
+:func:`native_index`) also carries the same counts as a native histogram of schema 0 (bucket ``i`` holds
+(2^(i-1), 2^i]), beside its classic buckets, as client_golang serves a histogram that has both: Prometheus keeps the
+native one where ``scrape_native_histograms`` is on and the classic buckets where it asks for them
+(``always_scrape_classic_histograms``) or cannot read native ones.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Iterable
+
+# metrics.proto's MetricType
+COUNTER, GAUGE, SUMMARY, UNTYPED, HISTOGRAM = 0, 1, 2, 3, 4
+_TYPES = {"counter": COUNTER, "gauge": GAUGE, "summary": SUMMARY, "untyped": UNTYPED, "histogram": HISTOGRAM}
+
+_LABEL = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)="((?:[^"\\]|\\.)*)"')
+_UNESCAPE = re.compile(r"\\(.)")
+_UNESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
+_DOUBLE = struct.Struct("<d")
+# how far (in log2) a classic bound may lie from a power of two and still be that native bucket's bound: Redis' LATENCY
+# HISTOGRAM keeps buckets of 2^k ns and reports their bounds in whole µs (1, 2, 4, 8, 16, 33, 66, 132, 264, ...: about
+# 1.024 x 2^(k-10), rounded up), at most 0.045 above the power of two; half a bucket is 0.5
+NATIVE_BOUND_TOLERANCE = 0.05
+
+
+def varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64  # int64/uint64: two's complement in ten bytes
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63) if value < 0 else value << 1
+
+
+def length_delimited(field: int, payload: bytes) -> bytes:
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def double_field(field: int, value: float) -> bytes:
+    return bytes((field << 3 | 1,)) + _DOUBLE.pack(value)
+
+
+def varint_field(field: int, value: int) -> bytes:
+    return bytes((field << 3,)) + varint(value)
+
+
+def _string_field(field: int, text: str) -> bytes:
+    return length_delimited(field, text.encode("utf-8"))
+
+
+def _unescape(value: str) -> str:
+    return _UNESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), "\\" + m.group(1)), value) if "\\" in value else value
+
+
+class _LabelText:
+    """One label set's text (``{a="b",le="8"}``) read: its pairs, and the LabelPair fields of all but ``le`` and
+    ``quantile`` (which a histogram's or summary's message carries as numbers)."""
+
+    __slots__ = ("encoded", "key", "le", "quantile")
+
+    def __init__(self, text: str) -> None:
+        pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
+        kept = [(name, value) for name, value in pairs if name not in ("le", "quantile")]
+        found = dict(pairs)
+        self.le = found.get("le")
+        self.quantile = found.get("quantile")
+        self.key = tuple(kept)
+        self.encoded = b"".join(length_delimited(1, _string_field(1, name) + _string_field(2, value)) for name, value in kept)
+
+
+# label texts read, by the text: the same few hundred every scrape; bounded, and a pure function of its key
+_LABEL_TEXTS: dict[str, _LabelText] = {}
+_MAX_LABEL_TEXTS = 16384
+_NO_LABELS = _LabelText("")
+
+
+def _label_text(text: str) -> _LabelText:
+    read = _LABEL_TEXTS.get(text)
+    if read is None:
+        if len(_LABEL_TEXTS) >= _MAX_LABEL_TEXTS:
+            _LABEL_TEXTS.clear()
+        read = _LABEL_TEXTS[text] = _LabelText(text)
+    return read
+
+
+def _sample(line: str) -> tuple[str, _LabelText, float]:
+    """A text sample line: its name, its labels read and its value."""
+    head, _, number = line.rstrip("\n").rpartition(" ")
+    brace = head.find("{")
+    if brace < 0:
+        return head, _NO_LABELS, float(number)
+    return head[:brace], _label_text(head[brace:]), float(number)
+
+
+def _parse_header(header: str) -> tuple[str, str, str]:
+    """The name, help text (unescaped) and type of a family's HELP and TYPE lines."""
+    help_line, type_line = header.split("\n", 1)
+    name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
+    help_text = help_line[len("# HELP ") + len(name) + 1 :]
+    if "\\" in help_text:
+        help_text = help_text.replace("\\\\", "\0").replace("\\n", "\n").replace("\0", "\\")
+    return name, help_text, kind
+
+
+_FAMILY_HEADS: dict[str, tuple[bytes, int, str]] = {}  # a family's header lines: its encoded name and help, type, name
+
+
+def _family_head(header: str) -> tuple[bytes, int, str]:
+    head = _FAMILY_HEADS.get(header)
+    if head is None:
+        name, help_text, kind = _parse_header(header)
+        kind_number = _TYPES.get(kind, UNTYPED)
+        head = (_string_field(1, name) + _string_field(2, help_text) + varint_field(3, kind_number), kind_number, name)
+        if len(_FAMILY_HEADS) >= _MAX_LABEL_TEXTS:
+            _FAMILY_HEADS.clear()
+        _FAMILY_HEADS[header] = head
+    return head
+
+
+def native_index(bound: float) -> int | None:
+    """The schema-0 bucket whose upper bound is ``bound`` (a power of two, within the tolerance), or None."""
+    if not bound > 0 or math.isinf(bound):
+        return None
+    exact = math.log2(bound)
+    index = round(exact)
+    return index if abs(exact - index) <= NATIVE_BOUND_TOLERANCE else None
+
+
+def native_fields(buckets: list[tuple[float, float]], count: float) -> bytes | None:
+    """A native histogram of schema 0 (zero threshold 0) with the counts of these classic buckets ((upper bound,
+    cumulative count), finite bounds in increasing order), or None where they cannot be one: a bound that is not a power
+    of two, two bounds on one bucket, counts that fall, or observations above the last finite bound."""
+    indexes: list[int] = []
+    counts: list[int] = []
+    previous = 0.0
+    for bound, cumulative in buckets:
+        index = native_index(bound)
+        if index is None or (indexes and index <= indexes[-1]) or cumulative < previous or cumulative != int(cumulative):
+            return None
+        if cumulative > previous:
+            indexes.append(index)
+            counts.append(int(cumulative - previous))
+        previous = cumulative
+    if previous != count:
+        return None
+    fields = [varint_field(5, zigzag(0)), double_field(6, 0.0), varint_field(7, 0)]  # schema, zero threshold, zero count
+    spans: list[tuple[int, int]] = []  # (offset from the end of the previous span, length)
+    end = 0
+    for index in indexes:
+        if spans and index == end:
+            spans[-1] = (spans[-1][0], spans[-1][1] + 1)
+        else:
+            spans.append((index - end if spans else index, 1))
+        end = index + 1
+    if not spans:  # no observation yet: an empty span says the histogram is native
+        spans.append((0, 0))
+    for offset, length in spans:
+        fields.append(length_delimited(12, varint_field(1, zigzag(offset)) + varint_field(2, length)))
+    deltas = bytearray()
+    last = 0
+    for value in counts:
+        deltas += varint(zigzag(value - last))
+        last = value
+    if deltas:
+        fields.append(length_delimited(13, bytes(deltas)))  # packed sint64
+    return b"".join(fields)
+
+
+def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: bool) -> bytes:
+    classic: list[tuple[float, float]] = []
+    buckets = []
+    count = total = 0.0
+    for sample_name, labels, value in samples:
+        if sample_name == name + "_bucket" and labels.le is not None:
+            bound = float(labels.le)
+            if bound != math.inf:
+                classic.append((bound, value))
+                buckets.append(length_delimited(3, varint_field(1, int(value)) + double_field(2, bound)))
+        elif sample_name == name + "_sum":
+            total = value
+        elif sample_name == name + "_count":
+            count = value
+    body = varint_field(1, int(count)) + double_field(2, total) + b"".join(buckets)
+    if native:
+        body += native_fields(classic, count) or b""
+    return length_delimited(7, body)
+
+
+def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
+    quantiles = []
+    count = total = 0.0
+    for sample_name, labels, value in samples:
+        if sample_name == name and labels.quantile is not None:
+            quantiles.append(length_delimited(3, double_field(1, float(labels.quantile)) + double_field(2, value)))
+        elif sample_name == name + "_sum":
+            total = value
+        elif sample_name == name + "_count":
+            count = value
+    return length_delimited(4, varint_field(1, int(count)) + double_field(2, total) + b"".join(quantiles))
+
+
+_VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
+
+
+def encode_family(header: str, lines: Iterable[str], native: frozenset[str] = frozenset()) -> bytes:
+    """One family, given its text header and sample lines, as a length-delimited MetricFamily."""
+    head, kind, name = _family_head(header)
+    metrics = []
+    if kind in (HISTOGRAM, SUMMARY):
+        grouped: dict[tuple[tuple[str, str], ...], tuple[_LabelText, list[tuple[str, _LabelText, float]]]] = {}
+        for line in lines:
+            sample = _sample(line)
+            entry = grouped.get(sample[1].key)
+            if entry is None:
+                entry = grouped[sample[1].key] = (sample[1], [])
+            entry[1].append(sample)
+        for labels, samples in grouped.values():
+            message = _histogram(samples, name, name in native) if kind == HISTOGRAM else _summary(samples, name)
+            metrics.append(length_delimited(4, labels.encoded + message))
+    else:
+        field = _VALUE_FIELD[kind]
+        for line in lines:
+            _, labels, value = _sample(line)
+            metrics.append(length_delimited(4, labels.encoded + length_delimited(field, double_field(1, value))))
+    family = head + b"".join(metrics)
+    return varint(len(family)) + family
