@@ -134,3 +134,24 @@ def test_a_real_servers_latency_histograms_as_native_ones(fresh_redis):
                 assert native_index(classic_bound) == math.log2(native_bound)
     finally:
         app.close()
+
+
+@pytest.mark.unit
+def test_what_is_kept_between_scrapes_is_what_a_fresh_encoding_writes():
+    from exporter.common.protobuf import ENCODED
+
+    def scrape(calls: float) -> TextFamilySet:
+        out = filled()
+        out.add("redis_connected_clients", "gauge", "Clients.", {"instance": "n1"}, calls)
+        out.add_histogram(LATENCY, "Latency.", {"instance": "n1", "cmd": "incr"}, [("1", calls), ("2", calls + 1)], calls + 1, 9.0)
+        return out
+
+    ENCODED.turn()
+    ENCODED.turn()
+    first = scrape(1.0).encode_protobuf(NATIVE_HISTOGRAMS)
+    assert scrape(1.0).encode_protobuf(NATIVE_HISTOGRAMS) == first  # from what was kept
+    changed = scrape(2.0).encode_protobuf(NATIVE_HISTOGRAMS)
+    ENCODED.turn()
+    ENCODED.turn()
+    assert scrape(2.0).encode_protobuf(NATIVE_HISTOGRAMS) == changed != first
+    assert scrape(2.0).encode_protobuf(frozenset()) != changed  # classic only: kept apart from the native encoding

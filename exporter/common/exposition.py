@@ -303,9 +303,18 @@ class TextFamilySet(FamilySet):
 
     def encode_protobuf(self, native: frozenset[str] = frozenset()) -> bytes:
         """The same samples in Prometheus' protobuf format; the histograms named in ``native`` also as native ones."""
-        from .protobuf import encode_family  # only a client that asks for protobuf loads it
+        from .protobuf import ENCODED, encode_family  # only a client that asks for protobuf loads it
 
-        return b"".join(encode_family(block[0], block[1:], native) for block in self._blocks.values())
+        ENCODED.tick()
+        young, recall, put = ENCODED.young, ENCODED.recall, ENCODED.put
+        families = []
+        for block in self._blocks.values():
+            key = (native, *block)  # a family whose lines all stand still (most do) is the same message
+            encoded = young.get(key) or recall(key)
+            if encoded is None:
+                put(key, encoded := encode_family(block[0], block[1:], native))
+            families.append(encoded)
+        return b"".join(families)
 
     def encode_openmetrics(self) -> bytes:
         """The same lines as OpenMetrics text 1.0.0: only each family's HELP and TYPE lines and the end differ."""

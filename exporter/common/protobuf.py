@@ -20,7 +20,9 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Iterable
+from typing import Any
+
+from .recent import RecentCache
 
 # metrics.proto's MetricType
 COUNTER, GAUGE, SUMMARY, UNTYPED, HISTOGRAM = 0, 1, 2, 3, 4
@@ -36,7 +38,7 @@ _DOUBLE = struct.Struct("<d")
 NATIVE_BOUND_TOLERANCE = 0.05
 
 
-def varint(value: int) -> bytes:
+def _varint(value: int) -> bytes:
     if value < 0:
         value += 1 << 64  # int64/uint64: two's complement in ten bytes
     out = bytearray()
@@ -45,6 +47,13 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL_VARINTS = tuple(_varint(value) for value in range(2048))  # lengths, counts, tags: most are small
+
+
+def varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 2048 else _varint(value)
 
 
 def zigzag(value: int) -> int:
@@ -67,6 +76,13 @@ def _string_field(field: int, text: str) -> bytes:
     return length_delimited(field, text.encode("utf-8"))
 
 
+def _number(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
 def _unescape(value: str) -> str:
     return _UNESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), "\\" + m.group(1)), value) if "\\" in value else value
 
@@ -75,7 +91,7 @@ class _LabelText:
     """One label set's text (``{a="b",le="8"}``) read: its pairs, and the LabelPair fields of all but ``le`` and
     ``quantile`` (which a histogram's or summary's message carries as numbers)."""
 
-    __slots__ = ("encoded", "key", "le", "quantile")
+    __slots__ = ("_scalar_heads", "bound", "bound_field", "encoded", "key", "le", "quantile", "quantile_field")
 
     def __init__(self, text: str) -> None:
         pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
@@ -83,8 +99,23 @@ class _LabelText:
         found = dict(pairs)
         self.le = found.get("le")
         self.quantile = found.get("quantile")
+        # a bucket's upper bound and a quantile, as numbers and as the fields that carry them (bad numbers: none)
+        self.bound = _number(self.le)
+        self.bound_field = None if self.bound is None else double_field(2, self.bound)
+        quantile = _number(self.quantile)
+        self.quantile_field = None if quantile is None else double_field(1, quantile)
         self.key = tuple(kept)
         self.encoded = b"".join(length_delimited(1, _string_field(1, name) + _string_field(2, value)) for name, value in kept)
+        self._scalar_heads: dict[int, bytes] = {}
+
+    def scalar_head(self, field: int) -> bytes:
+        """A Metric of these labels and one value (a Gauge, Counter or Untyped message at ``field``), all but the value's
+        eight bytes: the MetricFamily's field 4, its length, the label pairs, then ``field`` holding ``{double value = 1}``."""
+        head = self._scalar_heads.get(field)
+        if head is None:
+            body = self.encoded + bytes((field << 3 | 2, 9, 1 << 3 | 1))
+            head = self._scalar_heads[field] = b"\x22" + varint(len(body) + 8) + body
+        return head
 
 
 # label texts read, by the text: the same few hundred every scrape; bounded, and a pure function of its key
@@ -103,8 +134,8 @@ def _label_text(text: str) -> _LabelText:
 
 
 def _sample(line: str) -> tuple[str, _LabelText, float]:
-    """A text sample line: its name, its labels read and its value."""
-    head, _, number = line.rstrip("\n").rpartition(" ")
+    """A text sample line: its name, its labels read and its value (``float`` takes the line's end)."""
+    head, _, number = line.rpartition(" ")
     brace = head.find("{")
     if brace < 0:
         return head, _NO_LABELS, float(number)
@@ -189,12 +220,13 @@ def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: 
     classic: list[tuple[float, float]] = []
     buckets = []
     count = total = 0.0
+    bucket_name = name + "_bucket"
     for sample_name, labels, value in samples:
-        if sample_name == name + "_bucket" and labels.le is not None:
-            bound = float(labels.le)
-            if bound != math.inf:
-                classic.append((bound, value))
-                buckets.append(length_delimited(3, varint_field(1, int(value)) + double_field(2, bound)))
+        if sample_name == bucket_name and labels.bound_field is not None:
+            if labels.bound != math.inf:
+                classic.append((labels.bound, value))  # type: ignore[arg-type]  # a bound_field has a bound
+                bucket = b"\x08" + varint(int(value)) + labels.bound_field  # cumulative_count = 1, upper_bound = 2
+                buckets.append(b"\x1a" + varint(len(bucket)) + bucket)
         elif sample_name == name + "_sum":
             total = value
         elif sample_name == name + "_count":
@@ -209,8 +241,8 @@ def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
     quantiles = []
     count = total = 0.0
     for sample_name, labels, value in samples:
-        if sample_name == name and labels.quantile is not None:
-            quantiles.append(length_delimited(3, double_field(1, float(labels.quantile)) + double_field(2, value)))
+        if sample_name == name and labels.quantile_field is not None:
+            quantiles.append(b"\x1a\x12" + labels.quantile_field + double_field(2, value))  # two doubles: 18 bytes
         elif sample_name == name + "_sum":
             total = value
         elif sample_name == name + "_count":
@@ -221,25 +253,54 @@ def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
 _VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
 
 
-def encode_family(header: str, lines: Iterable[str], native: frozenset[str] = frozenset()) -> bytes:
+# a sample line's Metric message, a histogram's or summary's lines' (from its first bucket or quantile to its _count)
+# and a whole family's, by the line or the tuple of lines (with whether it is served native): most are replayed
+# unchanged scrape after scrape, and the same text is the same message (a pure memo, bounded; unused entries are let
+# go after two generations)
+ENCODED: RecentCache[str | tuple[Any, ...], bytes] = RecentCache(max_entries=16384, generation_seconds=120.0)
+
+
+def _grouped(lines: list[str], name: str, kind: int, native: bool) -> bytes:
+    """The Metric messages of a histogram's or summary's lines, gathered by their labels (without le or quantile)."""
+    grouped: dict[tuple[tuple[str, str], ...], tuple[_LabelText, list[tuple[str, _LabelText, float]]]] = {}
+    for line in lines:
+        sample = _sample(line)
+        entry = grouped.get(sample[1].key)
+        if entry is None:
+            entry = grouped[sample[1].key] = (sample[1], [])
+        entry[1].append(sample)
+    return b"".join(
+        length_delimited(4, labels.encoded + (_histogram(samples, name, native) if kind == HISTOGRAM else _summary(samples, name)))
+        for labels, samples in grouped.values()
+    )
+
+
+def encode_family(header: str, lines: list[str], native: frozenset[str] = frozenset()) -> bytes:
     """One family, given its text header and sample lines, as a length-delimited MetricFamily."""
-    head, kind, name = _family_head(header)
+    head, kind, name = _FAMILY_HEADS.get(header) or _family_head(header)
+    young, recall, put = ENCODED.young, ENCODED.recall, ENCODED.put
     metrics = []
     if kind in (HISTOGRAM, SUMMARY):
-        grouped: dict[tuple[tuple[str, str], ...], tuple[_LabelText, list[tuple[str, _LabelText, float]]]] = {}
-        for line in lines:
-            sample = _sample(line)
-            entry = grouped.get(sample[1].key)
-            if entry is None:
-                entry = grouped[sample[1].key] = (sample[1], [])
-            entry[1].append(sample)
-        for labels, samples in grouped.values():
-            message = _histogram(samples, name, name in native) if kind == HISTOGRAM else _summary(samples, name)
-            metrics.append(length_delimited(4, labels.encoded + message))
+        last = name + "_count"  # each label set's lines end with its _count (FamilySet.add_histogram, add_summary)
+        start = 0
+        for end, line in enumerate(lines, 1):
+            if end == len(lines) or (line.startswith(last) and line[len(last)] in "{ "):
+                chunk = (name in native, *lines[start:end])
+                encoded = young.get(chunk) or recall(chunk)
+                if encoded is None:
+                    put(chunk, encoded := _grouped(lines[start:end], name, kind, name in native))
+                metrics.append(encoded)
+                start = end
     else:
         field = _VALUE_FIELD[kind]
+        pack = _DOUBLE.pack
         for line in lines:
-            _, labels, value = _sample(line)
-            metrics.append(length_delimited(4, labels.encoded + length_delimited(field, double_field(1, value))))
+            encoded = young.get(line) or recall(line)
+            if encoded is None:
+                sample, _, number = line.rpartition(" ")
+                brace = sample.find("{")
+                labels = _NO_LABELS if brace < 0 else _LABEL_TEXTS.get(sample[brace:]) or _label_text(sample[brace:])
+                put(line, encoded := labels.scalar_head(field) + pack(float(number)))
+            metrics.append(encoded)
     family = head + b"".join(metrics)
     return varint(len(family)) + family
