@@ -20,7 +20,7 @@ LAYERS = {
     "test_rules": "tools", "test_rule_guards": "tools", "test_deploy": "tools", "test_helm": "tools", "test_alertmanager": "tools",
     "test_browser": "e2e", "test_docker_replay": "e2e", "test_packaging": "e2e", "test_e2e_cluster_alerts": "e2e",
     "test_e2e_dashboard": "e2e", "test_e2e_prometheus": "e2e", "test_e2e_upstream_queries": "e2e", "test_e2e_alertmanager": "e2e",
-    "test_e2e_scrape_examples": "e2e",
+    "test_e2e_scrape_examples": "e2e", "test_e2e_native_histograms": "e2e",
 }  # fmt: skip
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from tools import alertmanager, require
+from tools import alertmanager, prometheus_3, require
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -328,7 +328,7 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict], a
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     process = subprocess.Popen(
-        [require("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
+        [prometheus_3("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

