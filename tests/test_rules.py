@@ -57,10 +57,14 @@ def test_the_prometheus_rule_holds_exactly_the_rule_files_groups(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_check_rules():
-    result = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=120, check=False)
+def test_promtool_check_rules_with_every_lint():
+    """Prometheus 3's promtool, every lint fatal (duplicate rules and whatever later releases add to ``all``)."""
+    result = subprocess.run(
+        [promtool(), "check", "rules", "--lint=all", "--lint-fatal", str(RULES)], capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+    assert "version 3." in subprocess.run([promtool(), "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
 
 
 def test_cfn_lint_reports_nothing():
