@@ -1840,3 +1840,31 @@ def test_no_critical_alert_fires_on_one_evaluation():
         "ElastiCacheDurabilityLagNearRejection": "5m",
         "ElastiCacheServerlessThrottled": "5m",
     }
+
+
+def test_command_p99_is_recorded_from_native_histograms_as_from_classic_buckets(tmp_path):
+    """Prometheus 3 with scrape_native_histograms keeps redis_commands_latencies_usec as one native histogram and no
+    _bucket series: the recording rule the latency alerts read takes either. 100 SETs a minute between 65.5 and 131 ms,
+    as native buckets (schema 0, bucket 17) on one node and as classic ones on another: a p99 in that bucket on both."""
+    native_minute = "{{schema:0 count:100 sum:10000000 offset:17 buckets:[100]}}"
+    inputs = [
+        (series("redis_commands_latencies_usec", instance="native", cmd="set"), f"{{{{schema:0 count:0 sum:0}}}}+{native_minute}x40"),
+        (series(BUCKET, instance="classic", cmd="set", le="65536"), "0+0x40"),
+        (series(BUCKET, instance="classic", cmd="set", le="131072"), "0+100x40"),
+        (series(BUCKET, instance="classic", cmd="set", le="+Inf"), "0+100x40"),
+    ]
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_without_annotations(RULES.read_text()))
+    in_bucket = 'count by (command_class) (elasticache:command_p99_seconds{cmd="set"} > 0.0655 < 0.1311)'
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in inputs],
+        "promql_expr_test": [
+            {"expr": in_bucket, "eval_time": "20m", "exp_samples": [{"labels": '{command_class="write"}', "value": 2}]},
+            {"expr": 'count(elasticache:command_p99_seconds{instance="native"})', "eval_time": "20m", "exp_samples": [{"labels": "{}", "value": 1}]},
+        ],
+    }
+    test_file = tmp_path / "native.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
