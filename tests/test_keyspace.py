@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import call, make_app, sample
-from servers import start_redis
+from servers import start_redis, wait_until
 
 from exporter.redis.keyspace import NO_PREFIX, key_prefix
 
@@ -179,8 +179,6 @@ def test_hot_keys_under_an_lfu_policy_and_none_otherwise():
 def test_a_replication_group_is_sampled_once_on_its_replica():
     """A primary and its replica, both targets of group "orders": the replica is sampled (it holds the same keys)
     and the primary, which serves the application, gets no RANDOMKEY. A node of no group is sampled as before."""
-    from servers import wait_until
-
     primary = start_redis()
     replica = start_redis("--replicaof", "127.0.0.1", str(primary.port))
     alone = start_redis()
@@ -212,3 +210,52 @@ def test_a_replication_group_is_sampled_once_on_its_replica():
     finally:
         for server in (alone, replica, primary):
             server.stop()
+
+
+def test_a_table_a_fork_keeps_sparse_is_drawn_from_not_walked_in_part():
+    """While a fork child runs (BGSAVE, a replica's sync, an ElastiCache backup) Redis does not shrink its tables: after
+    mass deletes 300 keys sit in a table of 131,072 buckets, which SCAN cannot walk within the budget. Part of a walk
+    would be a small and lopsided sample; random draws take the place of the whole database."""
+    server = start_redis()
+    try:
+        client = server.client()
+        for start in range(0, 100_000, 20_000):
+            pipe = client.pipeline(transaction=False)
+            for i in range(start, start + 20_000):
+                pipe.set(f"k:{i}", "v")
+            pipe.execute()
+        client.config_set("rdb-key-save-delay", 200)  # the child takes about 20 s: the profile is read meanwhile
+        client.bgsave()
+        wait_until(lambda: client.info("persistence")["rdb_bgsave_in_progress"] == 1, what="the BGSAVE child")
+        pipe = client.pipeline(transaction=False)
+        for i in range(300, 100_000):
+            pipe.delete(f"k:{i}")
+        pipe.execute()
+        samples = profiled(server, sample=2_000)
+        assert client.info("persistence")["rdb_bgsave_in_progress"] == 1  # still running: the table stayed sparse
+        assert sample(samples, "elasticache_keyspace_sample_keys", instance="node", db="db0") >= 280  # a walk in part gave about 40
+        assert sample(samples, "elasticache_keyspace_prefix_keys", instance="node", db="db0", prefix="k") == pytest.approx(300)
+    finally:
+        server.stop()
+
+
+def test_scan_refused_by_an_acl_is_asked_once_and_random_draws_stand_in():
+    """COMMAND INFO shows a command that an ACL refuses: the first refusal closes the gate, the draws stand in."""
+    server = start_redis()
+    try:
+        client = server.client(single_connection_client=True)
+        for i in range(500):
+            client.set(f"a:b:{i}", "v")
+        client.execute_command("ACL", "SETUSER", "default", "-scan")
+        before = client.info("stats")["total_error_replies"]
+        app = make_app({"targets": [{"name": "node", "addr": server.addr}], "keyspace": {"enabled": True, "interval": "1h", "sample": 1_000}})
+        try:
+            app.keyspace_profiler.visit_all()
+            app.keyspace_profiler.visit_all()
+            samples = call(app, "/metrics").samples()
+        finally:
+            app.close()
+        assert client.info("stats")["total_error_replies"] == before + 1
+        assert 300 < sample(samples, "elasticache_keyspace_sample_keys", instance="node", db="db0") < 500
+    finally:
+        server.stop()

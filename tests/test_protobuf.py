@@ -155,3 +155,20 @@ def test_what_is_kept_between_scrapes_is_what_a_fresh_encoding_writes():
     ENCODED.turn()
     assert scrape(2.0).encode_protobuf(NATIVE_HISTOGRAMS) == changed != first
     assert scrape(2.0).encode_protobuf(frozenset()) != changed  # classic only: kept apart from the native encoding
+
+
+def test_a_line_is_encoded_by_its_familys_type_and_keeps_every_label():
+    """The same text line in a gauge family and in a counter family is two messages; a gauge's ``le`` or ``quantile``
+    label is a plain label (only a histogram's or summary's lines carry them as numbers); a NaN count encodes."""
+    gauge = TextFamilySet()
+    gauge.add("x_total", "gauge", "A gauge.", {"i": "1"}, 3.0)
+    gauge.add("limits", "gauge", "Limits.", {"le": "10", "quantile": "0.5"}, 1.0)
+    counter = TextFamilySet()
+    counter.add("x_total", "counter", "A counter.", {"i": "1"}, 3.0)
+    counter.add_summary("pct", "Quantiles.", {}, [("0.5", 1.0)], float("nan"), 1.0)
+    (x_gauge, limits) = decode(gauge.encode_protobuf())
+    (x_counter, pct) = decode(counter.encode_protobuf())
+    assert x_gauge["metric"][0]["gauge"] == {"value": 3}
+    assert x_counter["metric"][0]["counter"] == {"value": 3}
+    assert limits["metric"][0]["label"] == [{"name": "le", "value": "10"}, {"name": "quantile", "value": "0.5"}]
+    assert pct["metric"][0]["summary"]["quantile"] == [{"quantile": 0.5, "value": 1}]

@@ -76,6 +76,15 @@ def _string_field(field: int, text: str) -> bytes:
     return length_delimited(field, text.encode("utf-8"))
 
 
+def _label_pairs(pairs: list[tuple[str, str]]) -> bytes:
+    return b"".join(length_delimited(1, _string_field(1, name) + _string_field(2, value)) for name, value in pairs)
+
+
+def _count(value: float) -> int:
+    """A count as the uint64 the message holds (a NaN or infinite one, which no count is, as 0)."""
+    return int(value) if math.isfinite(value) and value >= 0 else 0
+
+
 def _number(text: str | None) -> float | None:
     try:
         return None if text is None else float(text)
@@ -88,13 +97,13 @@ def _unescape(value: str) -> str:
 
 
 class _LabelText:
-    """One label set's text (``{a="b",le="8"}``) read: its pairs, and the LabelPair fields of all but ``le`` and
-    ``quantile`` (which a histogram's or summary's message carries as numbers)."""
+    """One label set's text (``{a="b",le="8"}``) read: its pairs, and for a histogram's or summary's lines the LabelPair
+    fields of all but ``le`` and ``quantile`` (which their messages carry as numbers)."""
 
-    __slots__ = ("_scalar_heads", "bound", "bound_field", "encoded", "key", "le", "quantile", "quantile_field")
+    __slots__ = ("_pairs", "_scalar_heads", "bound", "bound_field", "encoded", "key", "le", "quantile", "quantile_field")
 
     def __init__(self, text: str) -> None:
-        pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
+        pairs = self._pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
         kept = [(name, value) for name, value in pairs if name not in ("le", "quantile")]
         found = dict(pairs)
         self.le = found.get("le")
@@ -105,15 +114,16 @@ class _LabelText:
         quantile = _number(self.quantile)
         self.quantile_field = None if quantile is None else double_field(1, quantile)
         self.key = tuple(kept)
-        self.encoded = b"".join(length_delimited(1, _string_field(1, name) + _string_field(2, value)) for name, value in kept)
+        self.encoded = _label_pairs(kept)
         self._scalar_heads: dict[int, bytes] = {}
 
     def scalar_head(self, field: int) -> bytes:
-        """A Metric of these labels and one value (a Gauge, Counter or Untyped message at ``field``), all but the value's
-        eight bytes: the MetricFamily's field 4, its length, the label pairs, then ``field`` holding ``{double value = 1}``."""
+        """A Metric of these labels (every one: ``le`` or ``quantile`` is a plain label here) and one value (a Gauge,
+        Counter or Untyped message at ``field``), all but the value's eight bytes: the MetricFamily's field 4, its
+        length, the label pairs, then ``field`` holding ``{double value = 1}``."""
         head = self._scalar_heads.get(field)
         if head is None:
-            body = self.encoded + bytes((field << 3 | 2, 9, 1 << 3 | 1))
+            body = _label_pairs(self._pairs) + bytes((field << 3 | 2, 9, 1 << 3 | 1))
             head = self._scalar_heads[field] = b"\x22" + varint(len(body) + 8) + body
         return head
 
@@ -225,13 +235,13 @@ def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: 
         if sample_name == bucket_name and labels.bound_field is not None:
             if labels.bound != math.inf:
                 classic.append((labels.bound, value))  # type: ignore[arg-type]  # a bound_field has a bound
-                bucket = b"\x08" + varint(int(value)) + labels.bound_field  # cumulative_count = 1, upper_bound = 2
+                bucket = b"\x08" + varint(_count(value)) + labels.bound_field  # cumulative_count = 1, upper_bound = 2
                 buckets.append(b"\x1a" + varint(len(bucket)) + bucket)
         elif sample_name == name + "_sum":
             total = value
         elif sample_name == name + "_count":
             count = value
-    body = varint_field(1, int(count)) + double_field(2, total) + b"".join(buckets)
+    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(buckets)
     if native:
         body += native_fields(classic, count) or b""
     return length_delimited(7, body)
@@ -247,7 +257,7 @@ def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
             total = value
         elif sample_name == name + "_count":
             count = value
-    return length_delimited(4, varint_field(1, int(count)) + double_field(2, total) + b"".join(quantiles))
+    return length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + b"".join(quantiles))
 
 
 _VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
@@ -257,7 +267,7 @@ _VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
 # and a whole family's, by the line or the tuple of lines (with whether it is served native): most are replayed
 # unchanged scrape after scrape, and the same text is the same message (a pure memo, bounded; unused entries are let
 # go after two generations)
-ENCODED: RecentCache[str | tuple[Any, ...], bytes] = RecentCache(max_entries=16384, generation_seconds=120.0)
+ENCODED: RecentCache[tuple[Any, ...], bytes] = RecentCache(max_entries=16384, generation_seconds=120.0)
 
 
 def _grouped(lines: list[str], name: str, kind: int, native: bool) -> bytes:
@@ -295,12 +305,13 @@ def encode_family(header: str, lines: list[str], native: frozenset[str] = frozen
         field = _VALUE_FIELD[kind]
         pack = _DOUBLE.pack
         for line in lines:
-            encoded = young.get(line) or recall(line)
+            key = (field, line)  # the same line in a family of another type is another message
+            encoded = young.get(key) or recall(key)
             if encoded is None:
                 sample, _, number = line.rpartition(" ")
                 brace = sample.find("{")
                 labels = _NO_LABELS if brace < 0 else _LABEL_TEXTS.get(sample[brace:]) or _label_text(sample[brace:])
-                put(line, encoded := labels.scalar_head(field) + pack(float(number)))
+                put(key, encoded := labels.scalar_head(field) + pack(float(number)))
             metrics.append(encoded)
     family = head + b"".join(metrics)
     return varint(len(family)) + family

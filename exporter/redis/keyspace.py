@@ -18,6 +18,7 @@ from exporter.common.records import field, record
 
 from .node import RedisNode
 from .node_loop import NodeProfiler, Targets
+from .resp import ErrorReply
 
 NO_PREFIX, OTHER = "(none)", "(other)"
 EXPIRY_WINDOWS = (("1m", 60_000), ("5m", 300_000), ("1h", 3_600_000))  # keys whose TTL ends within each
@@ -202,8 +203,8 @@ class KeyspaceProfiler(NodeProfiler):
     ) -> tuple[list[tuple[str, str, int, int | None]], dict[str, int]]:
         select = [("SELECT", str(db))] if not node.cluster_enabled else []
         restore = [("SELECT", str(node.endpoint.db))] if select else []
-        whole = key_count <= self.config.sample and node.allows("scan", known_only=True)
-        drawn = self._scan_all(node, select, restore) if whole else self._draw(node, select, restore)
+        whole = self._scan_all(node, select, restore) if key_count <= self.config.sample and node.allows("scan", known_only=True) else None
+        drawn = whole if whole is not None else self._draw(node, select, restore)
         keys = sorted(drawn)
         sampled: list[tuple[str, str, int, int | None]] = []
         frequencies: dict[str, int] = {}
@@ -236,16 +237,24 @@ class KeyspaceProfiler(NodeProfiler):
             drawn.update(reply for reply in replies[len(select) : len(select) + count] if isinstance(reply, bytes))
         return drawn
 
-    def _scan_all(self, node: RedisNode, select: list[tuple[str, str]], restore: list[tuple[str, str]]) -> set[bytes]:
-        """Every key of a small database; the walk stops at the sample's budget of keys should the database grow."""
+    def _scan_all(self, node: RedisNode, select: list[tuple[str, str]], restore: list[tuple[str, str]]) -> set[bytes] | None:
+        """Every key of a small database, or None where the walk cannot give them all: SCAN refused (an ACL that
+        COMMAND INFO does not show: the node is not asked again), a table too sparse to walk within the budget (a fork
+        child running keeps Redis from shrinking it after mass deletes), or a database grown past the sample meanwhile.
+        Random draws stand in then: part of a walk would favour one stretch of the table."""
         seen: set[bytes] = set()
-        cursor = b"0"
-        for _ in range(self.config.sample // self.BATCH + 10):  # bounded: SCAN returns about COUNT keys a call
+        cursor: Any = b"0"
+        for _ in range(4 * (self.config.sample // self.BATCH) + 10):  # bounded: a call covers about COUNT buckets
             reply = node.call_many([*select, ("SCAN", cursor, "COUNT", str(self.BATCH)), *restore])[len(select)]
+            if isinstance(reply, ErrorReply):
+                node.refuse("scan")
+                return None
             if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[1], list)):
-                break
+                return None
             cursor = reply[0]
             seen.update(key for key in reply[1] if isinstance(key, bytes))
-            if cursor in (b"0", 0, "0") or len(seen) >= self.config.sample:
-                break
-        return set(sorted(seen)[: self.config.sample])
+            if len(seen) > self.config.sample:
+                return None
+            if cursor in (b"0", 0, "0"):
+                return seen
+        return None

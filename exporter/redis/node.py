@@ -175,6 +175,10 @@ class RedisNode:
         """Whether commands gated by ``gate`` may be sent (unknown: tried once, unless ``known_only``)."""
         return self._gates.allows(gate, known_only)
 
+    def refuse(self, gate: str) -> None:
+        """Commands gated by ``gate`` are not sent again until a reconnect learns what the node allows."""
+        self._gates.refuse(gate)
+
     def cluster_nodes_due(self) -> bool:
         return self.clock() - self._slots_read > NODES_REFRESH
 

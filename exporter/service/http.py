@@ -356,6 +356,9 @@ class HttpServer:
             log.debug("request from %s: the connection failed", conn.address, exc_info=True)
         except Exception:
             log.exception("request %s %s from %s failed; its connection is closed", request.method, request.path, conn.address)
+        except BaseException:
+            self._give_back(conn, False)  # the thread ends: the loop still gets its connection, to close it
+            raise
         return functools.partial(self._give_back, conn, keep)
 
     def _give_back(self, conn: _Connection, keep: bool) -> None:
