@@ -8,7 +8,7 @@ a histogram's or summary's lines are gathered by their labels into one message. 
 by hand, so that no protobuf runtime is needed: varints, zig-zag integers, little-endian doubles and length-delimited
 fields, as ``metrics.proto`` (prometheus/client_model) lays them out.
 
-Native histograms: a family named in ``native`` whose bucket bounds are powers of two (within 2.5 %, see
+Native histograms: a family named in ``native`` whose bucket bounds are powers of two (within 3.5 %, see
 :func:`native_index`) also carries the same counts as a native histogram of schema 0 (bucket ``i`` holds
 (2^(i-1), 2^i]), beside its classic buckets, as client_golang serves a histogram that has both: Prometheus keeps the
 native one where ``scrape_native_histograms`` is on and the classic buckets where it asks for them

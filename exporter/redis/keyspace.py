@@ -4,7 +4,8 @@ MEMORY USAGE with a small sample count, pipelined), scaled to each database's ke
 
 ``RANDOMKEY`` draws uniformly enough from the hash table for shares of a few percent; the estimates carry the
 sample's size and age beside them. A database of no more keys than the sample is read whole with ``SCAN`` instead:
-random draws would miss some of its keys, a walk of the table misses none. In cluster mode only primaries are profiled, so that each key counts once.
+random draws would miss some of its keys, a walk of the table misses none (where the walk cannot finish, the draws
+stand in). In cluster mode only primaries are profiled, so that each key counts once.
 """
 
 from __future__ import annotations
