@@ -172,3 +172,38 @@ def test_a_line_is_encoded_by_its_familys_type_and_keeps_every_label():
     assert x_counter["metric"][0]["counter"] == {"value": 3}
     assert limits["metric"][0]["label"] == [{"name": "le", "value": "10"}, {"name": "quantile", "value": "0.5"}]
     assert pct["metric"][0]["summary"]["quantile"] == [{"quantile": 0.5, "value": 1}]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("drop_instance", [False, True])
+def test_a_histogram_encoded_as_it_is_added_is_what_its_lines_read_back_give(drop_instance, monkeypatch):
+    """A set that will be encoded as protobuf encodes each histogram and summary from its inputs as they are added; the
+    bytes are those the encoder makes from their text lines, and the lines are not read back."""
+    from exporter.common import protobuf
+    from exporter.common.protobuf import ENCODED
+
+    histograms = [
+        ({"instance": "n1", "cmd": "set"}, [("1", 2.0), ("2", 5.0), ("8", 9.0), ("33", 10.0)], 10.0, 70.0),
+        ({"instance": "n1", "cmd": "get"}, [], 0.0, 0.0),
+        ({"instance": "n1", "cmd": 'we"ird\\'}, [("3", 1.0), ("12", 4.0)], 4.0, 9.5),  # no powers of two: classic only
+        ({"instance": "n1"}, [("1", 1.0)], 3.0, 5.0),  # observations above the last bound
+    ]
+
+    def encoded(protobuf: frozenset[str] | None) -> bytes:
+        ENCODED.turn()
+        ENCODED.turn()
+        out = TextFamilySet(drop_instance=drop_instance, protobuf=protobuf)
+        for labels, buckets, count, total in histograms:
+            out.add_histogram(LATENCY, "Latency.", labels, buckets, count, total)
+            out.add_histogram("other_usec", "Other.", labels, buckets, count, total)
+            out.add_summary("pct_usec", "Percentiles.", labels, [("50", count), ("99.9", total), ("bad", 1.0)], count, total)
+        out.add_summary("pct_usec", "Percentiles.", {"instance": "n2"}, [("50", 1.0)], None, None)  # no _count: read back
+        out.add_summary("pct_usec", "Percentiles.", {"instance": "n3"}, [("50", 2.0)], 1.0, 2.0)
+        return out.encode_protobuf(NATIVE_HISTOGRAMS)
+
+    from_lines = encoded(None)
+    read_back = []
+    grouped = protobuf._grouped
+    monkeypatch.setattr(protobuf, "_grouped", lambda lines, *rest: read_back.append(len(lines)) or grouped(lines, *rest))
+    assert encoded(NATIVE_HISTOGRAMS) == from_lines
+    assert read_back == [4]  # the summary without a _count (one line), read back with the next one (three)

@@ -175,9 +175,11 @@ class TextFamilySet(FamilySet):
 
     With ``drop_instance`` the ``instance`` label is left out (a scrape of one node: Prometheus sets it)."""
 
-    def __init__(self, *, drop_instance: bool = False) -> None:
+    def __init__(self, *, drop_instance: bool = False, protobuf: frozenset[str] | None = None) -> None:
         self._blocks: dict[str, list[str]] = {}
         self._drop_instance = drop_instance
+        # to be encoded as protobuf, these histograms native: a histogram is encoded as it is added, from its inputs
+        self._protobuf = protobuf
         self._pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
         # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
         # itself, so no other dict can take its id while this set is filled
@@ -228,6 +230,31 @@ class TextFamilySet(FamilySet):
         block.append(line)
         if self._journal is not None:
             self._journal += (family, block[0], line)
+
+    def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
+        block = self._blocks.get(name)
+        start = 1 if block is None else len(block)
+        super().add_histogram(name, help_, labels, buckets, count, total)
+        if self._protobuf is not None:  # kept as the protobuf encoder looks its lines up: it need not read them back
+            from .protobuf import ENCODED, histogram_chunk
+
+            native = name in self._protobuf
+            key = (native, *self._blocks[name][start:])
+            if ENCODED.young.get(key) is None:
+                ENCODED.put(key, histogram_chunk(self._labels(labels), buckets, count, total, native))
+
+    def add_summary(
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
+    ) -> None:
+        block = self._blocks.get(name)
+        start = 1 if block is None else len(block)
+        super().add_summary(name, help_, labels, quantiles, count, total)
+        if self._protobuf is not None and count is not None and total is not None:  # without _count: no chunk of its own
+            from .protobuf import ENCODED, summary_chunk
+
+            key = (name in self._protobuf, *self._blocks[name][start:])
+            if ENCODED.young.get(key) is None:
+                ENCODED.put(key, summary_chunk(self._labels(labels), quantiles, count, total))
 
     @contextlib.contextmanager
     def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:

@@ -17,6 +17,7 @@ native one where ``scrape_native_histograms`` is on and the classic buckets wher
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -177,6 +178,7 @@ def _family_head(header: str) -> tuple[bytes, int, str]:
     return head
 
 
+@functools.lru_cache(maxsize=4096)
 def native_index(bound: float) -> int | None:
     """The schema-0 bucket whose upper bound is ``bound`` (a power of two, within the tolerance), or None."""
     if not bound > 0 or math.isinf(bound):
@@ -245,6 +247,47 @@ def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: 
     if native:
         body += native_fields(classic, count) or b""
     return length_delimited(7, body)
+
+
+_BOUNDS: dict[str, tuple[float, bytes]] = {}  # an le label's value: the bound, and its field (none for +Inf or no number)
+
+
+def _bound(le: str) -> tuple[float, bytes]:
+    number = _number(le)
+    bound = (math.inf, b"") if number is None or number == math.inf else (number, double_field(2, number))
+    if len(_BOUNDS) < 4096:
+        _BOUNDS[le] = bound
+    return bound
+
+
+def histogram_chunk(label_text: str, buckets: list[tuple[str, float]], count: float, total: float, native: bool) -> bytes:
+    """One histogram's Metric message from what its text lines were made of (``FamilySet.add_histogram``'s
+    arguments, ``label_text`` its labels as rendered): the bytes :func:`_grouped` reads back from those lines, without
+    reading them."""
+    classic: list[tuple[float, float]] = []
+    parts = []
+    for le, cumulative in buckets:
+        bound = _BOUNDS.get(le) or _bound(le)
+        if bound[1]:
+            classic.append((bound[0], cumulative))
+            bucket = b"\x08" + varint(_count(cumulative)) + bound[1]
+            parts.append(b"\x1a" + varint(len(bucket)) + bucket)
+    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)
+    if native:
+        body += native_fields(classic, count) or b""
+    labels = _label_text(label_text) if label_text else _NO_LABELS
+    return length_delimited(4, labels.encoded + length_delimited(7, body))
+
+
+def summary_chunk(label_text: str, quantiles: list[tuple[str, float]], count: float, total: float) -> bytes:
+    """One summary's Metric message from ``FamilySet.add_summary``'s arguments, as :func:`histogram_chunk`."""
+    parts = []
+    for quantile, value in quantiles:
+        number = _number(quantile)
+        if number is not None:
+            parts.append(b"\x1a\x12" + double_field(1, number) + double_field(2, value))
+    labels = _label_text(label_text) if label_text else _NO_LABELS
+    return length_delimited(4, labels.encoded + length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)))
 
 
 def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:

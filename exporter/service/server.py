@@ -264,7 +264,7 @@ class ExporterApp:
 
     def _metrics(self, request: Request, collectors: list[FamilyCollector], *, drop_instance: bool = False) -> Reply:
         choice = self.formats.choose(request.headers.get("accept"))
-        out = TextFamilySet(drop_instance=drop_instance)
+        out = TextFamilySet(drop_instance=drop_instance, protobuf=NATIVE_HISTOGRAMS if choice.format is PROTOBUF_DELIMITED else None)
         for collector in collectors:
             collector.write(out)
         # text 1.0.0 writes legacy-valid names exactly as 0.0.4 does, and OpenMetrics differs only in each family's
