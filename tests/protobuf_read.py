@@ -8,16 +8,13 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from pathlib import Path
 
-from tools import require
-
-GOPATH_BIN = Path.home() / "go" / "bin"
+from tools import go_bin, require
 
 
 def decode(body: bytes) -> list[dict]:
     """The MetricFamily messages of a delimited protobuf body; fails on what the Go decoder refuses."""
-    done = subprocess.run([require("protodump", GOPATH_BIN / "protodump")], input=body, capture_output=True, timeout=60, check=False)
+    done = subprocess.run([require("protodump", go_bin("protodump"))], input=body, capture_output=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode()
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
 

@@ -46,9 +46,10 @@ def missing(name: str) -> NoReturn:
     pytest.skip(message)
 
 
-def require(name: str, *places: Path) -> str:
-    """The path of the program ``name``: its environment variable (HELM, CHECKOV, ...), PATH, or one of ``places``."""
-    found = os.environ.get(name.upper().replace("-", "_")) or shutil.which(name)
+def require(name: str, *places: Path, on_path: bool = True) -> str:
+    """The path of the program ``name``: its environment variable (HELM, CHECKOV, ...), PATH (unless ``on_path`` is
+    False: another version may stand there), or one of ``places``."""
+    found = os.environ.get(name.upper().replace("-", "_")) or (shutil.which(name) if on_path else None)
     found = found or next((str(place) for place in places if place.is_file() and os.access(place, os.X_OK)), None)
     if found is None:
         missing(name)
@@ -63,10 +64,7 @@ def beside_python(name: str) -> Path:
 def prometheus_3(name: str) -> str:
     """Prometheus 3's ``prometheus`` or ``promtool``: its environment variable (PROMETHEUS, PROMTOOL) or where
     ``.ci/install`` builds it; never a distribution's older one found first on PATH."""
-    found = os.environ.get(name.upper()) or next((str(p) for p in (go_bin(name),) if p.is_file() and os.access(p, os.X_OK)), None)
-    if found is None:
-        missing(name)
-    return found
+    return require(name, go_bin(name), on_path=False)
 
 
 def promtool() -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -147,15 +147,21 @@ _OPENMETRICS_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "hist
 _OPENMETRICS_HEADERS: dict[str, str] = {}  # a text family's HELP and TYPE lines: the OpenMetrics ones
 
 
+def split_header(text_header: str) -> tuple[str, str, str]:
+    """A family's name, help text (as escaped in the text format) and type, from its HELP and TYPE lines."""
+    help_line, type_line = text_header.split("\n", 1)
+    name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
+    return name, help_line[len("# HELP ") + len(name) + 1 :], kind
+
+
 def openmetrics_header(text_header: str) -> str:
     """A family's HELP and TYPE lines of the text format, as OpenMetrics 1.0.0 writes them: a counter's family is named
     without ``_total`` (its samples keep it); a counter whose name lacks it, which OpenMetrics cannot type counter, is
     ``unknown``, as is an untyped one; HELP also escapes ``"``. Every other line of a sample is the same in both."""
     header = _OPENMETRICS_HEADERS.get(text_header)
     if header is None:
-        help_line, type_line = text_header.split("\n", 1)
-        name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
-        help_text = help_line[len("# HELP ") + len(name) + 1 :].replace('"', '\\"')
+        name, help_text, kind = split_header(text_header)
+        help_text = help_text.replace('"', '\\"')
         family, kind = name, _OPENMETRICS_TYPES.get(kind, "unknown")
         if kind == "counter":
             if name.endswith("_total"):
@@ -232,29 +238,40 @@ class TextFamilySet(FamilySet):
             self._journal += (family, block[0], line)
 
     def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
-        block = self._blocks.get(name)
-        start = 1 if block is None else len(block)
-        super().add_histogram(name, help_, labels, buckets, count, total)
-        if self._protobuf is not None:  # kept as the protobuf encoder looks its lines up: it need not read them back
-            from .protobuf import ENCODED, histogram_chunk
+        if self._protobuf is None:
+            super().add_histogram(name, help_, labels, buckets, count, total)
+            return
+        from .protobuf import histogram_chunk
 
-            native = name in self._protobuf
-            key = (native, *self._blocks[name][start:])
-            if ENCODED.young.get(key) is None:
-                ENCODED.put(key, histogram_chunk(self._labels(labels), buckets, count, total, native))
+        start = self._line_count(name)
+        super().add_histogram(name, help_, labels, buckets, count, total)
+        native = name in self._protobuf
+        self._keep_encoded(name, start, native, lambda: histogram_chunk(self._labels(labels), buckets, count, total, native))
 
     def add_summary(
         self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
     ) -> None:
-        block = self._blocks.get(name)
-        start = 1 if block is None else len(block)
-        super().add_summary(name, help_, labels, quantiles, count, total)
-        if self._protobuf is not None and count is not None and total is not None:  # without _count: no chunk of its own
-            from .protobuf import ENCODED, summary_chunk
+        if self._protobuf is None or count is None or total is None:  # without _count: no chunk of its own
+            super().add_summary(name, help_, labels, quantiles, count, total)
+            return
+        from .protobuf import summary_chunk
 
-            key = (name in self._protobuf, *self._blocks[name][start:])
-            if ENCODED.young.get(key) is None:
-                ENCODED.put(key, summary_chunk(self._labels(labels), quantiles, count, total))
+        start = self._line_count(name)
+        super().add_summary(name, help_, labels, quantiles, count, total)
+        self._keep_encoded(name, start, name in self._protobuf, lambda: summary_chunk(self._labels(labels), quantiles, count, total))
+
+    def _line_count(self, name: str) -> int:
+        block = self._blocks.get(name)
+        return 1 if block is None else len(block)
+
+    def _keep_encoded(self, name: str, start: int, native: bool, encode: Callable[[], bytes]) -> None:
+        """The message of the lines just added to ``name`` from ``start``, kept as the protobuf encoder looks them up:
+        encoded from their inputs, they need not be read back."""
+        from .protobuf import ENCODED
+
+        key = (native, *self._blocks[name][start:])
+        if ENCODED.young.get(key) is None:
+            ENCODED.put(key, encode())
 
     @contextlib.contextmanager
     def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:

@@ -21,8 +21,10 @@ import functools
 import math
 import re
 import struct
+from collections.abc import Iterable
 from typing import Any
 
+from .exposition import split_header
 from .recent import RecentCache
 
 # metrics.proto's MetricType
@@ -97,23 +99,30 @@ def _unescape(value: str) -> str:
     return _UNESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), "\\" + m.group(1)), value) if "\\" in value else value
 
 
+_BOUNDS: dict[str, tuple[float, bytes]] = {}  # an le label's value: the bound, and its field (none for +Inf or no number)
+
+
+def _bound(le: str) -> tuple[float, bytes]:
+    number = _number(le)
+    bound = (math.inf, b"") if number is None or number == math.inf else (number, double_field(2, number))
+    if len(_BOUNDS) < 4096:
+        _BOUNDS[le] = bound
+    return bound
+
+
 class _LabelText:
     """One label set's text (``{a="b",le="8"}``) read: its pairs, and for a histogram's or summary's lines the LabelPair
     fields of all but ``le`` and ``quantile`` (which their messages carry as numbers)."""
 
-    __slots__ = ("_pairs", "_scalar_heads", "bound", "bound_field", "encoded", "key", "le", "quantile", "quantile_field")
+    __slots__ = ("_pairs", "_scalar_heads", "bound", "encoded", "key", "quantile")
 
     def __init__(self, text: str) -> None:
         pairs = self._pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
         kept = [(name, value) for name, value in pairs if name not in ("le", "quantile")]
         found = dict(pairs)
-        self.le = found.get("le")
-        self.quantile = found.get("quantile")
-        # a bucket's upper bound and a quantile, as numbers and as the fields that carry them (bad numbers: none)
-        self.bound = _number(self.le)
-        self.bound_field = None if self.bound is None else double_field(2, self.bound)
-        quantile = _number(self.quantile)
-        self.quantile_field = None if quantile is None else double_field(1, quantile)
+        le = found.get("le")
+        self.bound = None if le is None else _BOUNDS.get(le) or _bound(le)  # a bucket's upper bound and its field
+        self.quantile = _number(found.get("quantile"))
         self.key = tuple(kept)
         self.encoded = _label_pairs(kept)
         self._scalar_heads: dict[int, bytes] = {}
@@ -155,9 +164,7 @@ def _sample(line: str) -> tuple[str, _LabelText, float]:
 
 def _parse_header(header: str) -> tuple[str, str, str]:
     """The name, help text (unescaped) and type of a family's HELP and TYPE lines."""
-    help_line, type_line = header.split("\n", 1)
-    name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
-    help_text = help_line[len("# HELP ") + len(name) + 1 :]
+    name, help_text, kind = split_header(header)
     if "\\" in help_text:
         help_text = help_text.replace("\\\\", "\0").replace("\\n", "\n").replace("\0", "\\")
     return name, help_text, kind
@@ -228,79 +235,55 @@ def native_fields(buckets: list[tuple[float, float]], count: float) -> bytes | N
     return b"".join(fields)
 
 
-def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: bool) -> bytes:
+def _histogram_message(buckets: Iterable[tuple[tuple[float, bytes], float]], count: float, total: float, native: bool) -> bytes:
+    """A Histogram message from its finite buckets ((bound, its field), cumulative count); +Inf is the count."""
     classic: list[tuple[float, float]] = []
-    buckets = []
-    count = total = 0.0
-    bucket_name = name + "_bucket"
-    for sample_name, labels, value in samples:
-        if sample_name == bucket_name and labels.bound_field is not None:
-            if labels.bound != math.inf:
-                classic.append((labels.bound, value))  # type: ignore[arg-type]  # a bound_field has a bound
-                bucket = b"\x08" + varint(_count(value)) + labels.bound_field  # cumulative_count = 1, upper_bound = 2
-                buckets.append(b"\x1a" + varint(len(bucket)) + bucket)
-        elif sample_name == name + "_sum":
-            total = value
-        elif sample_name == name + "_count":
-            count = value
-    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(buckets)
+    parts = []
+    for (bound, field), cumulative in buckets:
+        if field:
+            classic.append((bound, cumulative))
+            bucket = b"\x08" + varint(_count(cumulative)) + field  # cumulative_count = 1, upper_bound = 2
+            parts.append(b"\x1a" + varint(len(bucket)) + bucket)
+    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)
     if native:
         body += native_fields(classic, count) or b""
     return length_delimited(7, body)
 
 
-_BOUNDS: dict[str, tuple[float, bytes]] = {}  # an le label's value: the bound, and its field (none for +Inf or no number)
+def _summary_message(quantiles: Iterable[tuple[float, float]], count: float, total: float) -> bytes:
+    """A Summary message; each quantile and its value are two doubles, 18 bytes."""
+    parts = b"".join(b"\x1a\x12" + double_field(1, quantile) + double_field(2, value) for quantile, value in quantiles)
+    return length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + parts)
 
 
-def _bound(le: str) -> tuple[float, bytes]:
-    number = _number(le)
-    bound = (math.inf, b"") if number is None or number == math.inf else (number, double_field(2, number))
-    if len(_BOUNDS) < 4096:
-        _BOUNDS[le] = bound
-    return bound
+def _sum_and_count(samples: list[tuple[str, _LabelText, float]], name: str) -> tuple[float, float]:
+    found = {sample_name: value for sample_name, _, value in samples}
+    return found.get(name + "_count", 0.0), found.get(name + "_sum", 0.0)
+
+
+def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: bool) -> bytes:
+    bucket = name + "_bucket"
+    buckets = [(labels.bound, value) for sample_name, labels, value in samples if sample_name == bucket and labels.bound is not None]
+    return _histogram_message(buckets, *_sum_and_count(samples, name), native)
+
+
+def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
+    quantiles = [(labels.quantile, value) for sample_name, labels, value in samples if sample_name == name and labels.quantile is not None]
+    return _summary_message(quantiles, *_sum_and_count(samples, name))
 
 
 def histogram_chunk(label_text: str, buckets: list[tuple[str, float]], count: float, total: float, native: bool) -> bytes:
     """One histogram's Metric message from what its text lines were made of (``FamilySet.add_histogram``'s
     arguments, ``label_text`` its labels as rendered): the bytes :func:`_grouped` reads back from those lines, without
     reading them."""
-    classic: list[tuple[float, float]] = []
-    parts = []
-    for le, cumulative in buckets:
-        bound = _BOUNDS.get(le) or _bound(le)
-        if bound[1]:
-            classic.append((bound[0], cumulative))
-            bucket = b"\x08" + varint(_count(cumulative)) + bound[1]
-            parts.append(b"\x1a" + varint(len(bucket)) + bucket)
-    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)
-    if native:
-        body += native_fields(classic, count) or b""
-    labels = _label_text(label_text) if label_text else _NO_LABELS
-    return length_delimited(4, labels.encoded + length_delimited(7, body))
+    message = _histogram_message(((_BOUNDS.get(le) or _bound(le), cumulative) for le, cumulative in buckets), count, total, native)
+    return length_delimited(4, (_label_text(label_text) if label_text else _NO_LABELS).encoded + message)
 
 
 def summary_chunk(label_text: str, quantiles: list[tuple[str, float]], count: float, total: float) -> bytes:
     """One summary's Metric message from ``FamilySet.add_summary``'s arguments, as :func:`histogram_chunk`."""
-    parts = []
-    for quantile, value in quantiles:
-        number = _number(quantile)
-        if number is not None:
-            parts.append(b"\x1a\x12" + double_field(1, number) + double_field(2, value))
-    labels = _label_text(label_text) if label_text else _NO_LABELS
-    return length_delimited(4, labels.encoded + length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)))
-
-
-def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
-    quantiles = []
-    count = total = 0.0
-    for sample_name, labels, value in samples:
-        if sample_name == name and labels.quantile_field is not None:
-            quantiles.append(b"\x1a\x12" + labels.quantile_field + double_field(2, value))  # two doubles: 18 bytes
-        elif sample_name == name + "_sum":
-            total = value
-        elif sample_name == name + "_count":
-            count = value
-    return length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + b"".join(quantiles))
+    numbers = [(number, value) for quantile, value in quantiles if (number := _number(quantile)) is not None]
+    return length_delimited(4, (_label_text(label_text) if label_text else _NO_LABELS).encoded + _summary_message(numbers, count, total))
 
 
 _VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
