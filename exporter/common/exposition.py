@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from .families import NOT_RECORDING, Family, FamilySet
+from .headers import split_header
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -145,13 +146,6 @@ _MAX_HEADERS = 4096
 
 _OPENMETRICS_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary", "untyped": "unknown"}
 _OPENMETRICS_HEADERS: dict[str, str] = {}  # a text family's HELP and TYPE lines: the OpenMetrics ones
-
-
-def split_header(text_header: str) -> tuple[str, str, str]:
-    """A family's name, help text (as escaped in the text format) and type, from its HELP and TYPE lines."""
-    help_line, type_line = text_header.split("\n", 1)
-    name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
-    return name, help_line[len("# HELP ") + len(name) + 1 :], kind
 
 
 def openmetrics_header(text_header: str) -> str:

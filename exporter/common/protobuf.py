@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from .exposition import split_header
+from .headers import split_header
 from .recent import RecentCache
 
 # metrics.proto's MetricType
