@@ -115,7 +115,7 @@ def test_replayed_lines_stay_true_after_many_other_targets_were_rendered():
         compare(app, every[0], False)
         assert CountingSet.replayed > 100
         replaying, fresh = every[:MAX_REPLAYING_TARGETS], every[MAX_REPLAYING_TARGETS:]
-        assert all(len(target.rendering.memos[False]) > 100 for target in replaying)  # each kept its own
+        assert all(len(target.rendering.memos[("text", False)]) > 100 for target in replaying)  # each kept its own
         assert all(target.rendering.memos is None for target in fresh)  # past the bound: rendered afresh, and the same
         CountingSet.replayed = 0
         compare(app, fresh[0], False)
@@ -144,8 +144,8 @@ def test_a_memo_is_bounded_by_inputs_and_used_by_one_render_at_a_time():
             assert other.memo("server") is None  # taken by the render under way: this one renders afresh
     with TextFamilySet().rendering(rendering):
         pass
-    assert rendering.memos[False].claim()  # released after each render
-    rendering.memos[False].release()
+    assert rendering.memos[("text", False)].claim()  # released after each render
+    rendering.memos[("text", False)].release()
 
 
 @pytest.mark.unit

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .families import NOT_RECORDING, Family, FamilySet
-from .headers import split_header
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -75,14 +74,14 @@ def _header(name: str, kind: str, help_text: str) -> str:
 # of a node stand still from one scrape to the next, and a line that is replayed is neither parsed nor rendered again.
 # Each part holds at most MEMO_ENTRIES inputs (a server that makes up field names empties its part).
 MEMO_ENTRIES = 2048
-# the input; the lines it made, flat as (family, its HELP and TYPE lines, line) after each other (a tuple of tuples would
-# double the size of an entry, and a target keeps a few hundred)
-Rendered = tuple[Any, tuple[str, ...]]
+# the input; the entries it made, flat as (family, its block's header, entry) after each other (a tuple of tuples would
+# double the size of an entry, and a target keeps a few hundred): text lines, or protobuf's Metric messages
+Rendered = tuple[Any, tuple[Any, ...]]
 
 
 class RenderMemo:
-    """What one target's inputs rendered to at its last scrape, for one way of rendering (with or without the
-    ``instance`` label). Owned by the target and dropped with it; one render uses it at a time (:meth:`claim`), and a
+    """What one target's inputs rendered to at its last scrape, for one way of rendering (text or protobuf, with or
+    without the ``instance`` label). Owned by the target and dropped with it; one render uses it at a time (:meth:`claim`), and a
     render that finds it taken (two requests for one target at once) renders without it."""
 
     __slots__ = ("_lock", "_parts")
@@ -111,14 +110,23 @@ class RenderMemo:
 class TargetRendering:
     """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}``, whose
     children keep their rendered text) and, where its owner grants it (``replay``), a :class:`RenderMemo` per way of
-    rendering (about 90 KiB a target); without one, every sample is rendered afresh."""
+    rendering that the target is scraped in (about 90 KiB each); without one, every sample is rendered afresh."""
 
     __slots__ = ("labels", "memos")
 
     def __init__(self, instance: str, replay: bool = True) -> None:
         self.labels = LabelSet({"instance": instance})
-        # by drop_instance: /metrics keeps the label, /scrape leaves it out
-        self.memos: tuple[RenderMemo, RenderMemo] | None = (RenderMemo(), RenderMemo()) if replay else None
+        # by the way of rendering (text or protobuf, with or without the instance label, which histograms are native)
+        self.memos: dict[Hashable, RenderMemo] | None = {} if replay else None
+
+    def memo(self, way: Hashable) -> RenderMemo | None:
+        """The memo of one way of rendering, made when the target is first rendered that way; None where none is
+        granted."""
+        memos = self.memos
+        if memos is None:
+            return None
+        memo = memos.get(way)
+        return memos.setdefault(way, RenderMemo()) if memo is None else memo  # setdefault: two renders get the same
 
 
 class _Recording:
@@ -127,7 +135,7 @@ class _Recording:
 
     __slots__ = ("_key", "_memo", "_out", "_source")
 
-    def __init__(self, out: TextFamilySet, memo: dict[Any, Rendered], key: Any, source: Any) -> None:
+    def __init__(self, out: RenderingFamilySet, memo: dict[Any, Rendered], key: Any, source: Any) -> None:
         self._out, self._memo, self._key, self._source = out, memo, key, source
 
     def __enter__(self) -> None:
@@ -146,6 +154,13 @@ _MAX_HEADERS = 4096
 
 _OPENMETRICS_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary", "untyped": "unknown"}
 _OPENMETRICS_HEADERS: dict[str, str] = {}  # a text family's HELP and TYPE lines: the OpenMetrics ones
+
+
+def split_header(text_header: str) -> tuple[str, str, str]:
+    """A family's name, help text (as escaped in the text format) and type, from its HELP and TYPE lines."""
+    help_line, type_line = text_header.split("\n", 1)
+    name, kind = type_line[len("# TYPE ") :].rstrip("\n").rsplit(" ", 1)
+    return name, help_line[len("# HELP ") + len(name) + 1 :], kind
 
 
 def openmetrics_header(text_header: str) -> str:
@@ -169,36 +184,28 @@ def openmetrics_header(text_header: str) -> str:
     return header
 
 
-class TextFamilySet(FamilySet):
-    """A :class:`FamilySet` that renders each sample into its family's lines as it is added, for the text format:
-    no sample tuples or family objects are kept, and a family's block is the list its lines are appended to.
+class RenderingFamilySet(FamilySet):
+    """A :class:`FamilySet` that renders each sample into its family's block as it is added: no sample tuples or family
+    objects are kept, and a family's block is the list its entries are appended to (its header first, then one entry a
+    sample, or a histogram's or summary's). A target's inputs that stand still replay the entries they made last time
+    (:meth:`replay`). :class:`TextFamilySet` renders text lines, ``protobuf.ProtobufFamilySet`` Metric messages.
 
     With ``drop_instance`` the ``instance`` label is left out (a scrape of one node: Prometheus sets it)."""
 
-    def __init__(self, *, drop_instance: bool = False, protobuf: frozenset[str] | None = None) -> None:
-        self._blocks: dict[str, list[str]] = {}
+    def __init__(self, *, drop_instance: bool = False) -> None:
+        self._blocks: dict[str, list[Any]] = {}
         self._drop_instance = drop_instance
-        # to be encoded as protobuf, these histograms native: a histogram is encoded as it is added, from its inputs
-        self._protobuf = protobuf
         self._pairs: dict[tuple[str, str], str] = {}  # most label pairs (the instance above all) repeat on every line
         # label sets other than kept ones (LabelSet), rendered once per dict: keyed by id, the entry holds the dict
         # itself, so no other dict can take its id while this set is filled
         self._rendered: dict[int, tuple[dict[str, str], str]] = {}
-        self._journal: list[str] | None = None  # the lines of the input being recorded (see recording)
+        self._journal: list[Any] | None = None  # the entries of the input being recorded (see recording)
         self._memo: RenderMemo | None = None  # the memo of the target being rendered, claimed by rendering()
         RENDERED.tick()
 
-    def _block(self, name: str, kind: str, help_: str) -> list[str]:
-        """The first help text and type of a name win, as in :class:`FamilySet`."""
-        header = _HEADERS.get(name)
-        if header is None or header[0] != kind or header[1] != help_:
-            if len(_HEADERS) >= _MAX_HEADERS:
-                _HEADERS.clear()
-            header = _HEADERS[name] = (kind, help_, _header(name, kind, help_))
-        block = self._blocks[name] = [header[2]]
-        return block
-
     def _labels(self, labels: dict[str, str]) -> str:
+        """The labels as the text format writes them (``{a="b"}``, or nothing): also the key other encodings keep
+        their own rendering of a label set by."""
         if labels.__class__ is LabelSet:
             text = labels.text_without_instance if self._drop_instance else labels.text
             return _keep_rendered(labels, self._drop_instance, self._pairs) if text is None else text
@@ -209,69 +216,11 @@ class TextFamilySet(FamilySet):
             cached = self._rendered[id(labels)] = (labels, _rendered(labels, self._drop_instance, self._pairs))
         return cached[1]
 
-    def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
-        block = self._blocks.get(name) or self._block(name, kind, help_)
-        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
-            text = labels.text_without_instance if self._drop_instance else labels.text
-            if text is None:
-                text = _keep_rendered(labels, self._drop_instance, self._pairs)
-        else:
-            text = self._labels(labels)
-        line = f"{name}{text} {number}\n"
-        block.append(line)
-        if self._journal is not None:
-            self._journal += (name, block[0], line)
-
-    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
-        block = self._blocks.get(family) or self._block(family, kind, help_)
-        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-        line = f"{sample}{self._labels(labels)} {number}\n"
-        block.append(line)
-        if self._journal is not None:
-            self._journal += (family, block[0], line)
-
-    def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
-        if self._protobuf is None:
-            super().add_histogram(name, help_, labels, buckets, count, total)
-            return
-        from .protobuf import histogram_chunk
-
-        start = self._line_count(name)
-        super().add_histogram(name, help_, labels, buckets, count, total)
-        native = name in self._protobuf
-        self._keep_encoded(name, start, native, lambda: histogram_chunk(self._labels(labels), buckets, count, total, native))
-
-    def add_summary(
-        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
-    ) -> None:
-        if self._protobuf is None or count is None or total is None:  # without _count: no chunk of its own
-            super().add_summary(name, help_, labels, quantiles, count, total)
-            return
-        from .protobuf import summary_chunk
-
-        start = self._line_count(name)
-        super().add_summary(name, help_, labels, quantiles, count, total)
-        self._keep_encoded(name, start, name in self._protobuf, lambda: summary_chunk(self._labels(labels), quantiles, count, total))
-
-    def _line_count(self, name: str) -> int:
-        block = self._blocks.get(name)
-        return 1 if block is None else len(block)
-
-    def _keep_encoded(self, name: str, start: int, native: bool, encode: Callable[[], bytes]) -> None:
-        """The message of the lines just added to ``name`` from ``start``, kept as the protobuf encoder looks them up:
-        encoded from their inputs, they need not be read back."""
-        from .protobuf import ENCODED
-
-        key = (native, *self._blocks[name][start:])
-        if ENCODED.young.get(key) is None:
-            ENCODED.put(key, encode())
-
     @contextlib.contextmanager
     def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:
         """Within: :meth:`memo` gives the parts of that target's memo for this way of rendering, if no other render
         holds it now."""
-        memo = rendering.memos[self._drop_instance] if rendering is not None and rendering.memos is not None else None
+        memo = rendering.memo(self.way()) if rendering is not None else None
         if memo is None or not memo.claim():
             yield
             return
@@ -282,12 +231,16 @@ class TextFamilySet(FamilySet):
             self._memo = None
             memo.release()
 
+    def way(self) -> Hashable:
+        """What the entries depend on besides the inputs: a target keeps one memo for each way it is rendered."""
+        return ("text", self._drop_instance)
+
     def memo(self, part: str) -> dict[Any, Rendered] | None:
         return self._memo.part(part) if self._memo is not None else None
 
     def replay(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> Rendered | None:
-        """Adds again the lines ``source`` rendered to last time and returns what was kept, if ``key``'s input is still
-        ``source``; if not, None (render it, within :meth:`recording`)."""
+        """Adds again the entries ``source`` rendered to last time and returns what was kept, if ``key``'s input is
+        still ``source``; if not, None (render it, within :meth:`recording`)."""
         if memo is None:
             return None
         kept = memo.get(key)
@@ -312,11 +265,11 @@ class TextFamilySet(FamilySet):
         return NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
 
     def record_together(self, memo: dict[Any, Rendered] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
-        """Keeps under ``key`` the lines of the inputs ``parts`` (each kept or replayed in this scrape), one after the
+        """Keeps under ``key`` the entries of the inputs ``parts`` (each kept or replayed in this scrape), one after the
         other: when the whole of ``source`` stands still, they are replayed at once."""
         if memo is None:
             return
-        lines: list[str] = []
+        lines: list[Any] = []
         for part in parts:
             kept = memo.get(part)
             if kept is None:
@@ -331,28 +284,53 @@ class TextFamilySet(FamilySet):
         return name in self._blocks
 
     def families(self) -> Iterator[Family]:
-        raise TypeError("a TextFamilySet holds rendered lines; use encode()")
+        raise TypeError("a rendering set holds rendered entries; use encode()")
 
     def __iter__(self) -> Iterator[Any]:
-        raise TypeError("a TextFamilySet holds rendered lines; use encode()")
+        raise TypeError("a rendering set holds rendered entries; use encode()")
+
+    def encode(self) -> bytes:
+        raise NotImplementedError
+
+
+class TextFamilySet(RenderingFamilySet):
+    """Renders each sample as its text line (``name{labels} value``); each family's block is its HELP and TYPE lines
+    and its lines, written as text 0.0.4 (and 1.0.0) by :meth:`encode` and as OpenMetrics by :meth:`encode_openmetrics`."""
+
+    def _block(self, name: str, kind: str, help_: str) -> list[str]:
+        """The first help text and type of a name win, as in :class:`FamilySet`."""
+        header = _HEADERS.get(name)
+        if header is None or header[0] != kind or header[1] != help_:
+            if len(_HEADERS) >= _MAX_HEADERS:
+                _HEADERS.clear()
+            header = _HEADERS[name] = (kind, help_, _header(name, kind, help_))
+        block = self._blocks[name] = [header[2]]
+        return block
+
+    def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
+        block = self._blocks.get(name) or self._block(name, kind, help_)
+        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
+            text = labels.text_without_instance if self._drop_instance else labels.text
+            if text is None:
+                text = _keep_rendered(labels, self._drop_instance, self._pairs)
+        else:
+            text = self._labels(labels)
+        line = f"{name}{text} {number}\n"
+        block.append(line)
+        if self._journal is not None:
+            self._journal += (name, block[0], line)
+
+    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
+        block = self._blocks.get(family) or self._block(family, kind, help_)
+        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+        line = f"{sample}{self._labels(labels)} {number}\n"
+        block.append(line)
+        if self._journal is not None:
+            self._journal += (family, block[0], line)
 
     def encode(self) -> bytes:
         return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
-
-    def encode_protobuf(self, native: frozenset[str] = frozenset()) -> bytes:
-        """The same samples in Prometheus' protobuf format; the histograms named in ``native`` also as native ones."""
-        from .protobuf import ENCODED, encode_family  # only a client that asks for protobuf loads it
-
-        ENCODED.tick()
-        young, recall, put = ENCODED.young, ENCODED.recall, ENCODED.put
-        families = []
-        for block in self._blocks.values():
-            key = (native, *block)  # a family whose lines all stand still (most do) is the same message
-            encoded = young.get(key) or recall(key)
-            if encoded is None:
-                put(key, encoded := encode_family(block[0], block[1:], native))
-            families.append(encoded)
-        return b"".join(families)
 
     def encode_openmetrics(self) -> bytes:
         """The same lines as OpenMetrics text 1.0.0: only each family's HELP and TYPE lines and the end differ."""

@@ -1,14 +1,14 @@
-"""Prometheus' protobuf exposition format (``io.prometheus.client.MetricFamily``, length-delimited), written from the
-lines of the text encoder, and the native histograms it alone can carry.
+"""Prometheus' protobuf exposition format (``io.prometheus.client.MetricFamily``, length-delimited), and the native
+histograms it alone can carry.
 
-A :class:`~exporter.common.exposition.TextFamilySet` holds each family as its HELP and TYPE lines and its sample lines
-(``name{labels} value``), most of them replayed from a target's memo. The protobuf body is made from those lines: each
-label set's text is read once and kept with its encoded label pairs (the same few hundred sets recur every scrape), and
-a histogram's or summary's lines are gathered by their labels into one message. Only the wire format is written here,
-by hand, so that no protobuf runtime is needed: varints, zig-zag integers, little-endian doubles and length-delimited
-fields, as ``metrics.proto`` (prometheus/client_model) lays them out.
+:class:`ProtobufFamilySet` encodes each sample as it is added, as text does its lines: a scalar sample is one Metric
+message (the label pairs and the value field, all but the value's eight bytes kept per label set), a histogram or
+summary one message made from its inputs. A target's inputs that stand still replay their messages from the target's
+protobuf memo, as text replays its lines. Only the wire format is written here, by hand, so that no protobuf runtime is
+needed: varints, zig-zag integers, little-endian doubles and length-delimited fields, as ``metrics.proto``
+(prometheus/client_model) lays them out.
 
-Native histograms: a family named in ``native`` whose bucket bounds are powers of two (within 3.5 %, see
+Native histograms: a family named in ``native`` whose bucket bounds are powers of two (within 5 %, see
 :func:`native_index`) also carries the same counts as a native histogram of schema 0 (bucket ``i`` holds
 (2^(i-1), 2^i]), beside its classic buckets, as client_golang serves a histogram that has both: Prometheus keeps the
 native one where ``scrape_native_histograms`` is on and the classic buckets where it asks for them
@@ -18,23 +18,23 @@ native one where ``scrape_native_histograms`` is on and the classic buckets wher
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Hashable
 from typing import Any
 
-from .headers import split_header
-from .recent import RecentCache
+from .exposition import RenderingFamilySet, _keep_rendered
+from .families import COUNTER, GAUGE, HISTOGRAM, SUMMARY
+from .labels import LabelSet
 
-# metrics.proto's MetricType
-COUNTER, GAUGE, SUMMARY, UNTYPED, HISTOGRAM = 0, 1, 2, 3, 4
-_TYPES = {"counter": COUNTER, "gauge": GAUGE, "summary": SUMMARY, "untyped": UNTYPED, "histogram": HISTOGRAM}
+# metrics.proto's MetricType, and the field of a Metric that holds each scalar type's value message
+_TYPES = {COUNTER: 0, GAUGE: 1, SUMMARY: 2, HISTOGRAM: 4}
+UNTYPED = 3
+_VALUE_FIELD = {0: 3, 1: 2, UNTYPED: 5}
 
-_LABEL = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)="((?:[^"\\]|\\.)*)"')
-_UNESCAPE = re.compile(r"\\(.)")
-_UNESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
 _DOUBLE = struct.Struct("<d")
+_pack_double = _DOUBLE.pack
 # how far (in log2) a classic bound may lie from a power of two and still be that native bucket's bound: Redis' LATENCY
 # HISTOGRAM keeps buckets of 2^k ns and reports their bounds in whole µs (1, 2, 4, 8, 16, 33, 66, 132, 264, ...: about
 # 1.024 x 2^(k-10), rounded up), at most 0.045 above the power of two; half a bucket is 0.5
@@ -56,7 +56,13 @@ _SMALL_VARINTS = tuple(_varint(value) for value in range(2048))  # lengths, coun
 
 
 def varint(value: int) -> bytes:
-    return _SMALL_VARINTS[value] if 0 <= value < 2048 else _varint(value)
+    if 0 <= value < 2048:
+        return _SMALL_VARINTS[value]
+    if 0 < value < 1 << 14:  # counts up to two million, written most often after the small ones: two or three bytes
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if 0 < value < 1 << 21:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    return _varint(value)
 
 
 def zigzag(value: int) -> int:
@@ -79,109 +85,75 @@ def _string_field(field: int, text: str) -> bytes:
     return length_delimited(field, text.encode("utf-8"))
 
 
-def _label_pairs(pairs: list[tuple[str, str]]) -> bytes:
-    return b"".join(length_delimited(1, _string_field(1, name) + _string_field(2, value)) for name, value in pairs)
-
-
 def _count(value: float) -> int:
     """A count as the uint64 the message holds (a NaN or infinite one, which no count is, as 0)."""
     return int(value) if math.isfinite(value) and value >= 0 else 0
 
 
-def _number(text: str | None) -> float | None:
+def _number(text: str) -> float | None:
     try:
-        return None if text is None else float(text)
+        return float(text)
     except ValueError:
         return None
 
 
-def _unescape(value: str) -> str:
-    return _UNESCAPE.sub(lambda m: _UNESCAPED.get(m.group(1), "\\" + m.group(1)), value) if "\\" in value else value
+class _Labels:
+    """One label set's LabelPair fields, and per value field the head of a scalar Metric of these labels: the
+    MetricFamily's field 4, its length, the pairs, then the value message's field holding ``{double value = 1}``; all
+    but the value's eight bytes."""
 
+    __slots__ = ("encoded", "heads")
 
-_BOUNDS: dict[str, tuple[float, bytes]] = {}  # an le label's value: the bound, and its field (none for +Inf or no number)
+    def __init__(self, labels: dict[str, str], drop_instance: bool) -> None:
+        self.encoded = b"".join(
+            length_delimited(1, _string_field(1, name) + _string_field(2, str(value)))
+            for name, value in labels.items()
+            if not (drop_instance and name == "instance")
+        )
+        self.heads: dict[int, bytes] = {}
 
-
-def _bound(le: str) -> tuple[float, bytes]:
-    number = _number(le)
-    bound = (math.inf, b"") if number is None or number == math.inf else (number, double_field(2, number))
-    if len(_BOUNDS) < 4096:
-        _BOUNDS[le] = bound
-    return bound
-
-
-class _LabelText:
-    """One label set's text (``{a="b",le="8"}``) read: its pairs, and for a histogram's or summary's lines the LabelPair
-    fields of all but ``le`` and ``quantile`` (which their messages carry as numbers)."""
-
-    __slots__ = ("_pairs", "_scalar_heads", "bound", "encoded", "key", "quantile")
-
-    def __init__(self, text: str) -> None:
-        pairs = self._pairs = [(name, _unescape(value)) for name, value in _LABEL.findall(text)]
-        kept = [(name, value) for name, value in pairs if name not in ("le", "quantile")]
-        found = dict(pairs)
-        le = found.get("le")
-        self.bound = None if le is None else _BOUNDS.get(le) or _bound(le)  # a bucket's upper bound and its field
-        self.quantile = _number(found.get("quantile"))
-        self.key = tuple(kept)
-        self.encoded = _label_pairs(kept)
-        self._scalar_heads: dict[int, bytes] = {}
-
-    def scalar_head(self, field: int) -> bytes:
-        """A Metric of these labels (every one: ``le`` or ``quantile`` is a plain label here) and one value (a Gauge,
-        Counter or Untyped message at ``field``), all but the value's eight bytes: the MetricFamily's field 4, its
-        length, the label pairs, then ``field`` holding ``{double value = 1}``."""
-        head = self._scalar_heads.get(field)
-        if head is None:
-            body = _label_pairs(self._pairs) + bytes((field << 3 | 2, 9, 1 << 3 | 1))
-            head = self._scalar_heads[field] = b"\x22" + varint(len(body) + 8) + body
+    def head(self, field: int) -> bytes:
+        body = self.encoded + bytes((field << 3 | 2, 9, 1 << 3 | 1))
+        head = self.heads[field] = b"\x22" + varint(len(body) + 8) + body
         return head
 
 
-# label texts read, by the text: the same few hundred every scrape; bounded, and a pure function of its key
-_LABEL_TEXTS: dict[str, _LabelText] = {}
-_MAX_LABEL_TEXTS = 16384
-_NO_LABELS = _LabelText("")
+# label sets encoded, by their text as rendered (a pure function of it: the text names every pair, and the instance
+# only where it is kept): the same few hundred every scrape; bounded
+_LABELS: dict[str, _Labels] = {}
+_MAX_LABELS = 16384
 
 
-def _label_text(text: str) -> _LabelText:
-    read = _LABEL_TEXTS.get(text)
-    if read is None:
-        if len(_LABEL_TEXTS) >= _MAX_LABEL_TEXTS:
-            _LABEL_TEXTS.clear()
-        read = _LABEL_TEXTS[text] = _LabelText(text)
-    return read
+def _encoded_labels(text: str, labels: dict[str, str], drop_instance: bool) -> _Labels:
+    encoded = _LABELS.get(text)
+    if encoded is None:
+        if len(_LABELS) >= _MAX_LABELS:
+            _LABELS.clear()
+        encoded = _LABELS[text] = _Labels(labels, drop_instance)
+    return encoded
 
 
-def _sample(line: str) -> tuple[str, _LabelText, float]:
-    """A text sample line: its name, its labels read and its value (``float`` takes the line's end)."""
-    head, _, number = line.rpartition(" ")
-    brace = head.find("{")
-    if brace < 0:
-        return head, _NO_LABELS, float(number)
-    return head[:brace], _label_text(head[brace:]), float(number)
+class _Head:
+    """A family's MetricFamily fields before its metrics (name, help, type), and the field its samples' values take
+    (None for a histogram or summary, whose samples are one message each)."""
 
+    __slots__ = ("encoded", "value_field")
 
-def _parse_header(header: str) -> tuple[str, str, str]:
-    """The name, help text (unescaped) and type of a family's HELP and TYPE lines."""
-    name, help_text, kind = split_header(header)
-    if "\\" in help_text:
-        help_text = help_text.replace("\\\\", "\0").replace("\\n", "\n").replace("\0", "\\")
-    return name, help_text, kind
-
-
-_FAMILY_HEADS: dict[str, tuple[bytes, int, str]] = {}  # a family's header lines: its encoded name and help, type, name
-
-
-def _family_head(header: str) -> tuple[bytes, int, str]:
-    head = _FAMILY_HEADS.get(header)
-    if head is None:
-        name, help_text, kind = _parse_header(header)
+    def __init__(self, name: str, kind: str, help_: str) -> None:
         kind_number = _TYPES.get(kind, UNTYPED)
-        head = (_string_field(1, name) + _string_field(2, help_text) + varint_field(3, kind_number), kind_number, name)
-        if len(_FAMILY_HEADS) >= _MAX_LABEL_TEXTS:
-            _FAMILY_HEADS.clear()
-        _FAMILY_HEADS[header] = head
+        self.encoded = _string_field(1, name) + _string_field(2, help_) + varint_field(3, kind_number)
+        self.value_field = _VALUE_FIELD.get(kind_number)
+
+
+_HEADS: dict[tuple[str, str, str], _Head] = {}  # by (name, type, help): the same few hundred every scrape
+
+
+def _head(name: str, kind: str, help_: str) -> _Head:
+    head = _HEADS.get((name, kind, help_))
+    if head is None:
+        if len(_HEADS) >= _MAX_LABELS:
+            _HEADS.clear()
+        head = _HEADS[(name, kind, help_)] = _Head(name, kind, help_)
     return head
 
 
@@ -195,149 +167,215 @@ def native_index(bound: float) -> int | None:
     return index if abs(exact - index) <= NATIVE_BOUND_TOLERANCE else None
 
 
+_NATIVE_HEAD = varint_field(5, zigzag(0)) + double_field(6, 0.0) + varint_field(7, 0)  # schema, zero threshold, zero count
+_NO_OBSERVATION = length_delimited(12, varint_field(1, 0) + varint_field(2, 0))  # an empty span: native all the same
+
+
+def _spans(indexes: list[int] | tuple[int, ...]) -> bytes:
+    """The positive spans of schema-0 buckets at these indexes (increasing): each its offset from the end of the one
+    before (the first, from 0) and its length."""
+    spans: list[list[int]] = []
+    end = 0
+    for index in indexes:
+        if spans and index == end:
+            spans[-1][1] += 1
+        else:
+            spans.append([index - end if spans else index, 1])
+        end = index + 1
+    if not spans:
+        return _NO_OBSERVATION
+    return b"".join(length_delimited(12, varint_field(1, zigzag(offset)) + varint_field(2, length)) for offset, length in spans)
+
+
+def _native(indexes: tuple[int, ...], cumulatives: list[float], count: float, spans: bytes) -> bytes | None:
+    """The native fields of schema 0 for these buckets (schema-0 indexes, increasing; cumulative counts), or None where
+    they cannot be one: counts that fall or are no integers, or observations above the last finite bound. ``spans``:
+    those of every index, for the common case (Redis reports only buckets that hold observations)."""
+    observed: list[int] = []
+    deltas = bytearray()
+    previous = 0.0
+    last = 0
+    for index, cumulative in zip(indexes, cumulatives, strict=True):
+        if cumulative <= previous:
+            if cumulative < previous:
+                return None
+            continue  # a bucket without observations is left out of the spans
+        if cumulative != int(cumulative):
+            return None
+        observed.append(index)
+        value = int(cumulative - previous)
+        delta = (value - last) << 1 if value >= last else ((last - value) << 1) - 1  # zig-zag
+        deltas += _SMALL_VARINTS[delta] if delta < 2048 else _varint(delta)
+        last = value
+        previous = cumulative
+    if previous != count:
+        return None
+    if len(observed) < len(indexes):
+        spans = _spans(observed)
+    return _NATIVE_HEAD + spans + length_delimited(13, bytes(deltas)) if deltas else _NATIVE_HEAD + spans  # packed sint64
+
+
+class _Bounds:
+    """A histogram's finite bucket bounds, as its ``le`` labels give them: each bucket's ``upper_bound`` field (empty for
+    +Inf or no number, which the message leaves out), its schema-0 bucket (``natives``, None unless every bound is one,
+    each above the last) and their spans."""
+
+    __slots__ = ("fields", "natives", "spans")
+
+    def __init__(self, les: tuple[str, ...]) -> None:
+        numbers = [_number(le) for le in les]
+        self.fields = tuple(b"" if number is None or number == math.inf else double_field(2, number) for number in numbers)
+        indexes = [index for number in numbers if number is not None and (index := native_index(number)) is not None]
+        increasing = all(later > earlier for earlier, later in itertools.pairwise(indexes))
+        self.natives = tuple(indexes) if len(indexes) == len(les) and increasing else None
+        self.spans = _spans(indexes)
+
+
+# by the le labels: a command's buckets are those its observations have reached, a few layouts per command
+_BOUNDS: dict[tuple[str, ...], _Bounds] = {}
+
+
+def _bounds(les: tuple[str, ...]) -> _Bounds:
+    bounds = _BOUNDS.get(les)
+    if bounds is None:
+        if len(_BOUNDS) >= _MAX_LABELS:
+            _BOUNDS.clear()
+        bounds = _BOUNDS[les] = _Bounds(les)
+    return bounds
+
+
 def native_fields(buckets: list[tuple[float, float]], count: float) -> bytes | None:
     """A native histogram of schema 0 (zero threshold 0) with the counts of these classic buckets ((upper bound,
     cumulative count), finite bounds in increasing order), or None where they cannot be one: a bound that is not a power
     of two, two bounds on one bucket, counts that fall, or observations above the last finite bound."""
-    indexes: list[int] = []
-    counts: list[int] = []
-    previous = 0.0
-    for bound, cumulative in buckets:
-        index = native_index(bound)
-        if index is None or (indexes and index <= indexes[-1]) or cumulative < previous or cumulative != int(cumulative):
-            return None
-        if cumulative > previous:
-            indexes.append(index)
-            counts.append(int(cumulative - previous))
-        previous = cumulative
-    if previous != count:
+    indexes = [index for bound, _ in buckets if (index := native_index(bound)) is not None]
+    if len(indexes) < len(buckets) or any(later <= earlier for earlier, later in itertools.pairwise(indexes)):
         return None
-    fields = [varint_field(5, zigzag(0)), double_field(6, 0.0), varint_field(7, 0)]  # schema, zero threshold, zero count
-    spans: list[tuple[int, int]] = []  # (offset from the end of the previous span, length)
-    end = 0
-    for index in indexes:
-        if spans and index == end:
-            spans[-1] = (spans[-1][0], spans[-1][1] + 1)
-        else:
-            spans.append((index - end if spans else index, 1))
-        end = index + 1
-    if not spans:  # no observation yet: an empty span says the histogram is native
-        spans.append((0, 0))
-    for offset, length in spans:
-        fields.append(length_delimited(12, varint_field(1, zigzag(offset)) + varint_field(2, length)))
-    deltas = bytearray()
-    last = 0
-    for value in counts:
-        deltas += varint(zigzag(value - last))
-        last = value
-    if deltas:
-        fields.append(length_delimited(13, bytes(deltas)))  # packed sint64
-    return b"".join(fields)
+    return _native(tuple(indexes), [cumulative for _, cumulative in buckets], count, _spans(indexes))
 
 
-def _histogram_message(buckets: Iterable[tuple[tuple[float, bytes], float]], count: float, total: float, native: bool) -> bytes:
-    """A Histogram message from its finite buckets ((bound, its field), cumulative count); +Inf is the count."""
-    classic: list[tuple[float, float]] = []
-    parts = []
-    for (bound, field), cumulative in buckets:
+# a bucket message's first bytes by the length of its count's varint: Histogram field 3, the length (the count field,
+# then the bound's nine bytes), the count's tag
+_BUCKET_HEADS = tuple(bytes((3 << 3 | 2, length + 10, 1 << 3)) for length in range(11))
+
+
+def histogram_message(buckets: list[tuple[str, float]], count: float, total: float, native: bool) -> bytes:
+    """A Histogram message from ``FamilySet.add_histogram``'s buckets ((``le``, cumulative count), +Inf is the count),
+    with a native histogram beside the classic buckets where asked and where they can be one."""
+    bounds = _bounds(tuple([le for le, _ in buckets]))
+    body = bytearray(b"\x08")
+    body += varint(_count(count))
+    body += b"\x11"
+    body += _DOUBLE.pack(total)
+    for field, (_, cumulative) in zip(bounds.fields, buckets, strict=True):
         if field:
-            classic.append((bound, cumulative))
-            bucket = b"\x08" + varint(_count(cumulative)) + field  # cumulative_count = 1, upper_bound = 2
-            parts.append(b"\x1a" + varint(len(bucket)) + bucket)
-    body = varint_field(1, _count(count)) + double_field(2, total) + b"".join(parts)
-    if native:
-        body += native_fields(classic, count) or b""
-    return length_delimited(7, body)
+            number = _SMALL_VARINTS[int(cumulative)] if 0 <= cumulative < 2048 else varint(_count(cumulative))
+            body += _BUCKET_HEADS[len(number)]
+            body += number
+            body += field
+    if native and bounds.natives is not None:
+        body += _native(bounds.natives, [cumulative for _, cumulative in buckets], count, bounds.spans) or b""
+    return length_delimited(7, bytes(body))
 
 
-def _summary_message(quantiles: Iterable[tuple[float, float]], count: float, total: float) -> bytes:
-    """A Summary message; each quantile and its value are two doubles, 18 bytes."""
-    parts = b"".join(b"\x1a\x12" + double_field(1, quantile) + double_field(2, value) for quantile, value in quantiles)
-    return length_delimited(4, varint_field(1, _count(count)) + double_field(2, total) + parts)
+# a quantile's first bytes in a Summary, by its label: field 3, the length (two doubles), the quantile's field and value,
+# the value's tag; None for a label that is no number (left out)
+_QUANTILES: dict[str, bytes | None] = {}
 
 
-def _sum_and_count(samples: list[tuple[str, _LabelText, float]], name: str) -> tuple[float, float]:
-    found = {sample_name: value for sample_name, _, value in samples}
-    return found.get(name + "_count", 0.0), found.get(name + "_sum", 0.0)
+def _quantile(label: str) -> bytes | None:
+    number = _number(label)
+    head = None if number is None else b"\x1a\x12" + double_field(1, number) + b"\x11"
+    if len(_QUANTILES) < 4096:
+        _QUANTILES[label] = head
+    return head
 
 
-def _histogram(samples: list[tuple[str, _LabelText, float]], name: str, native: bool) -> bytes:
-    bucket = name + "_bucket"
-    buckets = [(labels.bound, value) for sample_name, labels, value in samples if sample_name == bucket and labels.bound is not None]
-    return _histogram_message(buckets, *_sum_and_count(samples, name), native)
+def summary_message(quantiles: list[tuple[str, float]], count: float, total: float) -> bytes:
+    """A Summary message from ``FamilySet.add_summary``'s quantiles ((label, value))."""
+    body = bytearray(b"\x08")
+    body += varint(_count(count))
+    body += b"\x11"
+    body += _DOUBLE.pack(total)
+    for label, value in quantiles:
+        head = _QUANTILES[label] if label in _QUANTILES else _quantile(label)
+        if head is not None:
+            body += head
+            body += _DOUBLE.pack(value)
+    return length_delimited(4, bytes(body))
 
 
-def _summary(samples: list[tuple[str, _LabelText, float]], name: str) -> bytes:
-    quantiles = [(labels.quantile, value) for sample_name, labels, value in samples if sample_name == name and labels.quantile is not None]
-    return _summary_message(quantiles, *_sum_and_count(samples, name))
+class ProtobufFamilySet(RenderingFamilySet):
+    """Renders each sample as its Metric message; :meth:`encode` writes the families as length-delimited MetricFamily
+    messages, the histograms named in ``native`` also as native ones."""
 
+    def __init__(self, *, drop_instance: bool = False, native: frozenset[str] = frozenset()) -> None:
+        super().__init__(drop_instance=drop_instance)
+        self._native = native
 
-def histogram_chunk(label_text: str, buckets: list[tuple[str, float]], count: float, total: float, native: bool) -> bytes:
-    """One histogram's Metric message from what its text lines were made of (``FamilySet.add_histogram``'s
-    arguments, ``label_text`` its labels as rendered): the bytes :func:`_grouped` reads back from those lines, without
-    reading them."""
-    message = _histogram_message(((_BOUNDS.get(le) or _bound(le), cumulative) for le, cumulative in buckets), count, total, native)
-    return length_delimited(4, (_label_text(label_text) if label_text else _NO_LABELS).encoded + message)
+    def way(self) -> Hashable:
+        return ("protobuf", self._drop_instance, self._native)
 
+    def _block(self, name: str, kind: str, help_: str) -> list[Any]:
+        """The first help text and type of a name win, as in :class:`FamilySet`."""
+        block: list[Any] = [_HEADS.get((name, kind, help_)) or _head(name, kind, help_)]
+        self._blocks[name] = block
+        return block
 
-def summary_chunk(label_text: str, quantiles: list[tuple[str, float]], count: float, total: float) -> bytes:
-    """One summary's Metric message from ``FamilySet.add_summary``'s arguments, as :func:`histogram_chunk`."""
-    numbers = [(number, value) for quantile, value in quantiles if (number := _number(quantile)) is not None]
-    return length_delimited(4, (_label_text(label_text) if label_text else _NO_LABELS).encoded + _summary_message(numbers, count, total))
+    def _encoded_labels(self, labels: dict[str, str]) -> _Labels:
+        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
+            text = labels.text_without_instance if self._drop_instance else labels.text
+            if text is None:
+                text = _keep_rendered(labels, self._drop_instance, self._pairs)
+        else:
+            text = self._labels(labels)
+        return _LABELS.get(text) or _encoded_labels(text, labels, self._drop_instance)
 
+    def _append(self, name: str, block: list[Any], entry: bytes) -> None:
+        block.append(entry)
+        if self._journal is not None:
+            self._journal += (name, block[0], entry)
 
-_VALUE_FIELD = {COUNTER: 3, GAUGE: 2, UNTYPED: 5}
+    def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
+        block = self._blocks.get(name) or self._block(name, kind, help_)
+        field = block[0].value_field
+        if field is None:
+            raise TypeError(f"{name}: a histogram's or summary's samples are added by add_histogram or add_summary")
+        if labels.__class__ is LabelSet:  # _encoded_labels inlined for the commonest case: this runs for every sample
+            text = labels.text_without_instance if self._drop_instance else labels.text
+            if text is None:
+                text = _keep_rendered(labels, self._drop_instance, self._pairs)
+            encoded = _LABELS.get(text) or _encoded_labels(text, labels, self._drop_instance)
+        else:
+            encoded = self._encoded_labels(labels)
+        entry = (encoded.heads.get(field) or encoded.head(field)) + _pack_double(value)
+        block.append(entry)
+        if self._journal is not None:
+            self._journal += (name, block[0], entry)
 
+    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
+        """A scalar family's Metric carries no name of its own: ``sample`` is the family's."""
+        self.add(family, kind, help_, labels, value)
 
-# a sample line's Metric message, a histogram's or summary's lines' (from its first bucket or quantile to its _count)
-# and a whole family's, by the line or the tuple of lines (with whether it is served native): most are replayed
-# unchanged scrape after scrape, and the same text is the same message (a pure memo, bounded; unused entries are let
-# go after two generations)
-ENCODED: RecentCache[tuple[Any, ...], bytes] = RecentCache(max_entries=16384, generation_seconds=120.0)
+    def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
+        block = self._blocks.get(name) or self._block(name, HISTOGRAM, help_)
+        message = histogram_message(buckets, count, total, name in self._native)
+        self._append(name, block, length_delimited(4, self._encoded_labels(labels).encoded + message))
 
+    def add_summary(
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
+    ) -> None:
+        """A summary without a count and sum (which text leaves out) has them 0, as client_golang reads a Summary that
+        lacks them."""
+        block = self._blocks.get(name) or self._block(name, SUMMARY, help_)
+        message = summary_message(quantiles, 0.0 if count is None else count, 0.0 if total is None else total)
+        self._append(name, block, length_delimited(4, self._encoded_labels(labels).encoded + message))
 
-def _grouped(lines: list[str], name: str, kind: int, native: bool) -> bytes:
-    """The Metric messages of a histogram's or summary's lines, gathered by their labels (without le or quantile)."""
-    grouped: dict[tuple[tuple[str, str], ...], tuple[_LabelText, list[tuple[str, _LabelText, float]]]] = {}
-    for line in lines:
-        sample = _sample(line)
-        entry = grouped.get(sample[1].key)
-        if entry is None:
-            entry = grouped[sample[1].key] = (sample[1], [])
-        entry[1].append(sample)
-    return b"".join(
-        length_delimited(4, labels.encoded + (_histogram(samples, name, native) if kind == HISTOGRAM else _summary(samples, name)))
-        for labels, samples in grouped.values()
-    )
-
-
-def encode_family(header: str, lines: list[str], native: frozenset[str] = frozenset()) -> bytes:
-    """One family, given its text header and sample lines, as a length-delimited MetricFamily."""
-    head, kind, name = _FAMILY_HEADS.get(header) or _family_head(header)
-    young, recall, put = ENCODED.young, ENCODED.recall, ENCODED.put
-    metrics = []
-    if kind in (HISTOGRAM, SUMMARY):
-        last = name + "_count"  # each label set's lines end with its _count (FamilySet.add_histogram, add_summary)
-        start = 0
-        for end, line in enumerate(lines, 1):
-            if end == len(lines) or (line.startswith(last) and line[len(last)] in "{ "):
-                chunk = (name in native, *lines[start:end])
-                encoded = young.get(chunk) or recall(chunk)
-                if encoded is None:
-                    put(chunk, encoded := _grouped(lines[start:end], name, kind, name in native))
-                metrics.append(encoded)
-                start = end
-    else:
-        field = _VALUE_FIELD[kind]
-        pack = _DOUBLE.pack
-        for line in lines:
-            key = (field, line)  # the same line in a family of another type is another message
-            encoded = young.get(key) or recall(key)
-            if encoded is None:
-                sample, _, number = line.rpartition(" ")
-                brace = sample.find("{")
-                labels = _NO_LABELS if brace < 0 else _LABEL_TEXTS.get(sample[brace:]) or _label_text(sample[brace:])
-                put(key, encoded := labels.scalar_head(field) + pack(float(number)))
-            metrics.append(encoded)
-    family = head + b"".join(metrics)
-    return varint(len(family)) + family
+    def encode(self) -> bytes:
+        out: list[bytes] = []
+        for block in self._blocks.values():
+            head = block[0].encoded
+            metrics = block[1:]
+            out += (varint(len(head) + sum(map(len, metrics))), head)
+            out += metrics
+        return b"".join(out)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
-from exporter.common.exposition import TextFamilySet
+from exporter.common.exposition import RenderingFamilySet, TextFamilySet
 from exporter.common.families import FamilyCollector
 from exporter.common.urltext import query_values
 from exporter.config import Config, listen_host_port
@@ -264,16 +264,19 @@ class ExporterApp:
 
     def _metrics(self, request: Request, collectors: list[FamilyCollector], *, drop_instance: bool = False) -> Reply:
         choice = self.formats.choose(request.headers.get("accept"))
-        out = TextFamilySet(drop_instance=drop_instance, protobuf=NATIVE_HISTOGRAMS if choice.format is PROTOBUF_DELIMITED else None)
+        out: RenderingFamilySet
+        if choice.format is PROTOBUF_DELIMITED:
+            from exporter.common.protobuf import ProtobufFamilySet  # only a client that asks for protobuf loads it
+
+            out = ProtobufFamilySet(drop_instance=drop_instance, native=NATIVE_HISTOGRAMS)
+        else:
+            out = TextFamilySet(drop_instance=drop_instance)
         for collector in collectors:
             collector.write(out)
         # text 1.0.0 writes legacy-valid names exactly as 0.0.4 does, and OpenMetrics differs only in each family's
         # HELP and TYPE lines and its end; every name is legacy-valid, so each escaping writes it as it is (the
         # Content-Type echoes the one the client asked for)
-        if choice.format is PROTOBUF_DELIMITED:
-            body = out.encode_protobuf(NATIVE_HISTOGRAMS)
-        else:
-            body = out.encode_openmetrics() if choice.format is OPENMETRICS_1_0_0 else out.encode()
+        body = out.encode_openmetrics() if isinstance(out, TextFamilySet) and choice.format is OPENMETRICS_1_0_0 else out.encode()
         headers = [("Content-Type", choice.content_type)]
         if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip_compress(body)
