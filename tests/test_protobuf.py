@@ -201,6 +201,16 @@ def test_what_a_target_replays_is_what_a_fresh_encoding_writes():
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("odd", [math.nan, math.inf, -1.0, 2.5])
+def test_a_count_no_histogram_holds_leaves_the_histogram_classic(odd):
+    native = ProtobufFamilySet(native=frozenset({LATENCY}))
+    classic = ProtobufFamilySet()
+    for out in (native, classic):
+        out.add_histogram(LATENCY, "Latency.", {}, [("1", 1.0), ("2", odd)], 3.0, 1.0)
+    assert native.encode() == classic.encode()
+
+
+@pytest.mark.unit
 def test_a_histograms_or_summarys_samples_one_by_one_are_refused():
     out = ProtobufFamilySet()
     out.add_histogram("lat_usec", "Latency.", {}, [("1", 1.0)], 1.0, 1.0)

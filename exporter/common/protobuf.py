@@ -34,6 +34,7 @@ UNTYPED = 3
 _VALUE_FIELD = {0: 3, 1: 2, UNTYPED: 5}
 
 _DOUBLE = struct.Struct("<d")
+_INF = math.inf
 _pack_double = _DOUBLE.pack
 # how far (in log2) a classic bound may lie from a power of two and still be that native bucket's bound: Redis' LATENCY
 # HISTOGRAM keeps buckets of 2^k ns and reports their bounds in whole µs (1, 2, 4, 8, 16, 33, 66, 132, 264, ...: about
@@ -133,16 +134,12 @@ def _encoded_labels(text: str, labels: dict[str, str], drop_instance: bool) -> _
     return encoded
 
 
-class _Head:
+class _Head(bytes):
     """A family's MetricFamily fields before its metrics (name, help, type), and the field its samples' values take
-    (None for a histogram or summary, whose samples are one message each)."""
+    (None for a histogram or summary, whose samples are one message each). Bytes, so that a block's length is the sum
+    of its items' lengths."""
 
-    __slots__ = ("encoded", "value_field")
-
-    def __init__(self, name: str, kind: str, help_: str) -> None:
-        kind_number = _TYPES.get(kind, UNTYPED)
-        self.encoded = _string_field(1, name) + _string_field(2, help_) + varint_field(3, kind_number)
-        self.value_field = _VALUE_FIELD.get(kind_number)
+    value_field: int | None
 
 
 _HEADS: dict[tuple[str, str, str], _Head] = {}  # by (name, type, help): the same few hundred every scrape
@@ -153,7 +150,9 @@ def _head(name: str, kind: str, help_: str) -> _Head:
     if head is None:
         if len(_HEADS) >= _MAX_LABELS:
             _HEADS.clear()
-        head = _HEADS[(name, kind, help_)] = _Head(name, kind, help_)
+        kind_number = _TYPES.get(kind, UNTYPED)
+        head = _HEADS[(name, kind, help_)] = _Head(_string_field(1, name) + _string_field(2, help_) + varint_field(3, kind_number))
+        head.value_field = _VALUE_FIELD.get(kind_number)
     return head
 
 
@@ -200,7 +199,7 @@ def _native(indexes: tuple[int, ...], cumulatives: list[float], count: float, sp
             if cumulative < previous:
                 return None
             continue  # a bucket without observations is left out of the spans
-        if cumulative != int(cumulative):
+        if not cumulative < _INF or cumulative != int(cumulative):
             return None
         observed.append(index)
         value = int(cumulative - previous)
@@ -267,15 +266,36 @@ def histogram_message(buckets: list[tuple[str, float]], count: float, total: flo
     body += varint(_count(count))
     body += b"\x11"
     body += _DOUBLE.pack(total)
+    # the native deltas alongside, while every bucket holds observations (as Redis reports them) in whole numbers
+    deltas = bytearray() if native and bounds.natives is not None else None
+    previous = 0.0
+    last = 0
     for field, (_, cumulative) in zip(bounds.fields, buckets, strict=True):
         if field:
             number = _SMALL_VARINTS[int(cumulative)] if 0 <= cumulative < 2048 else varint(_count(cumulative))
             body += _BUCKET_HEADS[len(number)]
             body += number
             body += field
-    if native and bounds.natives is not None:
+        if deltas is not None:
+            value = cumulative - previous
+            if 0 < value < _INF and value == int(value):
+                value = int(value)
+                delta = (value - last) << 1 if value >= last else ((last - value) << 1) - 1  # zig-zag
+                deltas += _SMALL_VARINTS[delta] if delta < 2048 else _varint(delta)
+                last = value
+                previous = cumulative
+            else:
+                deltas = None
+    if deltas is not None and previous == count:
+        body += _NATIVE_HEAD
+        body += bounds.spans
+        if deltas:
+            body += b"\x6a"  # field 13, packed sint64
+            body += varint(len(deltas))
+            body += deltas
+    elif native and bounds.natives is not None:  # a bucket without observations, or one that cannot be native
         body += _native(bounds.natives, [cumulative for _, cumulative in buckets], count, bounds.spans) or b""
-    return length_delimited(7, bytes(body))
+    return b"\x3a" + varint(len(body)) + body  # field 7 of a Metric
 
 
 # a quantile's first bytes in a Summary, by its label: field 3, the length (two doubles), the quantile's field and value,
@@ -359,8 +379,8 @@ class ProtobufFamilySet(RenderingFamilySet):
 
     def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
         block = self._blocks.get(name) or self._block(name, HISTOGRAM, help_)
-        message = histogram_message(buckets, count, total, name in self._native)
-        self._append(name, block, length_delimited(4, self._encoded_labels(labels).encoded + message))
+        message = self._encoded_labels(labels).encoded + histogram_message(buckets, count, total, name in self._native)
+        self._append(name, block, b"\x22" + varint(len(message)) + message)  # field 4 of a MetricFamily
 
     def add_summary(
         self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
@@ -373,9 +393,8 @@ class ProtobufFamilySet(RenderingFamilySet):
 
     def encode(self) -> bytes:
         out: list[bytes] = []
-        for block in self._blocks.values():
-            head = block[0].encoded
-            metrics = block[1:]
-            out += (varint(len(head) + sum(map(len, metrics))), head)
-            out += metrics
+        for block in self._blocks.values():  # the head and the metrics of each, behind its length
+            size = sum(map(len, block))
+            out.append(_SMALL_VARINTS[size] if size < 2048 else varint(size))
+            out += block
         return b"".join(out)
