@@ -8,9 +8,10 @@ One redis-server with the data set of scrape_bench.py; production-like traffic (
 every scrape, so its commandstats and latency histograms move between scrapes as they do in production. Per pass,
 ``--scrapes`` rounds of one scrape in each format, the formats in turn (each scrape a fresh read of the node, over one
 kept-alive connection per format). CPU is the exporter's, over all its threads (``/proc/PID/task/*/schedstat``), per
-scrape. Prints the medians over the passes: CPU per scrape, bytes, the series each format serves (samples; for
-protobuf, what a Prometheus that keeps only the native histograms stores) and the CPU per series, with each format's
-ratio to text.
+scrape. Prints the medians over the passes: CPU per scrape, bytes, the CPU per sample served (every format carries the
+same samples: protobuf a histogram's buckets, sum and count in one message), the series Prometheus stores (for
+protobuf, what a Prometheus that keeps only the native histograms stores) and the CPU per stored series, with each
+format's ratio to text.
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ def main() -> None:
             cpu_ms = statistics.median(figures[name]["cpu_ms"])
             size = statistics.median(figures[name]["bytes"])
             print(
-                f"{name:18} CPU {cpu_ms:6.3f} ms ({cpu_ms / text_cpu:4.2f}x)  bytes {size:8.0f}  series stored {stored[name]:5d}  "
-                f"CPU per series {cpu_ms / stored[name] * 1e3:6.2f} us ({cpu_ms / stored[name] / (text_cpu / samples):4.2f}x)"
+                f"{name:18} CPU {cpu_ms:6.3f} ms ({cpu_ms / text_cpu:4.2f}x)  bytes {size:8.0f}  "
+                f"CPU per sample served {cpu_ms / samples * 1e3:5.2f} us ({cpu_ms / text_cpu:4.2f}x)  series stored {stored[name]:5d}  "
+                f"CPU per stored series {cpu_ms / stored[name] * 1e3:5.2f} us ({cpu_ms / stored[name] / (text_cpu / samples):4.2f}x)"
             )
     finally:
         if exporter is not None:

@@ -36,6 +36,8 @@ LATENCY = "redis_commands_latencies_usec"
         (16384, b"\x80\x80\x01"),
         (2097151, b"\xff\xff\x7f"),
         (2097152, b"\x80\x80\x80\x01"),
+        (268435455, b"\xff\xff\xff\x7f"),
+        (268435456, b"\x80\x80\x80\x80\x01"),
         (-1, b"\xff" * 9 + b"\x01"),
     ],
 )

@@ -59,10 +59,12 @@ _SMALL_VARINTS = tuple(_varint(value) for value in range(2048))  # lengths, coun
 def varint(value: int) -> bytes:
     if 0 <= value < 2048:
         return _SMALL_VARINTS[value]
-    if 0 < value < 1 << 14:  # counts up to two million, written most often after the small ones: two or three bytes
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    if 0 < value < 1 << 21:
-        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    if 0 < value < 1 << 28:  # counts up to 268 million, as most a node serves: two to four bytes without a loop
+        if value < 1 << 14:
+            return bytes((value & 0x7F | 0x80, value >> 7))
+        if value < 1 << 21:
+            return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14 & 0x7F | 0x80, value >> 21))
     return _varint(value)
 
 
@@ -204,7 +206,7 @@ def _native(indexes: tuple[int, ...], cumulatives: list[float], count: float, sp
         observed.append(index)
         value = int(cumulative - previous)
         delta = (value - last) << 1 if value >= last else ((last - value) << 1) - 1  # zig-zag
-        deltas += _SMALL_VARINTS[delta] if delta < 2048 else _varint(delta)
+        deltas += _SMALL_VARINTS[delta] if delta < 2048 else varint(delta)
         last = value
         previous = cumulative
     if previous != count:
@@ -281,7 +283,7 @@ def histogram_message(buckets: list[tuple[str, float]], count: float, total: flo
             if 0 < value < _INF and value == int(value):
                 value = int(value)
                 delta = (value - last) << 1 if value >= last else ((last - value) << 1) - 1  # zig-zag
-                deltas += _SMALL_VARINTS[delta] if delta < 2048 else _varint(delta)
+                deltas += _SMALL_VARINTS[delta] if delta < 2048 else varint(delta)
                 last = value
                 previous = cumulative
             else:
