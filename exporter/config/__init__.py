@@ -55,6 +55,11 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     for group in (WEB, LOG, SCRAPE):
         section = take(partial(as_mapping, raw, group.path), {})
         fields.update(take(partial(group.fields, section, group.path), {}))
+    shard = fields.get("shard")
+    if shard is not None and shard.auto and fields.get("shard_statefulset") is None:
+        problems.errors.append(
+            ConfigError("scrape.shard_statefulset", f"is required with scrape.shard {shard}: NAMESPACE/NAME of the pod's StatefulSet")
+        )
     timeout = fields.get("scrape_timeout") or Config.scrape_timeout  # the other sections' errors are wanted too
     allow = take(lambda: _allow_rules(raw, timeout, environ), ())
     aws = take(lambda: as_mapping(raw, "aws"), {})

@@ -19,7 +19,7 @@ from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.errors import ConfigError, Problems
 from exporter.common.records import record
-from exporter.common.sharding import parse_shard
+from exporter.common.sharding import parse_shard, parse_statefulset
 from exporter.redis.addresses import AddressError, ParsedAddress, parse_address
 from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes, KeySpec, parse_key_list
@@ -206,6 +206,15 @@ def _shard(value: Any, key: str) -> Any:
         raise ConfigError(key, str(err)) from None
 
 
+def _statefulset(value: Any, key: str) -> Any:
+    if value in (None, ""):
+        return None
+    try:
+        return parse_statefulset(as_string(value, key))
+    except ValueError as err:
+        raise ConfigError(key, str(err)) from None
+
+
 def _listen_address(value: Any, key: str) -> str:
     listen = as_string(value, key)
     listen_host_port(listen)
@@ -310,9 +319,20 @@ SCRAPE = Group(
                 flag="scrape.concurrency"),
         Setting("max_reply_size", size(64 * 1024, 1024**3), "largest reply read from a node; a larger one fails the scrape "
                 "(reply_too_large) before it is read", field="scrape_max_reply_bytes", flag="scrape.max-reply-size"),
-        Setting("shard", Reader("INDEX/COUNT", _shard, _text), "of the configured and discovered targets, serve on /metrics "
-                "only those of this shard (Prometheus' hashmod of the target name), e.g. 1/3; run COUNT exporters with "
-                "indexes 0 to COUNT-1", field="shard", flag="scrape.shard"),
+        Setting("shard", Reader("INDEX/COUNT \\| INDEX/auto", _shard, _text), "of the configured and discovered targets, serve "
+                "on /metrics only those of this shard (Prometheus' hashmod of the target name), e.g. 1/3; run COUNT exporters "
+                "with indexes 0 to COUNT-1. INDEX/auto: COUNT is the replicas of the pod's StatefulSet "
+                "(scrape.shard_statefulset), read from the Kubernetes API every scrape.shard_refresh; no target is served "
+                "until it is first read, and a failed read keeps the last count", field="shard", flag="scrape.shard"),
+        Setting("shard_statefulset", Reader("NAMESPACE/NAME", _statefulset, _text), "with scrape.shard INDEX/auto: the "
+                "StatefulSet whose spec.replicas is the count (the service account needs get on it)",
+                field="shard_statefulset", flag="scrape.shard-statefulset"),
+        Setting("shard_refresh", duration(1), "with scrape.shard INDEX/auto: how often the StatefulSet's replicas are read",
+                field="shard_refresh", flag="scrape.shard-refresh"),
+        Setting("shard_service_account_dir", checked_string(kind="directory"), "with scrape.shard INDEX/auto: the service "
+                "account's token and ca.crt for the in-cluster API at KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+                "(the token is read again for every request)", field="shard_service_account_dir",
+                flag="scrape.shard-service-account-dir"),
         Setting("allow", None, "what /scrape?target= may reach beyond the targets: a list of rules, each hosts (globs or "
                 "networks) and the credentials sent to them", shown_default="none", shape="list"),
     ),

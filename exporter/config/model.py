@@ -5,7 +5,7 @@ from __future__ import annotations
 from exporter.aws.settings import AwsConfig
 from exporter.baselines.settings import BaselineConfig
 from exporter.common.records import field, record
-from exporter.common.sharding import Shard
+from exporter.common.sharding import SERVICE_ACCOUNT_DIR, Shard, StatefulSetRef
 from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes
 from exporter.redis.keyspace import KeyspaceConfig
@@ -27,6 +27,10 @@ class Config:
     scrape_timeout: float = DEFAULT_TIMEOUT
     scrape_concurrency: int = 16
     shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
+    # with shard INDEX/auto: the StatefulSet whose replicas are the count, how often they are read, with which token
+    shard_statefulset: StatefulSetRef | None = None
+    shard_refresh: float = 30.0
+    shard_service_account_dir: str = SERVICE_ACCOUNT_DIR
     scrape_max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     targets: tuple[TargetConfig, ...] = ()
     keys: KeyProbes = field(factory=KeyProbes)  # watched keys of every target without keys of its own

@@ -29,6 +29,8 @@ from .pool import ScrapePool
 from .targets import Target, TargetRefused, TargetSet
 
 if TYPE_CHECKING:
+    from exporter.common.sharding import Shard
+
     from .webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -41,12 +43,17 @@ DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the
 class ExporterApp:
     """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
 
-    def __init__(self, config: Config, targets: TargetSet | None = None, reloads: ConfigReloads | None = None) -> None:
+    def __init__(
+        self, config: Config, targets: TargetSet | None = None, reloads: ConfigReloads | None = None, running_shard: Shard | None = None
+    ) -> None:
         self.config = config
         self.reloads = reloads or ConfigReloads(time.time())  # a reload hands the new app the process's record
         self.targets = targets or TargetSet(config)
         if targets is None:
             self.targets.prepare_passwords()  # a secret that cannot be read, or IAM without credentials, stops the start
+        self.shard_count: Any = None
+        if config.shard is not None and config.shard.auto:
+            self._start_shard_count(config, running_shard)
         self.pool = ScrapePool(config.scrape_concurrency)
         self.formats = FormatCache()  # the format each Accept value gets, as Prometheus repeats it every scrape
         self.http: HttpServer | None = None
@@ -113,6 +120,23 @@ class ExporterApp:
         self._extra_collectors.append(self._aws_collector)
         self.aws_monitor.start()
 
+    def _start_shard_count(self, config: Config, running_shard: Shard | None) -> None:
+        """scrape.shard INDEX/auto: the count read from the pod's StatefulSet in the background. A reload keeps the count
+        the running app knew (same index) until this app's first read, so the shard never stops serving."""
+        import os
+
+        from .kubernetes import start_shard_count
+
+        assert config.shard is not None  # build_config requires a StatefulSet with INDEX/auto
+        assert config.shard_statefulset is not None
+        shard = config.shard
+        if running_shard is not None and running_shard.auto and running_shard.index == shard.index:
+            shard = shard.with_count(running_shard.count)
+        self.targets.set_shard(shard)
+        self.shard_count = start_shard_count(
+            shard, config.shard_statefulset, self.targets.set_shard, config.shard_refresh, config.shard_service_account_dir, os.environ
+        )
+
     def _start_profiler(self, profiler: Any, collector: Any) -> Any:
         """A background profiler of the targets, served by its collector."""
         self._extra_collectors.append(collector(profiler))
@@ -131,7 +155,7 @@ class ExporterApp:
             self.heartbeat_writer.stop()
         if self.aws_monitor is not None:
             self.aws_monitor.stop()
-        for profiler in (self.client_profiler, self.keyspace_profiler, self.slot_stats_profiler, self.cluster_discovery):
+        for profiler in (self.client_profiler, self.keyspace_profiler, self.slot_stats_profiler, self.cluster_discovery, self.shard_count):
             if profiler is not None:
                 profiler.stop()
         self.pool.close()
@@ -193,7 +217,11 @@ class ExporterApp:
             return _plain(500, "internal error\n")
 
     def _ready(self) -> Reply:
-        """Ready when a scrape would start now: a scrape worker is free or nothing waits for one."""
+        """Ready when a scrape would start now: a scrape worker is free or nothing waits for one; with an automatic shard
+        count, once the count is known."""
+        shard = self.targets.shard
+        if shard is not None and not shard.known:
+            return _plain(503, f"not ready: shard {shard}, waiting for the replicas of {self.shard_count.source}\n")
         busy, size, queued = self.pool.busy, self.pool.size, self.pool.queued
         if busy >= size and queued > 0:
             return _plain(503, f"not ready: all {size} scrape workers busy, {queued} scrapes waiting\n")

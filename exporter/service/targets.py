@@ -25,6 +25,7 @@ from exporter.redis.settings import Credentials, TargetConfig
 
 if TYPE_CHECKING:
     from exporter.aws.discovery import Node
+    from exporter.common.sharding import Shard
     from exporter.redis.cluster_members import Member
 
 MAX_AD_HOC_NODES = 512
@@ -202,9 +203,10 @@ class TargetSet:
         the discovered ones (of this shard only, when the exporter is one of several shards)."""
         with self._lock:
             targets = [target for target in self._targets.values() if self._served(target)]
-        if self.shard is None:
+            shard = self.shard  # one count for the whole walk, even while set_shard changes it
+        if shard is None:
             return targets
-        return [target for target in targets if self.owns(target.name)]
+        return [target for target in targets if shard.owns(target.name)]
 
     def _served(self, target: Target) -> bool:
         kind = target.kind
@@ -259,7 +261,14 @@ class TargetSet:
 
     def owns(self, name: str) -> bool:
         """Whether the target ``name`` belongs on this exporter's /metrics (always, unless sharded)."""
-        return self.shard is None or self.shard.owns(name)
+        shard = self.shard
+        return shard is None or shard.owns(name)
+
+    def set_shard(self, shard: Shard) -> None:
+        """A new count for this exporter's shard (``scrape.shard INDEX/auto``): /metrics, the profilers and the AWS
+        monitor's ``owns`` follow from their next walk."""
+        with self._lock:
+            self.shard = shard
 
     # --- resolving
 

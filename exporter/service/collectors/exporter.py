@@ -28,14 +28,23 @@ class Limits(FamilyCollector):
         out.add("elasticache_exporter_scrape_workers", GAUGE, "Scrape workers (scrape.concurrency).", {}, pool.size)
         out.add("elasticache_exporter_scrape_workers_busy", GAUGE, "Scrape workers running a target's scrape now.", {}, pool.busy)
         out.add("elasticache_exporter_scrape_queue_length", GAUGE, "Target scrapes waiting for a free worker.", {}, pool.queued)
-        shard = self._app.config.shard
-        if shard is not None:
+        shard = self._app.targets.shard  # an automatic count changes at run time; unknown yet: no shard to tell
+        if shard is not None and shard.known:
             out.add(
                 "elasticache_exporter_shard_info",
                 GAUGE,
                 "This exporter's shard (scrape.shard): it serves the targets whose name hashes to index, of count shards.",
                 {"index": str(shard.index), "count": str(shard.count)},
                 1.0,
+            )
+        shard_count = self._app.shard_count
+        if shard_count is not None:
+            out.add(
+                "elasticache_exporter_shard_count_read_errors_total",
+                COUNTER,
+                "Reads of the StatefulSet's replicas (scrape.shard INDEX/auto) that failed; the last count is kept.",
+                {},
+                shard_count.failures,
             )
         http = self._app.http
         if http is not None:
