@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from .families import NOT_RECORDING, Family, FamilySet
+from .families import HISTOGRAM, NOT_RECORDING, SUMMARY, Family, FamilySet
 from .labels import LabelSet
 from .recent import RecentCache
 
@@ -37,6 +37,14 @@ def format_value(value: float) -> str:
     if math.isnan(value):
         return "NaN"
     return repr(float(value))
+
+
+def _number(value: float) -> str:
+    return repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
+
+
+def _label_value(value: str) -> str:
+    return value.translate(_LABEL_ESCAPES) if '"' in value or "\\" in value or "\n" in value else value
 
 
 def _label_pair(key: str, value: str) -> str:
@@ -328,6 +336,35 @@ class TextFamilySet(RenderingFamilySet):
         block.append(line)
         if self._journal is not None:
             self._journal += (family, block[0], line)
+
+    def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
+        """As :class:`FamilySet` adds them, a bucket's labels written from the histogram's own text and its ``le``: no
+        label set is made or kept per bucket (a target's buckets would be most of its label sets)."""
+        block = self._blocks.get(name) or self._block(name, HISTOGRAM, help_)
+        text = self._labels(labels)
+        head = f"{name}_bucket{text[:-1]}," if text else f"{name}_bucket{{"
+        lines = [f'{head}le="{_label_value(bound)}"}} {_number(value)}\n' for bound, value in buckets]
+        lines += (f'{head}le="+Inf"}} {_number(count)}\n', f"{name}_sum{text} {_number(total)}\n", f"{name}_count{text} {_number(count)}\n")
+        self._extend(name, block, lines)
+
+    def add_summary(
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
+    ) -> None:
+        """As :class:`FamilySet` adds them, each quantile's labels written from the summary's own text, as a bucket's."""
+        block = self._blocks.get(name) or self._block(name, SUMMARY, help_)
+        text = self._labels(labels)
+        head = f"{name}{text[:-1]}," if text else f"{name}{{"
+        lines = [f'{head}quantile="{_label_value(quantile)}"}} {_number(value)}\n' for quantile, value in quantiles]
+        if count is not None and total is not None:
+            lines += (f"{name}_sum{text} {_number(total)}\n", f"{name}_count{text} {_number(count)}\n")
+        self._extend(name, block, lines)
+
+    def _extend(self, name: str, block: list[str], lines: list[str]) -> None:
+        block += lines
+        if self._journal is not None:
+            header = block[0]
+            for line in lines:
+                self._journal += (name, header, line)
 
     def encode(self) -> bytes:
         return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
