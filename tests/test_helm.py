@@ -101,7 +101,10 @@ def test_every_object_fits_the_others(rendered):
             assert volume["secret"]["secretName"] in users_own, "only a user's own Secret may be absent"
     mounts = {mount["name"] for mount in container["volumeMounts"]}
     assert mounts == {volume["name"] for volume in pod["spec"]["volumes"]}
-    assert pod["spec"]["automountServiceAccountToken"] is False
+    # the token only where the pods read their StatefulSet's replicas, with a Role that allows that one get
+    autosharded = "--scrape.shard-statefulset" in container["args"]
+    assert pod["spec"]["automountServiceAccountToken"] is autosharded
+    assert ("Role" in by_kind, "RoleBinding" in by_kind) == (autosharded, autosharded)
     security = container["securityContext"]
     assert (security["readOnlyRootFilesystem"], security["allowPrivilegeEscalation"], security["capabilities"]["drop"]) == (True, False, ["ALL"])
     assert pod["spec"]["securityContext"]["runAsUser"] == 65532
@@ -126,7 +129,7 @@ def test_the_exporter_accepts_its_configuration_and_arguments(rendered, tmp_path
     replicas = workload["spec"]["replicas"]
     shards = []
     for ordinal in range(replicas):
-        argv = [arg.replace("$(POD_INDEX)", str(ordinal)) for arg in container["args"]]  # as the kubelet expands it
+        argv = [expand_pod_variables(arg, ordinal) for arg in container["args"]]
         args = build_parser().parse_args(argv)
         assert getattr(args, "config.file") == "/etc/elasticache-exporter/config.yml"
         if workload["kind"] == "StatefulSet":
@@ -134,6 +137,10 @@ def test_the_exporter_accepts_its_configuration_and_arguments(rendered, tmp_path
     if workload["kind"] == "StatefulSet":
         env = {item["name"]: item for item in container["env"]}
         assert env["POD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+        if any(shard.auto for shard in shards):  # the count is the StatefulSet's replicas, read by each pod
+            assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+            _autosharding_reads_its_own_statefulset(by_kind, workload, container)
+            shards = [shard.with_count(replicas) for shard in shards if shard.count == 0]
         assert [(shard.index, shard.count) for shard in shards] == [(i, replicas) for i in range(replicas)]
         names = [f"sessions-{i:03d}-001" for i in range(300)]
         assert sorted(node for shard in shards for node in names if shard.owns(node)) == sorted(names)
@@ -153,6 +160,29 @@ def test_the_exporter_accepts_its_configuration_and_arguments(rendered, tmp_path
         assert dashboard["metadata"]["namespace"] == "grafana"
     if name == "web-tls-values.yaml":
         _web_config_is_accepted(by_kind, container, tmp_path)
+
+
+def expand_pod_variables(arg: str, ordinal: int) -> str:
+    """``$(POD_INDEX)`` and ``$(POD_NAMESPACE)`` as the kubelet expands them for the pod of ``ordinal`` (in monitoring)."""
+    return arg.replace("$(POD_INDEX)", str(ordinal)).replace("$(POD_NAMESPACE)", "monitoring")
+
+
+def _autosharding_reads_its_own_statefulset(by_kind: dict[str, list[dict]], workload: dict, container: dict) -> None:
+    """The pods read the replicas of their own StatefulSet, which the Role allows them to get (that one object, nothing
+    else), bound to the pod's service account, through the NetworkPolicy's egress to the API server."""
+    from exporter.common.sharding import parse_statefulset
+
+    args = container["args"]
+    statefulset = parse_statefulset(expand_pod_variables(args[args.index("--scrape.shard-statefulset") + 1], 0))
+    assert (statefulset.namespace, statefulset.name) == (workload["metadata"]["namespace"], workload["metadata"]["name"])
+    (role,) = by_kind["Role"]
+    assert role["rules"] == [{"apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": [statefulset.name], "verbs": ["get"]}]
+    (binding,) = by_kind["RoleBinding"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    account = workload["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "monitoring"}]
+    (policy,) = by_kind["NetworkPolicy"]
+    assert {port["port"] for rule in policy["spec"]["egress"] for port in rule["ports"]} >= {443, 6443}
 
 
 def _web_config_is_accepted(by_kind: dict[str, list[dict]], container: dict, tmp_path: Path) -> None:
@@ -236,7 +266,7 @@ def test_the_exporter_starts_as_the_pod_runs_it(values, tmp_path):
     (container,) = pod["spec"]["containers"]
     root = tmp_path / "pod"
     lay_out_pod_files(by_kind, container, pod, root)
-    args = [arg.replace("$(POD_INDEX)", "0").replace(MOUNT_ROOT, str(root / MOUNT_ROOT.lstrip("/"))) for arg in container["args"]]
+    args = [expand_pod_variables(arg, 0).replace(MOUNT_ROOT, str(root / MOUNT_ROOT.lstrip("/"))) for arg in container["args"]]
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTICACHE_EXPORTER_", "AWS_"))}
     environment.update(NO_AWS_CREDENTIALS)

@@ -50,7 +50,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
 {{- define "ecx.sharded" -}}
-{{- if gt (int .Values.shards) 1 }}true{{ end }}
+{{- if or (gt (int .Values.shards) 1) .Values.autosharding.enabled }}true{{ end }}
+{{- end }}
+
+{{- /* the shard count read from the StatefulSet's replicas (scrape.shard INDEX/auto) */}}
+{{- define "ecx.autosharded" -}}
+{{- if .Values.autosharding.enabled }}true{{ end }}
 {{- end }}
 
 {{- /* config.yml: the values' config, with the aws section that discovery fills (keys of config.aws win) */}}
