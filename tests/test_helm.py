@@ -25,7 +25,11 @@ from exporter.cli.main import build_parser
 ROOT = Path(__file__).parent.parent
 CHART = ROOT / "deploy" / "helm" / "elasticache-exporter"
 VALUE_SETS = sorted(path.name for path in (CHART / "ci").glob("*-values.yaml"))
-PLAIN = {"elasticache-exporter.yaml": [], "elasticache-exporter-sharded.yaml": ["--set", "shards=3"]}
+PLAIN = {
+    "elasticache-exporter.yaml": [],
+    "elasticache-exporter-sharded.yaml": ["--set", "shards=3"],
+    "elasticache-exporter-autosharded.yaml": ["--set", "autosharding.enabled=true", "--set", "shards=3"],
+}
 
 
 def template(*args: str) -> str:
