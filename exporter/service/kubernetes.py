@@ -171,19 +171,14 @@ class ShardCount:
                 return
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run_logged, name="shard-count", daemon=True)
+        self._thread = threading.Thread(target=self.run, name="shard-count", daemon=True)
         self._thread.start()
 
-    def _run_logged(self) -> None:
-        try:
-            self.run()
-        finally:
-            log.debug("shard count reader stopped")
-
     def stop(self) -> None:
+        """Ends the thread at its next wait; a read under way is not waited for (at exit, the thread is a daemon)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=REQUEST_TIMEOUT + 1)
+            self._thread.join(timeout=1)
 
 
 def start_shard_count(
