@@ -51,10 +51,12 @@ def _label_pair(key: str, value: str) -> str:
     return f'{key}="{str(value).translate(_LABEL_ESCAPES)}"'
 
 
-# label sets as rendered, by their items: most recur scrape after scrape (a command's cmd, a bucket's le, a database),
-# in dicts made anew each scrape. A set unused for two generations (an old run_id's) is let go; longer than a scrape
-# interval (up to 2 minutes), so a set seen every scrape stays
-RENDERED: RecentCache[tuple[bool, tuple[tuple[str, str], ...]], str] = RecentCache(max_entries=8192, generation_seconds=120.0)
+# label sets as rendered, by their items: most recur scrape after scrape (a database, a client class), in dicts made
+# anew each scrape. A node's dicts begin with its instance and differ from another node's by that alone: what follows
+# the instance is kept (by those items, with None first), so that a fleet's nodes share it and the cache does not grow
+# with them; other dicts whole (by drop_instance and the items). A set unused for two generations (an old run_id's) is
+# let go; longer than a scrape interval (up to 2 minutes), so a set seen every scrape stays
+RENDERED: RecentCache[tuple[bool | None, tuple[tuple[str, str], ...]], str] = RecentCache(max_entries=8192, generation_seconds=120.0)
 
 
 def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
@@ -401,9 +403,20 @@ def _keep_rendered(labels: LabelSet, drop_instance: bool, pairs: dict[tuple[str,
 
 
 def _rendered(labels: dict[str, str], drop_instance: bool, pairs: dict[tuple[str, str], str]) -> str:
-    key = (drop_instance, tuple(labels.items()))
-    text = RENDERED.young.get(key) or RENDERED.recall(key)
+    items = tuple(labels.items())
+    if len(items) > 1 and items[0][0] == "instance":
+        key = (None, items[1:])  # the labels after the instance, rendered as they follow it: ',a="b",c="d"}'
+        tail = RENDERED.young.get(key) or RENDERED.recall(key)
+        if tail is None:
+            tail = "," + _render_labels(dict(items[1:]), drop_instance, pairs)[1:]
+            RENDERED.put(key, tail)
+        if drop_instance:
+            return "{" + tail[1:]
+        instance = pairs.get(items[0]) or pairs.setdefault(items[0], _label_pair(*items[0]))
+        return "{" + instance + tail
+    whole = (drop_instance, items)
+    text = RENDERED.young.get(whole) or RENDERED.recall(whole)
     if text is None:
         text = _render_labels(labels, drop_instance, pairs)
-        RENDERED.put(key, text)
+        RENDERED.put(whole, text)
     return text
