@@ -1,7 +1,7 @@
 """This exporter and redis_exporter side by side, in one run on one machine, as production scrapes them.
 
     python bench/side_by_side_bench.py --redis-exporter /path/to/redis_exporter [--python /tmp/ecx/bin/python]
-        [--passes 4] [--scrapes 75] [--rounds 5] [--targets 20]
+        [--passes 4] [--scrapes 75] [--rounds 5] [--targets 20] [--idle-round-targets]
 
 One redis-server loaded with the data set of scrape_bench.py (about 63,000 keys) and ``--targets`` empty ones. Both
 exporters run at once, and their requests alternate scrape by scrape (A B, then B A), never a block of one exporter's
@@ -9,7 +9,8 @@ scrapes on a server that stands still: before every scrape one pipeline of produ
 about 25 kinds of command) reaches the server, so its commandstats, latencystats, keyspace and byte counters move
 between scrapes as they do in production. Per pass, ``--scrapes`` such pairs of ``/metrics`` scrapes over kept-alive
 connections, then ``--rounds`` pairs of rounds of ``--targets`` parallel ``/scrape?target=`` requests (traffic to every
-one of those servers before each round; ours from a second instance whose config file allows /scrape of them).
+one of those servers before each round, none with ``--idle-round-targets``; ours from a second instance whose config
+file allows /scrape of them).
 
 Measured per scrape: wall time; the exporter's CPU (every thread's time on a CPU, from /proc/PID/task/*/schedstat, in
 nanoseconds) over the pass divided by its scrapes; the redis-server's CPU during each scrape (the traffic's is not
@@ -131,6 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="pairs of rounds of parallel /scrape per pass")
     parser.add_argument("--targets", type=int, default=20)
     parser.add_argument("--accept", default=PROMETHEUS_3_ACCEPT, help="Accept header of every scrape ('': none)")
+    parser.add_argument("--idle-round-targets", action="store_true", help="no traffic to the round's servers: each /scrape of an idle, empty server")
     args = parser.parse_args()
     headers = {"Accept": args.accept} if args.accept else {}
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
@@ -147,7 +149,7 @@ def main() -> None:
         empty = [start_redis(workdir) for _ in range(args.targets)]
         servers += [process for process, _ in empty]
         main_traffic = Traffic(main_port)
-        empty_traffic = [Traffic(port, seed=i + 2) for i, (_, port) in enumerate(empty)]
+        empty_traffic = [] if args.idle_round_targets else [Traffic(port, seed=i + 2) for i, (_, port) in enumerate(empty)]
         traffic = [main_traffic, *empty_traffic]
         figures: dict[str, dict[str, list[float]]] = {OURS: {}, THEIRS: {}}
         for kind in (OURS, THEIRS):
