@@ -93,6 +93,10 @@ def add_info_metrics(
             continue
         plans = _PLANS.get(section, no_plans)
         memo = out.memo(section)
+        if memo is None:  # a target without a memo (most of a fleet): every field rendered, nothing kept
+            for name, raw in fields.items():
+                _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
+            continue
         if out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
             continue
         for name, raw in fields.items():
