@@ -47,12 +47,15 @@ STATUS_VALUES = {"ok": 1.0, "up": 1.0, "true": 1.0, "yes": 1.0, "err": 0.0, "fai
 
 @record
 class InfoReply:
-    """A parsed INFO reply: ``sections[section][field] = raw value``. ``chunks`` keeps each section's text with what it
-    parsed to, so that the next reply of the same node reuses the sections whose text stood still."""
+    """A parsed INFO reply: ``sections[section][field] = raw value``. ``chunks`` keeps each section's text's length and
+    hash with what it parsed to, so that the next reply of the same node reuses the sections whose text stood still.
+    Not the text itself: at a fleet's scale the texts were a quarter of what a node keeps. Two texts of one length and
+    one 64-bit hash (SipHash, keyed anew each process) that differ would serve a section one scrape late; for a section
+    whose text changed, that is about one chance in 2^64."""
 
     sections: dict[str, dict[str, str]] = field(factory=dict)
     malformed_lines: int = 0
-    chunks: dict[str, tuple[str, dict[str, str], int]] = field(factory=dict)
+    chunks: dict[str, tuple[int, int, dict[str, str], int]] = field(factory=dict)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         """The raw value of a field, looked up across all sections."""
@@ -86,9 +89,9 @@ def parse_info(text: str, previous: InfoReply | None = None) -> InfoReply:
         if header.strip():
             name = header.strip().lower()
             chunk = previous_sections.get(name)
-            if chunk is not None and chunk[0] == part and name not in sections:
-                sections[name] = chunk[1]
-                reply.malformed_lines += chunk[2]
+            if chunk is not None and chunk[0] == len(part) and chunk[1] == hash(part) and name not in sections:
+                sections[name] = chunk[2]
+                reply.malformed_lines += chunk[3]
                 reply.chunks[name] = chunk
                 continue
         else:  # a header without a name: counted, and its lines go on in the section before it
@@ -101,7 +104,7 @@ def parse_info(text: str, previous: InfoReply | None = None) -> InfoReply:
         sections[name] = {}
         malformed = _parse_lines(body, sections[name])
         reply.malformed_lines += malformed
-        reply.chunks[name] = (part, sections[name], malformed)
+        reply.chunks[name] = (len(part), hash(part), sections[name], malformed)
     if not sections["default"]:
         del sections["default"]
     return reply

@@ -45,6 +45,20 @@ def due(node: NodeView) -> list[str]:
     return [cmd for cmd in node.histogram_commands if cmd not in read or read[cmd][0] != node.command_calls.get(cmd)]
 
 
+# a bucket bound's le text, by the bound: LATENCY HISTOGRAM's bounds are one fixed series of a few dozen, so every node's
+# histograms share these strings (a pure memo, bounded)
+_LE_TEXTS: dict[int, str] = {}
+
+
+def _le_text(bound: int) -> str:
+    text = _LE_TEXTS.get(bound)
+    if text is None:
+        text = str(bound)  # le="8", as redis_exporter's Go client writes 8
+        if len(_LE_TEXTS) < 1024:
+            _LE_TEXTS[bound] = text
+    return text
+
+
 def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]]]:
     """LATENCY HISTOGRAM's reply: command → (calls, [(bucket upper bound in µs as le, cumulative count)])."""
     parsed: dict[str, tuple[int, list[tuple[str, float]]]] = {}
@@ -64,7 +78,7 @@ def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]
         parsed[cmd] = (
             calls,
             [
-                (str(buckets[j]), float(buckets[j + 1]))  # le="8", as redis_exporter's Go client writes 8
+                (_LE_TEXTS.get(buckets[j]) or _le_text(buckets[j]), float(buckets[j + 1]))
                 for j in range(0, len(buckets) - 1, 2)
                 if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
             ],
