@@ -2,7 +2,7 @@
 redis_exporter spends per /scrape of the same servers, in one run.
 
     python bench/fleet_bench.py --redis-exporter /path/to/redis_exporter [--targets 1000] [--rounds 5] [--runs 3]
-                                [--python /tmp/ecx/bin/python] [--accept text|openmetrics|protobuf]
+                                [--python /tmp/ecx/bin/python] [--accept text|openmetrics|protobuf] [--image-env]
 
 Starts N empty redis-servers on loopback. Per run:
 - this exporter with one configured target and with all N (each its own process, started the same way), each scraped
@@ -13,6 +13,9 @@ Starts N empty redis-servers on loopback. Per run:
   the multi-target pattern's targets in parallel): its CPU per /scrape;
 - this exporter the same way, through /scrape?target=<configured name>, for the like-for-like figure.
 CPU is every thread's (``/proc/PID/task/*/schedstat``). Prints each run's figures and the medians with their ranges.
+With ``--image-env`` this exporter runs with the malloc settings the container image sets (``MALLOC_ARENA_MAX=2
+MALLOC_MMAP_THRESHOLD_=262144``, see the Dockerfile): without them glibc raises its mmap threshold after a large
+body is freed, and the next bodies' memory stays in its heap.
 ``bench/many_targets_bench.py`` stays as it was, for its earlier figures.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import shutil
 import statistics
 import subprocess
@@ -41,9 +45,12 @@ ACCEPTS = {
 PARALLEL = 8
 
 
-def start(command: list[str], port: int, health: str) -> subprocess.Popen:
+IMAGE_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}  # as the Dockerfile sets them
+
+
+def start(command: list[str], port: int, health: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """The process, once ``health`` answers 200 (a first /metrics of many targets takes longer than a probe waits)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
 
     def healthy() -> bool:
         try:
@@ -65,10 +72,10 @@ def fetch(connection: http.client.HTTPConnection, path: str, accept: str) -> byt
     return body
 
 
-def ours(python: str, config: Path) -> tuple[subprocess.Popen, int]:
+def ours(python: str, config: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
     port = free_port()
     command = [python, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"]
-    return start([*command, "--config.file", str(config), "--scrape.timeout", "60s"], port, "/-/healthy"), port
+    return start([*command, "--config.file", str(config), "--scrape.timeout", "60s"], port, "/-/healthy", env), port
 
 
 def metrics_rounds(port: int, rounds: int, accept: str) -> None:
@@ -107,7 +114,7 @@ def one_run(args: argparse.Namespace, ports: list[int], workdir: Path) -> dict[s
     for count in (1, len(ports)):
         config = workdir / f"targets-{count}.yml"
         write_config(config, ports[:count])
-        process, port = ours(args.python, config)
+        process, port = ours(args.python, config, IMAGE_ENV if args.image_env else {})
         try:
             metrics_rounds(port, 1, accept)  # connections opened, first INFO parsed
             before = cpu_ns(process.pid)
@@ -152,6 +159,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--accept", choices=sorted(ACCEPTS), default="openmetrics")
+    parser.add_argument("--image-env", action="store_true", help="this exporter with the container image's malloc settings")
     args = parser.parse_args()
     if not shutil.which("redis-server"):
         raise SystemExit("needs redis-server (apt-get install redis-server)")
@@ -164,7 +172,8 @@ def main() -> None:
         results: dict[str, list[float]] = {}
         for run in range(args.runs):
             record_run(results, run, one_run(args, ports, workdir), digits=3)
-        print(f"\n{args.targets} targets, {args.rounds} rounds, Accept {args.accept}; median (min-max) over {args.runs} runs")
+        env = ", the image's malloc settings" if args.image_env else ""
+        print(f"\n{args.targets} targets, {args.rounds} rounds, Accept {args.accept}{env}; median (min-max) over {args.runs} runs")
         print_medians(results, width=40, digits=3)
         print(f"median RSS a target: {statistics.median(results['ours_rss_kib_per_target']):.1f} KiB")
     finally:

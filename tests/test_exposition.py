@@ -185,3 +185,14 @@ def test_openmetrics_reads_back_the_samples_of_the_text_format():
     text = parse_samples(out.encode().decode())  # as written (client_python's text parser adds _total to a counter)
     assert {key: repr(value) for key, value in strict.items()} == {key: repr(value) for key, value in text.items()}
     assert out.encode_openmetrics().endswith(b"# EOF\n")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetrics):
+    kept, released = TextFamilySet(), TextFamilySet()
+    fill_every_kind(kept)
+    fill_every_kind(released)
+    body = released.body(openmetrics=openmetrics)
+    assert bytes(body) == (kept.encode_openmetrics() if openmetrics else kept.encode())
+    assert released.names() == set() and released.encode() == b""

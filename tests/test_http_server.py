@@ -219,3 +219,36 @@ def test_a_kept_alive_client_asking_again_at_once_is_answered_by_one_thread():
         http.shutdown()
         thread.join(timeout=10)
         http.server_close()
+
+
+def test_a_large_body_follows_its_head_whole_and_the_connection_stays_usable():
+    """A body past LARGE_BODY (a fleet's /metrics, a bytearray the encoder fills) is sent after its head rather than
+    copied behind it: every byte arrives, once, with the length the head says, and the next request is answered."""
+    from exporter.service.http import LARGE_BODY
+
+    large = bytearray(bytes(range(256)) * ((3 * LARGE_BODY) // 256 + 7))
+
+    def answer(request: Request, peer) -> tuple[int, list[tuple[str, str]], bytes | bytearray]:
+        return 200, [("Content-Type", "application/octet-stream")], large if request.path == "/large" else b"small"
+
+    http = HttpServer(("127.0.0.1", 0), answer, head_timeout=0.5, idle_timeout=5.0, max_connections=4, workers=2)
+    thread = threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        sock = _connect(http)
+        reader = sock.makefile("rb")
+        sock.sendall(b"GET /large HTTP/1.1\r\nHost: t\r\n\r\nGET /small HTTP/1.1\r\nHost: t\r\n\r\nHEAD /large HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, headers, body = _read_reply(reader)
+        assert (status, int(headers["content-length"]), body == large) == (200, len(large), True)
+        assert _read_reply(reader)[2] == b"small"
+        sock.sendall(b"GET /small HTTP/1.1\r\nHost: t\r\n\r\n")
+        lines = []
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            lines.append(line)
+        assert f"Content-Length: {len(large)}\r\n".encode() in lines  # HEAD: the length, no body
+        assert _read_reply(reader)[2] == b"small"
+        sock.close()
+    finally:
+        http.shutdown()
+        thread.join(timeout=5)
+        http.server_close()

@@ -265,3 +265,13 @@ def test_histograms_and_summaries_of_every_shape_read_back_as_their_text_lines(d
         histogram = metric["histogram"]
         assert (native_buckets(histogram) if "schema" in histogram else None) == natives
     assert all("instance" not in str(family) for family in families) if drop_instance else True
+
+
+@pytest.mark.unit
+def test_the_protobuf_body_an_answer_sends_is_the_encoding():
+    _, kept = filled()
+    _, released = filled()
+    assert bytes(released.body()) == kept.encode()
+    assert released.names() == set()
+    with pytest.raises(ValueError, match="protobuf"):
+        kept.body(openmetrics=True)

@@ -229,17 +229,18 @@ class RenderingFamilySet(FamilySet):
     @contextlib.contextmanager
     def rendering(self, rendering: TargetRendering | None) -> Iterator[None]:
         """Within: :meth:`memo` gives the parts of that target's memo for this way of rendering, if no other render
-        holds it now."""
+        holds it now. After: the target's label dicts rendered within are let go (their rendering was kept by id)."""
         memo = rendering.memo(self.way()) if rendering is not None else None
-        if memo is None or not memo.claim():
-            yield
-            return
-        self._memo = memo
+        claimed = memo is not None and memo.claim()
+        if claimed:
+            self._memo = memo
         try:
             yield
         finally:
-            self._memo = None
-            memo.release()
+            self._rendered.clear()
+            if claimed:
+                self._memo = None
+                memo.release()  # type: ignore[union-attr]
 
     def way(self) -> Hashable:
         """What the entries depend on besides the inputs: a target keeps one memo for each way it is rendered."""
@@ -300,6 +301,11 @@ class RenderingFamilySet(FamilySet):
         raise TypeError("a rendering set holds rendered entries; use encode()")
 
     def encode(self) -> bytes:
+        raise NotImplementedError
+
+    def body(self, openmetrics: bool = False) -> bytearray:
+        """The answer's body, the set's entries let go as it is made (the set is empty after); ``openmetrics``: in
+        that format, where the set writes text."""
         raise NotImplementedError
 
 
@@ -379,6 +385,22 @@ class TextFamilySet(RenderingFamilySet):
             lines += block[1:]
         lines.append("# EOF\n")
         return "".join(lines).encode("utf-8")
+
+    def body(self, openmetrics: bool = False) -> bytearray:
+        """:meth:`encode` (or :meth:`encode_openmetrics`) into a bytearray that each family's text is added to as its
+        lines are let go; the set is empty after. A fleet's body is tens of MiB of lines and as much again in bytes:
+        never both whole at once, nor a heap of medium-sized chunks the allocator would keep."""
+        blocks = list(self._blocks.values())
+        self._blocks = {}
+        body = bytearray()
+        for block in blocks:
+            if openmetrics:
+                block[0] = openmetrics_header(block[0])
+            body += "".join(block).encode("utf-8")
+            block.clear()
+        if openmetrics:
+            body += b"# EOF\n"
+        return body
 
 
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:

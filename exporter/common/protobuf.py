@@ -400,3 +400,16 @@ class ProtobufFamilySet(RenderingFamilySet):
             out.append(_SMALL_VARINTS[size] if size < 2048 else varint(size))
             out += block
         return b"".join(out)
+
+    def body(self, openmetrics: bool = False) -> bytearray:
+        if openmetrics:
+            raise ValueError("a protobuf set writes protobuf")
+        blocks = list(self._blocks.values())
+        self._blocks = {}
+        body = bytearray()
+        for block in blocks:
+            body += varint(sum(map(len, block)))
+            for item in block:
+                body += item
+            block.clear()
+        return body

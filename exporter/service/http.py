@@ -68,7 +68,8 @@ class _Connection:
         self.certificate_free = False  # a loopback connection that gave none: answered on the certificate-free path alone
 
 
-Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes]]
+LARGE_BODY = 1 << 20  # a body this large is sent after its head, not copied behind it
+Handler = Callable[[Request, Any], tuple[int, list[tuple[str, str]], bytes | bytearray]]
 
 
 class HttpServer:
@@ -368,7 +369,14 @@ class HttpServer:
     def _respond(self, conn: _Connection, request: Request) -> bool:
         status, headers, body = self._handler(request, conn.address)
         keep = request.keep_alive and not self._stop.is_set()
-        data = self._reply_bytes(status, headers, body, keep, request.method == "HEAD")
+        if len(body) < LARGE_BODY or request.method == "HEAD":
+            self._send(conn, self._reply_bytes(status, headers, body, keep, request.method == "HEAD"))
+        else:  # the head, then the body as it is: a fleet's body is not copied behind its head
+            self._send(conn, self._reply_bytes(status, headers, body, keep, True))
+            self._send(conn, body)
+        return keep
+
+    def _send(self, conn: _Connection, data: bytes | bytearray) -> None:
         try:
             sent = conn.sock.send(data)
         except self._would_block:
@@ -377,9 +385,8 @@ class HttpServer:
             conn.sock.settimeout(self.write_timeout)  # sendall keeps one deadline for the whole write
             conn.sock.sendall(memoryview(data)[sent:])
             conn.sock.setblocking(False)
-        return keep
 
-    def _reply_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes, keep: bool, head_only: bool) -> bytes:
+    def _reply_bytes(self, status: int, headers: list[tuple[str, str]], body: bytes | bytearray, keep: bool, head_only: bool) -> bytes:
         lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}"]
         if self._server_name:
             lines.append(f"Server: {self._server_name}")

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
+Reply = tuple[int, list[tuple[str, str]], bytes | bytearray]  # status, headers, body
 SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
 DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the reply
 
@@ -304,7 +304,7 @@ class ExporterApp:
         # text 1.0.0 writes legacy-valid names exactly as 0.0.4 does, and OpenMetrics differs only in each family's
         # HELP and TYPE lines and its end; every name is legacy-valid, so each escaping writes it as it is (the
         # Content-Type echoes the one the client asked for)
-        body = out.encode_openmetrics() if isinstance(out, TextFamilySet) and choice.format is OPENMETRICS_1_0_0 else out.encode()
+        body: bytes | bytearray = out.body(openmetrics=choice.format is OPENMETRICS_1_0_0)
         headers = [("Content-Type", choice.content_type)]
         if "gzip" in request.headers.get("accept-encoding", ""):
             body = gzip_compress(body)
@@ -371,7 +371,7 @@ def make_http_server(app: ExporterApp, listen_address: str, web_config: WebConfi
     return server
 
 
-def gzip_compress(body: bytes) -> bytes:
+def gzip_compress(body: bytes | bytearray) -> bytes:
     """A gzip member at level 1 (zlib's wbits=31 writes the gzip header and trailer itself)."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
     return compressor.compress(body) + compressor.flush()
