@@ -43,6 +43,7 @@ class FakeKubernetesApi:
     def __init__(self, directory: Path, namespace: str, name: str, replicas: int) -> None:
         self.namespace, self.name, self.replicas = namespace, name, replicas
         self.body_override: bytes | None = None  # a reply in place of the StatefulSet (bad JSON, say)
+        self.redirect_to: str | None = None  # a 307 to this address in place of the reply (no API server does)
         self.requests: list[tuple[str, int]] = []  # (path, status) of every request, in order
         self.service_account = directory / "serviceaccount"
         self.service_account.mkdir(parents=True)
@@ -57,8 +58,12 @@ class FakeKubernetesApi:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # http.server's name
                 code, body = api.answer(self.path, self.headers.get("Authorization", ""))
+                if api.redirect_to is not None:
+                    code, body = 307, b""
                 api.requests.append((self.path, code))
                 self.send_response(code)
+                if code == 307:
+                    self.send_header("Location", str(api.redirect_to))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

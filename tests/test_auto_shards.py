@@ -134,6 +134,17 @@ def test_the_api_is_read_as_documented_with_the_token_of_the_moment(api, tmp_pat
     with pytest.raises(KubernetesError, match="token or CA cannot be read"):
         read_replicas(api_of(api, tmp_path / "no-such-account"), statefulset)
 
+    api.rotate_token("a-token-with\na-line-break")  # a header cannot carry it: refused before any request, never quoted
+    with pytest.raises(KubernetesError, match="token is empty or holds characters a header cannot carry") as broken:
+        read_replicas(api_of(api), statefulset)
+    assert "a-token-with" not in str(broken.value)
+    api.rotate_token("the-rotated-token")
+    api.redirect_to = f"http://127.0.0.1:{api.port}/elsewhere"  # the token is never sent on to another address
+    with pytest.raises(KubernetesError, match=r"HTTP 307"):
+        read_replicas(api_of(api), statefulset)
+    assert api.requests[-1] == (statefulset.path, 307)
+    api.redirect_to = None
+
     api.stop()  # the API down: connection refused
     with pytest.raises(KubernetesError, match=re.escape(f"GET https://127.0.0.1:{api.port}{statefulset.path}: ")):
         read_replicas(api_of(api), statefulset, timeout=2)
@@ -201,7 +212,7 @@ def test_the_reader_retries_sooner_until_the_first_count_then_every_refresh():
 
 
 @pytest.mark.unit
-def test_the_app_serves_no_target_and_is_not_ready_until_the_count_is_read(api, monkeypatch):
+def test_the_app_serves_no_target_until_the_count_is_read_and_stays_ready_to_say_so(api, monkeypatch):
     for key, value in api.environ.items():
         monkeypatch.setenv(key, value)
     api.replicas = 0  # no count yet: a StatefulSet scaled to zero owns nothing either
@@ -214,9 +225,10 @@ def test_the_app_serves_no_target_and_is_not_ready_until_the_count_is_read(api, 
     try:
         wait_until(lambda: len(api.requests) >= 1, what="the first read")
         assert app.targets.on_metrics() == []
-        ready = call(app, "/-/ready")
-        assert ready.code == 503
-        assert f"shard 1/auto, waiting for the replicas of StatefulSet {NAMESPACE}/{NAME}" in ready.body.decode()
+        # ready all the same: Prometheus scrapes it and sees its read errors (ElastiCacheExporterShardCountUnread)
+        assert call(app, "/-/ready").code == 200
+        assert "elasticache_exporter_shard_count_read_errors_total 0.0" in call(app, "/metrics").text
+        assert "elasticache_exporter_shard_info" not in call(app, "/metrics").text
         # a reload meanwhile: the new app starts from the running app's count, reads its own, then serves its shard
         api.replicas = 2
         reloaded = ExporterApp(build_config(raw, environ={}), running_shard=Shard(1, 2, auto=True))

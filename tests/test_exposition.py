@@ -195,4 +195,5 @@ def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetr
     fill_every_kind(released)
     body = released.body(openmetrics=openmetrics)
     assert bytes(body) == (kept.encode_openmetrics() if openmetrics else kept.encode())
-    assert released.names() == set() and released.encode() == b""
+    assert released.names() == set()
+    assert released.encode() == b""

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 from fake_resp import FakeRespServer, bulk
-from helpers import call, make_app, parse_samples, sample
+from helpers import call, exact_samples, make_app, parse_samples, sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers import free_port, start_exporter, start_redis
@@ -266,3 +266,23 @@ def test_scrape_refuses_arbitrary_targets_without_connecting(probe, target):
     assert response.code == 400, target
     assert "never-leaked" not in response.text
     assert listener.accepted == 0
+
+
+def test_a_hung_target_first_in_the_list_holds_back_no_other_targets_scrape():
+    """Targets are rendered in their order as their scrapes come in, but every scrape starts at once: a hung node
+    first in a long list (more targets than the scrape workers, many times over) costs its own timeout only, and every
+    node after it is up in the same /metrics."""
+    healthy, hung = start_redis(), start_redis()
+    hung.pause()
+    targets = [{"name": "hung", "addr": hung.addr}, *({"name": f"node{i:03d}", "addr": healthy.addr} for i in range(80))]
+    app = make_app({"targets": targets, "scrape": {"concurrency": 2, "timeout": "2s"}})
+    try:
+        samples = exact_samples(call(app, "/metrics").text)
+        up = {dict(labels)["instance"]: value for (name, labels), value in samples.items() if name == "redis_up"}
+        assert up.pop("hung") == 0
+        assert up == {f"node{i:03d}": 1 for i in range(80)}
+    finally:
+        app.close()
+        hung.resume()
+        hung.stop()
+        healthy.stop()

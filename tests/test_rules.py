@@ -443,6 +443,14 @@ case(  # scraped for half an hour, then gone from service discovery: absent 5 mi
     {},
     [(series("elasticache_exporter_build_info", job="elasticache-exporter", instance="e:9769", version="1"), "1x60")],
 )
+case(  # a read fails every 5 s until the first count, then every refresh (30 s): both keep the counter rising
+    "ElastiCacheExporterShardCountUnread",
+    [(series("elasticache_exporter_shard_count_read_errors_total", job="elasticache", instance="e-1:9769"), "0+2x30")],
+    "12m",
+    "10m",
+    {"job": "elasticache", "instance": "e-1:9769"},
+    [(series("elasticache_exporter_shard_count_read_errors_total", job="elasticache", instance="e-0:9769"), "3+0x30")],
+)
 case(
     "ElastiCacheExporterTargetDown",
     [(series("up", job="elasticache", instance="e:9769"), "0+0x10")],
@@ -1391,6 +1399,7 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "RedisDown",
         "ElastiCacheExporterTargetDown",
         "ElastiCacheExporterAbsent",
+        "ElastiCacheExporterShardCountUnread",
         "RedisMissingMaster",
         "RedisTooManyMasters",
         "ElastiCacheCloudWatchDataStale",

@@ -91,15 +91,25 @@ def read_replicas(api: InClusterApi, statefulset: StatefulSetRef, timeout: float
         context = ssl.create_default_context(cafile=api.ca_file)
     except (OSError, ssl.SSLError) as err:
         raise KubernetesError(f"{where}: the service account's token or CA cannot be read: {err.__class__.__name__}: {err}") from None
+    if not token or any(not 0x21 <= ord(char) <= 0x7E for char in token):  # what a header can carry, and never logged
+        raise KubernetesError(f"{where}: the service account's token is empty or holds characters a header cannot carry")
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     request = urllib.request.Request(api.base_url + statefulset.path, headers=headers)  # noqa: S310 - https, built above
+
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):  # the API server does not redirect: never the token elsewhere
+        def redirect_request(self, *_: object, **__: object) -> None:
+            return None
+
+    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=context))
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310 - https, built above
+        with opener.open(request, timeout=timeout) as response:
             body = response.read(MAX_BODY_BYTES + 1)
     except urllib.error.HTTPError as err:
         err.close()
         raise KubernetesError(f"{where}: {_REFUSALS.get(err.code, f'HTTP {err.code}')}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as err:
+    except ValueError as err:  # its text may quote the request's headers, the token among them
+        raise KubernetesError(f"{where}: the request could not be made ({err.__class__.__name__})") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as err:
         reason = getattr(err, "reason", err)
         raise KubernetesError(f"{where}: {reason}") from None
     if len(body) > MAX_BODY_BYTES:

@@ -217,11 +217,9 @@ class ExporterApp:
             return _plain(500, "internal error\n")
 
     def _ready(self) -> Reply:
-        """Ready when a scrape would start now: a scrape worker is free or nothing waits for one; with an automatic shard
-        count, once the count is known."""
-        shard = self.targets.shard
-        if shard is not None and not shard.known:
-            return _plain(503, f"not ready: shard {shard}, waiting for the replicas of {self.shard_count.source}\n")
+        """Ready when a scrape would start now: a scrape worker is free or nothing waits for one. A shard whose automatic
+        count is not known yet is ready too: it serves no target meanwhile, and Prometheus must scrape it to see why
+        (``elasticache_exporter_shard_count_read_errors_total``, ElastiCacheExporterShardCountUnread)."""
         busy, size, queued = self.pool.busy, self.pool.size, self.pool.queued
         if busy >= size and queued > 0:
             return _plain(503, f"not ready: all {size} scrape workers busy, {queued} scrapes waiting\n")

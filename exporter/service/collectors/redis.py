@@ -7,7 +7,6 @@ the other targets are unaffected.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import deque
@@ -55,27 +54,21 @@ class RedisCollector(FamilyCollector):
         self._address_names = address_names or {}
 
     def write(self, out: FamilySet) -> None:
-        """Each target rendered as soon as its scrape is in, in the targets' order, and its reply let go: the scrapes
-        run at most ``size`` ahead (a few times the pool's workers), so a fleet's /metrics never holds every node's
-        reply at once (at 1,000 nodes that was most of the exporter's peak memory, which its allocator then kept)."""
+        """Every target's scrape starts at once; each target is rendered as soon as its scrape is in, in the targets'
+        order, and its reply let go, so that a fleet's /metrics holds only the replies that came in ahead of the
+        render (at 1,000 nodes every reply at once was much of the exporter's peak memory, which its allocator then
+        kept). A slow or hung target holds back only the rendering of the ones after it, never their scrapes."""
         started = time.monotonic()
         if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)
             target = self._targets[0]
-            outcome = self._outcome(self._pool.run_here(target, target.node.scrape, self._deadline))
-            self._record(target, outcome, time.monotonic() - started, out)
-            return
-        ahead = max(4 * self._pool.size, 32)
-        waiting = iter(self._targets)
-        in_flight: deque[tuple[Target, Future[ScrapeResult]]] = deque()
-        for target in itertools.islice(waiting, ahead):
-            in_flight.append((target, self._pool.submit(target, target.node.scrape, self._deadline)))
-        while in_flight:
-            target, future = in_flight.popleft()
-            outcome = self._outcome(future)
-            following = next(waiting, None)
-            if following is not None:
-                in_flight.append((following, self._pool.submit(following, following.node.scrape, self._deadline)))
-            self._record(target, outcome, time.monotonic() - started, out)
+            futures: list[Future[ScrapeResult]] = [self._pool.run_here(target, target.node.scrape, self._deadline)]
+        else:
+            futures = [self._pool.submit(target, target.node.scrape, self._deadline) for target in self._targets]
+        queue = deque(zip(self._targets, futures, strict=True))
+        del futures
+        while queue:  # each future leaves the queue before it is rendered: its reply goes with the rendering
+            target, future = queue.popleft()
+            self._record(target, self._outcome(future), time.monotonic() - started, out)
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
         wait_futures([future], timeout=max(0.0, self._deadline - time.monotonic()))
