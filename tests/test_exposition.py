@@ -189,7 +189,13 @@ def test_openmetrics_reads_back_the_samples_of_the_text_format():
 
 @pytest.mark.unit
 @pytest.mark.parametrize("openmetrics", [False, True])
-def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetrics):
+@pytest.mark.parametrize("fleet", [False, True])
+def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetrics, fleet, monkeypatch):
+    """A node's body in one join; a fleet's (past RELEASE_LINES) family by family as their lines are let go."""
+    from exporter.common import exposition
+
+    if fleet:
+        monkeypatch.setattr(exposition, "RELEASE_LINES", 0)
     kept, released = TextFamilySet(), TextFamilySet()
     fill_every_kind(kept)
     fill_every_kind(released)
