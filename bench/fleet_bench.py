@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from many_targets_bench import start_servers
+from many_targets_bench import start_servers, stop_servers
 from scrape_bench import free_port, print_medians, record_run, rss_mib, wait_for
 from side_by_side_bench import PROMETHEUS_3_ACCEPT, cpu_ns
 
@@ -177,11 +177,7 @@ def main() -> None:
         print_medians(results, width=40, digits=3)
         print(f"median RSS a target: {statistics.median(results['ours_rss_kib_per_target']):.1f} KiB")
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_servers(processes, workdir)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,14 @@ def start_servers(count: int, workdir: Path, processes: list[subprocess.Popen]) 
     return ports
 
 
+def stop_servers(processes: list[subprocess.Popen], workdir: Path) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=30)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def scrape(port: int) -> tuple[float, int]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     started = time.perf_counter()
@@ -119,11 +127,7 @@ def main() -> None:
         print(f"\n{args.targets} targets, {args.rounds} rounds of /metrics per run; median (min-max) over {args.runs} runs")
         print_medians(results, width=36, digits=3)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=30)
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop_servers(processes, workdir)
 
 
 if __name__ == "__main__":

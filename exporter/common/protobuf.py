@@ -345,12 +345,7 @@ class ProtobufFamilySet(RenderingFamilySet):
         return block
 
     def _encoded_labels(self, labels: dict[str, str]) -> _Labels:
-        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
-            text = labels.text_without_instance if self._drop_instance else labels.text
-            if text is None:
-                text = _keep_rendered(labels, self._drop_instance, self._pairs)
-        else:
-            text = self._labels(labels)
+        text = self._labels(labels)
         return _LABELS.get(text) or _encoded_labels(text, labels, self._drop_instance)
 
     def _append(self, name: str, block: list[Any], entry: bytes) -> None:
@@ -401,7 +396,7 @@ class ProtobufFamilySet(RenderingFamilySet):
             out += block
         return b"".join(out)
 
-    def body(self, openmetrics: bool = False) -> bytearray:
+    def body(self, openmetrics: bool = False) -> bytes | bytearray:
         if openmetrics:
             raise ValueError("a protobuf set writes protobuf")
         blocks = list(self._blocks.values())
