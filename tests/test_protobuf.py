@@ -268,7 +268,12 @@ def test_histograms_and_summaries_of_every_shape_read_back_as_their_text_lines(d
 
 
 @pytest.mark.unit
-def test_the_protobuf_body_an_answer_sends_is_the_encoding():
+@pytest.mark.parametrize("fleet", [False, True])
+def test_the_protobuf_body_an_answer_sends_is_the_encoding(fleet, monkeypatch):
+    from exporter.common import protobuf
+
+    if fleet:  # past RELEASE_LINES: family by family
+        monkeypatch.setattr(protobuf, "RELEASE_LINES", 0)
     _, kept = filled()
     _, released = filled()
     assert bytes(released.body()) == kept.encode()

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Hashable
 from typing import Any
 
-from .exposition import RenderingFamilySet, _keep_rendered
+from .exposition import RELEASE_LINES, RenderingFamilySet, _keep_rendered
 from .families import COUNTER, GAUGE, HISTOGRAM, SUMMARY
 from .labels import LabelSet
 
@@ -270,22 +270,22 @@ def histogram_message(buckets: list[tuple[str, float]], count: float, total: flo
     body += _DOUBLE.pack(total)
     # the native deltas alongside, while every bucket holds observations (as Redis reports them) in whole numbers
     deltas = bytearray() if native and bounds.natives is not None else None
-    previous = 0.0
+    previous = 0  # the last bucket's count, and its observations, while the deltas are written
     last = 0
     for field, (_, cumulative) in zip(bounds.fields, buckets, strict=True):
+        whole = int(cumulative) if 0 <= cumulative < _INF else -1  # a count no histogram holds (NaN, negative): -1
         if field:
-            number = _SMALL_VARINTS[int(cumulative)] if 0 <= cumulative < 2048 else varint(_count(cumulative))
+            number = _SMALL_VARINTS[whole] if 0 <= whole < 2048 else varint(max(whole, 0))
             body += _BUCKET_HEADS[len(number)]
             body += number
             body += field
         if deltas is not None:
-            value = cumulative - previous
-            if 0 < value < _INF and value == int(value):
-                value = int(value)
+            if whole > previous and whole == cumulative:
+                value = whole - previous
                 delta = (value - last) << 1 if value >= last else ((last - value) << 1) - 1  # zig-zag
                 deltas += _SMALL_VARINTS[delta] if delta < 2048 else varint(delta)
                 last = value
-                previous = cumulative
+                previous = whole
             else:
                 deltas = None
     if deltas is not None and previous == count:
@@ -400,11 +400,15 @@ class ProtobufFamilySet(RenderingFamilySet):
         if openmetrics:
             raise ValueError("a protobuf set writes protobuf")
         blocks = list(self._blocks.values())
+        if sum(map(len, blocks)) < RELEASE_LINES:  # one node's body: one join
+            encoded = self.encode()
+            self._blocks = {}
+            return encoded
         self._blocks = {}
         body = bytearray()
-        for block in blocks:
-            body += varint(sum(map(len, block)))
-            for item in block:
-                body += item
+        for block in blocks:  # a fleet's: family by family, each family's messages let go once written
+            family = b"".join(block)
+            body += varint(len(family))
+            body += family
             block.clear()
         return body
