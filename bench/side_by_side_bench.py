@@ -10,7 +10,8 @@ about 25 kinds of command) reaches the server, so its commandstats, latencystats
 between scrapes as they do in production. Per pass, ``--scrapes`` such pairs of ``/metrics`` scrapes over kept-alive
 connections, then ``--rounds`` pairs of rounds of ``--targets`` parallel ``/scrape?target=`` requests (traffic to every
 one of those servers before each round, none with ``--idle-round-targets``; ours from a second instance whose config
-file allows /scrape of them).
+file allows /scrape of them): each round once with a new connection per request (``round_ms``) and once over one
+kept-alive connection per target, as Prometheus scrapes them (``round_keepalive_ms``).
 
 Measured per scrape: wall time; the exporter's CPU (every thread's time on a CPU, from /proc/PID/task/*/schedstat, in
 nanoseconds) over the pass divided by its scrapes; the redis-server's CPU during each scrape (the traffic's is not
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -109,18 +111,58 @@ def scrape_pass(
 
 
 def round_pass(
-    round_ports: dict[str, int], empty_traffic: list[Traffic], target_ports: list[int], rounds: int, headers: dict[str, str]
-) -> dict[str, list[float]]:
-    """``rounds`` pairs of rounds of parallel /scrape, alternating, traffic to every server before each round."""
+    round_ports: dict[str, int],
+    empty_traffic: list[Traffic],
+    target_ports: list[int],
+    rounds: int,
+    headers: dict[str, str],
+    kept: dict[str, list[http.client.HTTPConnection]],
+) -> dict[str, dict[str, list[float]]]:
+    """``rounds`` pairs of rounds of parallel /scrape, alternating, traffic to every server before each round: each
+    round once with a new connection per request (``round_ms``, the figure of earlier runs) and once over one
+    kept-alive connection per target, as Prometheus scrapes (``round_keepalive_ms``)."""
     kinds = list(round_ports)
     paths = [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports]
-    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    times: dict[str, dict[str, list[float]]] = {kind: {"round_ms": [], "round_keepalive_ms": []} for kind in kinds}
     for number in range(rounds):
         for kind in kinds if number % 2 == 0 else reversed(kinds):
             for traffic in empty_traffic:
                 traffic.send()
-            times[kind].append(parallel_round(round_ports[kind], paths, headers) * 1e3)
+            times[kind]["round_ms"].append(parallel_round(round_ports[kind], paths, headers) * 1e3)
+            for traffic in empty_traffic:
+                traffic.send()
+            times[kind]["round_keepalive_ms"].append(kept_alive_round(kept[kind], paths, headers) * 1e3)
     return times
+
+
+def measure_rounds(
+    round_ports: dict[str, int],
+    empty_traffic: list[Traffic],
+    target_ports: list[int],
+    args: argparse.Namespace,
+    headers: dict[str, str],
+    figures: dict[str, dict[str, list[float]]],
+) -> None:
+    kept = {kind: [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in target_ports] for kind, port in round_ports.items()}
+    round_pass(round_ports, empty_traffic, target_ports, 1, headers, kept)  # warm-up: connections to every server
+    for _ in range(args.passes):
+        for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds, headers, kept).items():
+            for key, values in times.items():
+                figures[kind].setdefault(key, []).extend(values)
+    for connections in kept.values():
+        for connection in connections:
+            connection.close()
+
+
+def kept_alive_round(connections: list[http.client.HTTPConnection], paths: list[str], headers: dict[str, str]) -> float:
+    """Seconds for one request to each path, all at once, each over its own kept-alive connection."""
+    threads = [threading.Thread(target=get, args=(0, path, headers, connection)) for connection, path in zip(connections, paths, strict=True)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -173,10 +215,7 @@ def main() -> None:
             figures[kind]["rss_after_scrapes_mib"] = [rss_mib(process.pid)]
             figures[kind]["series"] = [series(port)]
         target_ports = [port for _, port in empty]
-        round_pass(round_ports, empty_traffic, target_ports, 1, headers)  # warm-up: connections to every server
-        for _ in range(args.passes):
-            for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds, headers).items():
-                figures[kind].setdefault("round_ms", []).extend(times)
+        measure_rounds(round_ports, empty_traffic, target_ports, args, headers, figures)
         print(
             f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
             "alternating, traffic before each; medians"
