@@ -131,9 +131,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def parallel_round(port: int, paths: list[str], headers: dict[str, str] | None = None) -> float:
-    """Seconds for one request to each path, all at once."""
-    threads = [threading.Thread(target=get, args=(port, path, headers)) for path in paths]
+def parallel_round(
+    port: int, paths: list[str], headers: dict[str, str] | None = None, connections: list[http.client.HTTPConnection] | None = None
+) -> float:
+    """Seconds for one request to each path, all at once: each over a new connection, or over its own of
+    ``connections`` (kept alive, as Prometheus scrapes)."""
+    kept: list[http.client.HTTPConnection | None] = list(connections) if connections is not None else [None] * len(paths)
+    threads = [threading.Thread(target=get, args=(port, path, headers, connection)) for path, connection in zip(paths, kept, strict=True)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()

@@ -32,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -131,7 +130,7 @@ def round_pass(
             times[kind]["round_ms"].append(parallel_round(round_ports[kind], paths, headers) * 1e3)
             for traffic in empty_traffic:
                 traffic.send()
-            times[kind]["round_keepalive_ms"].append(kept_alive_round(kept[kind], paths, headers) * 1e3)
+            times[kind]["round_keepalive_ms"].append(parallel_round(round_ports[kind], paths, headers, kept[kind]) * 1e3)
     return times
 
 
@@ -152,17 +151,6 @@ def measure_rounds(
     for connections in kept.values():
         for connection in connections:
             connection.close()
-
-
-def kept_alive_round(connections: list[http.client.HTTPConnection], paths: list[str], headers: dict[str, str]) -> float:
-    """Seconds for one request to each path, all at once, each over its own kept-alive connection."""
-    threads = [threading.Thread(target=get, args=(0, path, headers, connection)) for connection, path in zip(connections, paths, strict=True)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - started
 
 
 def main() -> None:

@@ -343,8 +343,7 @@ class TextFamilySet(RenderingFamilySet):
 
     def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
         block = self._blocks.get(family) or self._block(family, kind, help_)
-        number = repr(value) if value.__class__ is float and -_INF < value < _INF else format_value(value)
-        line = f"{sample}{self._labels(labels)} {number}\n"
+        line = f"{sample}{self._labels(labels)} {_number(value)}\n"
         block.append(line)
         if self._journal is not None:
             self._journal += (family, block[0], line)
@@ -395,18 +394,15 @@ class TextFamilySet(RenderingFamilySet):
         goes into a bytearray family by family as each family's lines are let go: it is tens of MiB of lines and as
         much again in bytes, never both whole at once, nor a heap of medium-sized chunks the allocator would keep."""
         blocks = list(self._blocks.values())
-        self._blocks = {}
-        if openmetrics:
-            headers = _OPENMETRICS_HEADERS
-            for block in blocks:
-                block[0] = headers.get(block[0]) or openmetrics_header(block[0])
         if sum(map(len, blocks)) < RELEASE_LINES:  # one node's body: one join is quicker, and its lines are few
-            lines = [line for block in blocks for line in block]
-            if openmetrics:
-                lines.append("# EOF\n")
-            return "".join(lines).encode("utf-8")
+            encoded = self.encode_openmetrics() if openmetrics else self.encode()
+            self._blocks = {}
+            return encoded
+        self._blocks = {}
         body = bytearray()
         for block in blocks:
+            if openmetrics:
+                block[0] = openmetrics_header(block[0])
             body += "".join(block).encode("utf-8")
             block.clear()
         if openmetrics:
