@@ -100,51 +100,39 @@ def _number(text: str) -> float | None:
         return None
 
 
-class _Labels:
-    """One label set's LabelPair fields, and per value field the head of a scalar Metric of these labels: the
-    MetricFamily's field 4, its length, the pairs, then the value message's field holding ``{double value = 1}``; all
-    but the value's eight bytes."""
-
-    __slots__ = ("encoded", "heads")
-
-    def __init__(self, labels: dict[str, str], drop_instance: bool) -> None:
-        self.encoded = b"".join(
-            length_delimited(1, _string_field(1, name) + _string_field(2, str(value)))
-            for name, value in labels.items()
-            if not (drop_instance and name == "instance")
-        )
-        self.heads: dict[int, bytes] = {}
-
-    def head(self, field: int) -> bytes:
-        body = self.encoded + bytes((field << 3 | 2, 9, 1 << 3 | 1))
-        head = self.heads[field] = b"\x22" + varint(len(body) + 8) + body
-        return head
-
-
-# label sets encoded, by their text as rendered (a pure function of it: the text names every pair, and the instance
-# only where it is kept): the same few hundred every scrape; bounded
-_LABELS: dict[str, _Labels] = {}
+# label sets as their LabelPair fields, by their text as rendered (a pure function of it: the text names every pair, and
+# the instance only where it is kept): the same few hundred every scrape; bounded
+_LABELS: dict[str, bytes] = {}
 _MAX_LABELS = 16384
 
 
-def _encoded_labels(text: str, labels: dict[str, str], drop_instance: bool) -> _Labels:
+def _encoded_labels(text: str, labels: dict[str, str], drop_instance: bool) -> bytes:
     encoded = _LABELS.get(text)
     if encoded is None:
         if len(_LABELS) >= _MAX_LABELS:
             _LABELS.clear()
-        encoded = _LABELS[text] = _Labels(labels, drop_instance)
+        encoded = _LABELS[text] = b"".join(
+            length_delimited(1, _string_field(1, name) + _string_field(2, str(value)))
+            for name, value in labels.items()
+            if not (drop_instance and name == "instance")
+        )
     return encoded
 
 
 class _Head(bytes):
-    """A family's MetricFamily fields before its metrics (name, help, type), and the field its samples' values take
-    (None for a histogram or summary, whose samples are one message each). Bytes, so that a block's length is the sum
-    of its items' lengths."""
+    """A family's MetricFamily fields before its metrics (name, help, type), and for a scalar family the heads of its
+    samples' Metric messages by label text (see :func:`_metric_head`; None for a histogram or summary, whose samples
+    are one message each). Bytes, so that a block's length is the sum of its items' lengths."""
 
-    value_field: int | None
+    metric_heads: dict[str, bytes] | None
+    value_field: int  # 0 for a histogram or summary
 
 
 _HEADS: dict[tuple[str, str, str], _Head] = {}  # by (name, type, help): the same few hundred every scrape
+# a scalar Metric's bytes but its value's eight: the MetricFamily's field 4, its length, the label pairs, then the
+# value message's field holding ``{double value = 1}``; by the value's field (a gauge's, counter's or untyped's), then
+# by label text: a family's samples find theirs in one lookup. Bounded, as _LABELS.
+_METRIC_HEADS: dict[int, dict[str, bytes]] = {field: {} for field in _VALUE_FIELD.values()}
 
 
 def _head(name: str, kind: str, help_: str) -> _Head:
@@ -154,7 +142,17 @@ def _head(name: str, kind: str, help_: str) -> _Head:
             _HEADS.clear()
         kind_number = _TYPES.get(kind, UNTYPED)
         head = _HEADS[(name, kind, help_)] = _Head(_string_field(1, name) + _string_field(2, help_) + varint_field(3, kind_number))
-        head.value_field = _VALUE_FIELD.get(kind_number)
+        head.value_field = _VALUE_FIELD.get(kind_number, 0)
+        head.metric_heads = _METRIC_HEADS.get(head.value_field)
+    return head
+
+
+def _metric_head(field: int, text: str, labels: dict[str, str], drop_instance: bool) -> bytes:
+    heads = _METRIC_HEADS[field]
+    if len(heads) >= _MAX_LABELS:
+        heads.clear()
+    body = _encoded_labels(text, labels, drop_instance) + bytes((field << 3 | 2, 9, 1 << 3 | 1))
+    head = heads[text] = b"\x22" + varint(len(body) + 8) + body
     return head
 
 
@@ -344,7 +342,7 @@ class ProtobufFamilySet(RenderingFamilySet):
         self._blocks[name] = block
         return block
 
-    def _encoded_labels(self, labels: dict[str, str]) -> _Labels:
+    def _encoded_labels(self, labels: dict[str, str]) -> bytes:
         text = self._labels(labels)
         return _LABELS.get(text) or _encoded_labels(text, labels, self._drop_instance)
 
@@ -355,17 +353,16 @@ class ProtobufFamilySet(RenderingFamilySet):
 
     def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
         block = self._blocks.get(name) or self._block(name, kind, help_)
-        field = block[0].value_field
-        if field is None:
+        heads = block[0].metric_heads
+        if heads is None:
             raise TypeError(f"{name}: a histogram's or summary's samples are added by add_histogram or add_summary")
-        if labels.__class__ is LabelSet:  # _encoded_labels inlined for the commonest case: this runs for every sample
+        if labels.__class__ is LabelSet:  # _labels inlined for the commonest case: this runs for every sample
             text = labels.text_without_instance if self._drop_instance else labels.text
             if text is None:
                 text = _keep_rendered(labels, self._drop_instance, self._pairs)
-            encoded = _LABELS.get(text) or _encoded_labels(text, labels, self._drop_instance)
         else:
-            encoded = self._encoded_labels(labels)
-        entry = (encoded.heads.get(field) or encoded.head(field)) + _pack_double(value)
+            text = self._labels(labels)
+        entry = (heads.get(text) or _metric_head(block[0].value_field, text, labels, self._drop_instance)) + _pack_double(value)
         block.append(entry)
         if self._journal is not None:
             self._journal += (name, block[0], entry)
@@ -376,8 +373,9 @@ class ProtobufFamilySet(RenderingFamilySet):
 
     def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
         block = self._blocks.get(name) or self._block(name, HISTOGRAM, help_)
-        message = self._encoded_labels(labels).encoded + histogram_message(buckets, count, total, name in self._native)
-        self._append(name, block, b"\x22" + varint(len(message)) + message)  # field 4 of a MetricFamily
+        encoded = self._encoded_labels(labels)
+        message = histogram_message(buckets, count, total, name in self._native)
+        self._append(name, block, b"".join((b"\x22", varint(len(encoded) + len(message)), encoded, message)))  # field 4 of a MetricFamily
 
     def add_summary(
         self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
@@ -386,14 +384,15 @@ class ProtobufFamilySet(RenderingFamilySet):
         lacks them."""
         block = self._blocks.get(name) or self._block(name, SUMMARY, help_)
         message = summary_message(quantiles, 0.0 if count is None else count, 0.0 if total is None else total)
-        self._append(name, block, length_delimited(4, self._encoded_labels(labels).encoded + message))
+        self._append(name, block, length_delimited(4, self._encoded_labels(labels) + message))
 
     def encode(self) -> bytes:
         out: list[bytes] = []
         for block in self._blocks.values():  # the head and the metrics of each, behind its length
-            size = sum(map(len, block))
+            family = b"".join(block)  # a join, then its length: three times faster than summing the lengths first
+            size = len(family)
             out.append(_SMALL_VARINTS[size] if size < 2048 else varint(size))
-            out += block
+            out.append(family)
         return b"".join(out)
 
     def body(self, openmetrics: bool = False) -> bytes | bytearray:
