@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -88,3 +89,42 @@ def test_work_that_asks_for_more_as_it_is_handed_back_keeps_one_thread():
     assert len(seen_threads) == 1
     assert workers.threads == 1
     workers.close()
+
+
+def test_a_scrape_asked_for_the_moment_the_last_one_is_in_finds_its_worker_idle():
+    """A /metrics asks for the next scrapes the moment the last ones are in. A worker that gave the waiter its result
+    before it counted as idle again made the pool start another, now and then (5 more than the soak's 3 targets
+    needed, each with its stack and perhaps a malloc arena). A done callback asks at the worst moment: inside the
+    result's hand-over, in the worker's own thread."""
+    pool = ScrapePool(8)
+    target = Scraped()
+    finished = threading.Event()
+
+    def next_scrape(done, left: int = 200) -> None:
+        if left == 0:
+            finished.set()
+            return
+        future = pool.submit(target, lambda deadline: deadline, time.monotonic() + 10)
+        future.add_done_callback(lambda done: next_scrape(done, left - 1))
+
+    next_scrape(None)
+    assert finished.wait(10)
+    assert pool._workers.threads == 1
+    pool.close()
+
+
+def test_an_idle_worker_holds_nothing_of_its_last_scrape():
+    """A fleet's /metrics lets each reply go once it is rendered: a worker must not keep its last one while idle."""
+    pool = ScrapePool(2)
+
+    class Reply:
+        """A scrape's result: only whether it is still alive matters."""
+
+    future = pool.submit(Scraped(), lambda deadline: Reply(), time.monotonic() + 10)
+    reply = weakref.ref(future.result(timeout=5))
+    del future
+    deadline = time.monotonic() + 5
+    while reply() is not None and time.monotonic() < deadline:  # the worker may still be between its item and idle
+        time.sleep(0.001)
+    assert reply() is None
+    pool.close()

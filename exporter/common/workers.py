@@ -87,6 +87,7 @@ class Workers(Generic[Item]):
                         hand_back()
                     except Exception:
                         log.exception("%s worker: handing an item back failed", self._name)
+                item = hand_back = None  # an idle thread holds nothing of its last item (a scrape's reply)
         finally:
             with self._lock, contextlib.suppress(ValueError):  # already gone if it retired idle
                 self._threads.remove(threading.current_thread())

@@ -50,7 +50,7 @@ class ScrapePool:
         """Run ``work`` in the calling thread (one target: no hand-off), or join the run under way."""
         future, new = self._claim(key)
         if new:
-            _run(future, work, deadline)
+            _settle(future, work, deadline)()
         return future
 
     def _claim(self, key: Any) -> tuple[Future[Any], bool]:
@@ -71,25 +71,26 @@ class ScrapePool:
                 del self._inflight[id(key)]
 
     @staticmethod
-    def _work(item: _Work) -> None:
+    def _work(item: _Work) -> Callable[[], None]:
+        """The scrape, and as the hand-back its outcome for the future: whoever waits asks for the next scrapes once
+        this worker counts as idle again, so they find it free rather than start another worker."""
         future, work, deadline = item
         if time.monotonic() >= deadline:
-            future.set_exception(RespFailure("timeout", "no scrape worker was free before the deadline"))
-        else:
-            _run(future, work, deadline)
+            return functools.partial(future.set_exception, RespFailure("timeout", "no scrape worker was free before the deadline"))
+        return _settle(future, work, deadline)
 
     def close(self) -> None:
         """Stop taking work; workers end when they are free (a stuck one is a daemon and never holds up exit)."""
         self._workers.close()
 
 
-def _run(future: Future[Any], work: Callable[[float], Any], deadline: float) -> None:
+def _settle(future: Future[Any], work: Callable[[float], Any], deadline: float) -> Callable[[], None]:
+    """Runs ``work``; what gives the future its result or error."""
     try:
         result = work(deadline)
     except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the scrape
-        future.set_exception(without_tracebacks(err))
-    else:
-        future.set_result(result)
+        return functools.partial(future.set_exception, without_tracebacks(err))
+    return functools.partial(future.set_result, result)
 
 
 def without_tracebacks(err: BaseException) -> BaseException:
