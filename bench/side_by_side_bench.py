@@ -11,7 +11,9 @@ between scrapes as they do in production. Per pass, ``--scrapes`` such pairs of 
 connections, then ``--rounds`` pairs of rounds of ``--targets`` parallel ``/scrape?target=`` requests (traffic to every
 one of those servers before each round, none with ``--idle-round-targets``; ours from a second instance whose config
 file allows /scrape of them): each round once with a new connection per request (``round_ms``) and once over one
-kept-alive connection per target, as Prometheus scrapes them (``round_keepalive_ms``).
+kept-alive connection per target, as Prometheus scrapes them (``round_keepalive_ms``), with each exporter's context
+switches (voluntary and not, every thread's, from /proc/PID/task/*/status) a request of those rounds
+(``round_keepalive_switches``): the hand-offs between threads a request costs.
 
 Measured per scrape: wall time; the exporter's CPU (every thread's time on a CPU, from /proc/PID/task/*/schedstat, in
 nanoseconds) over the pass divided by its scrapes; the redis-server's CPU during each scrape (the traffic's is not
@@ -50,6 +52,18 @@ def cpu_ns(pid: int) -> int:
             total += int((task / "schedstat").read_text().split()[0])
         except (OSError, ValueError):
             continue  # a thread that ended meanwhile
+    return total
+
+
+def context_switches(pid: int) -> int:
+    """Context switches of every thread of ``pid``, voluntary and not (a thread that ended no longer counts)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
     return total
 
 
@@ -111,6 +125,7 @@ def scrape_pass(
 
 def round_pass(
     round_ports: dict[str, int],
+    round_pids: dict[str, int],
     empty_traffic: list[Traffic],
     target_ports: list[int],
     rounds: int,
@@ -122,7 +137,7 @@ def round_pass(
     kept-alive connection per target, as Prometheus scrapes (``round_keepalive_ms``)."""
     kinds = list(round_ports)
     paths = [f"/scrape?target=redis://127.0.0.1:{p}" for p in target_ports]
-    times: dict[str, dict[str, list[float]]] = {kind: {"round_ms": [], "round_keepalive_ms": []} for kind in kinds}
+    times: dict[str, dict[str, list[float]]] = {kind: {"round_ms": [], "round_keepalive_ms": [], "round_keepalive_switches": []} for kind in kinds}
     for number in range(rounds):
         for kind in kinds if number % 2 == 0 else reversed(kinds):
             for traffic in empty_traffic:
@@ -130,12 +145,15 @@ def round_pass(
             times[kind]["round_ms"].append(parallel_round(round_ports[kind], paths, headers) * 1e3)
             for traffic in empty_traffic:
                 traffic.send()
+            switches = context_switches(round_pids[kind])
             times[kind]["round_keepalive_ms"].append(parallel_round(round_ports[kind], paths, headers, kept[kind]) * 1e3)
+            times[kind]["round_keepalive_switches"].append((context_switches(round_pids[kind]) - switches) / len(paths))
     return times
 
 
 def measure_rounds(
     round_ports: dict[str, int],
+    round_pids: dict[str, int],
     empty_traffic: list[Traffic],
     target_ports: list[int],
     args: argparse.Namespace,
@@ -143,9 +161,9 @@ def measure_rounds(
     figures: dict[str, dict[str, list[float]]],
 ) -> None:
     kept = {kind: [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for _ in target_ports] for kind, port in round_ports.items()}
-    round_pass(round_ports, empty_traffic, target_ports, 1, headers, kept)  # warm-up: connections to every server
+    round_pass(round_ports, round_pids, empty_traffic, target_ports, 1, headers, kept)  # warm-up: connections to every server
     for _ in range(args.passes):
-        for kind, times in round_pass(round_ports, empty_traffic, target_ports, args.rounds, headers, kept).items():
+        for kind, times in round_pass(round_ports, round_pids, empty_traffic, target_ports, args.rounds, headers, kept).items():
             for key, values in times.items():
                 figures[kind].setdefault(key, []).extend(values)
     for connections in kept.values():
@@ -190,6 +208,7 @@ def main() -> None:
         # the rounds go to an instance of its own, so that the /metrics figures are those of a --redis.addr exporter
         round_exporter, round_port, _ = start(OURS, args.redis_exporter, main_port, args.python, workdir, allow=True)
         round_ports = {OURS: round_port, THEIRS: exporters[THEIRS][1]}
+        round_pids = {OURS: round_exporter.pid, THEIRS: exporters[THEIRS][0].pid}
         for _, port, connection in exporters.values():
             for _ in range(5):  # warm-up: connections, CONFIG and the histograms' command list
                 main_traffic.send()
@@ -203,7 +222,7 @@ def main() -> None:
             figures[kind]["rss_after_scrapes_mib"] = [rss_mib(process.pid)]
             figures[kind]["series"] = [series(port)]
         target_ports = [port for _, port in empty]
-        measure_rounds(round_ports, empty_traffic, target_ports, args, headers, figures)
+        measure_rounds(round_ports, round_pids, empty_traffic, target_ports, args, headers, figures)
         print(
             f"\n{args.passes} passes of {args.scrapes} pairs of scrapes and {args.rounds} pairs of rounds of {args.targets} /scrape, "
             "alternating, traffic before each; medians"
