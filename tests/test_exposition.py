@@ -203,3 +203,39 @@ def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetr
     assert bytes(body) == (kept.encode_openmetrics() if openmetrics else kept.encode())
     assert released.names() == set()
     assert released.encode() == b""
+
+
+def fill_target(out: FamilySet, number: int) -> None:
+    """One target's families, as a fleet's /metrics renders them one target after the other."""
+    instance = {"instance": f"node{number}:6379"}
+    out.add("redis_up", "gauge", "Up.", instance, 1.0)
+    for db in range(3):
+        out.add("redis_db_keys", "gauge", "Keys.", {**instance, "db": f"db{db}"}, float(number * db))
+    out.add("redis_commands_processed_total", COUNTER, "Commands.", instance, float(number))
+    out.add_histogram("lat_usec", "Latency.", {**instance, "cmd": "get"}, [("8", 1.0), ("16", float(number + 1))], number + 1.0, 40.0)
+    out.add_summary("pct", "Quantiles.", {**instance, "cmd": "get"}, [("0.5", 9.0)], 4.0, 40.0)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("way", ["text", "openmetrics", "protobuf"])
+def test_a_fleets_entries_joined_between_targets_write_the_same_body(way):
+    """compact() joins what each family gathered (a fleet's many small lines would fill the allocator's small-object
+    arenas): the body is byte for byte the one of the entries as added, and no block holds more than a run of loose
+    entries beside its joined ones."""
+    from exporter.common.exposition import COMPACT_ENTRIES
+    from exporter.common.protobuf import ProtobufFamilySet
+
+    def new_set() -> TextFamilySet:
+        return ProtobufFamilySet(native=frozenset({"lat_usec"})) if way == "protobuf" else TextFamilySet()
+
+    compacted, plain = new_set(), new_set()
+    targets = 500
+    for number in range(targets):
+        fill_target(compacted, number)
+        fill_target(plain, number)
+        compacted.compact()
+    most = 5  # entries a target adds to one block at most: a text histogram's two buckets, +Inf, _sum and _count
+    assert max(len(block) for block in plain._blocks.values()) > 3 * targets
+    assert max(len(block) for block in compacted._blocks.values()) <= 1 + most * targets // COMPACT_ENTRIES + COMPACT_ENTRIES + most
+    assert bytes(compacted.body(openmetrics=way == "openmetrics")) == bytes(plain.body(openmetrics=way == "openmetrics"))
+    assert compacted._compacted == {}  # the body lets the joined runs go with the rest

@@ -121,6 +121,10 @@ class FamilySet:
     def record_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
 
+    def compact(self) -> None:
+        """Called between targets of a fleet: a set that renders joins what it holds (see RenderingFamilySet)."""
+        return None
+
     def names(self) -> set[str]:
         return set(self._families)
 

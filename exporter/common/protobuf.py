@@ -333,6 +333,10 @@ class ProtobufFamilySet(RenderingFamilySet):
         super().__init__(drop_instance=drop_instance)
         self._native = native
 
+    @staticmethod
+    def _join(entries: list[Any]) -> Any:
+        return b"".join(entries)
+
     def way(self) -> Hashable:
         return ("protobuf", self._drop_instance, self._native)
 
@@ -399,11 +403,11 @@ class ProtobufFamilySet(RenderingFamilySet):
         if openmetrics:
             raise ValueError("a protobuf set writes protobuf")
         blocks = list(self._blocks.values())
-        if sum(map(len, blocks)) < RELEASE_LINES:  # one node's body: one join
+        if not self._compacted and sum(map(len, blocks)) < RELEASE_LINES:  # one node's body: one join
             encoded = self.encode()
-            self._blocks = {}
+            self._blocks, self._compacted = {}, {}
             return encoded
-        self._blocks = {}
+        self._blocks, self._compacted = {}, {}
         body = bytearray()
         for block in blocks:  # a fleet's: family by family, each family's messages let go once written
             family = b"".join(block)

@@ -3,6 +3,7 @@ commands (LATENCY HISTOGRAM), as redis_exporter serves them."""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from exporter.common.families import GAUGE, FamilySet
@@ -59,9 +60,30 @@ def _le_text(bound: int) -> str:
     return text
 
 
-def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]]]:
-    """LATENCY HISTOGRAM's reply: command → (calls, [(bucket upper bound in µs as le, cumulative count)])."""
-    parsed: dict[str, tuple[int, list[tuple[str, float]]]] = {}
+# a histogram's le texts, as the bounds its observations have reached: a few layouts per command, the same on every
+# node, so every node's histograms share them (a pure memo, bounded)
+_LAYOUTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+# LATENCY HISTOGRAM's buckets of one command as a node keeps them: the le texts (shared) and the cumulative counts
+# (doubles in one array: 8 bytes a count, not a float object each)
+Buckets = tuple[tuple[str, ...], "array[float]"]
+
+
+def _layout(les: tuple[str, ...]) -> tuple[str, ...]:
+    if len(_LAYOUTS) < 4096:
+        _LAYOUTS[les] = les
+    return les
+
+
+def bucket_pairs(buckets: Buckets) -> list[tuple[str, float]]:
+    """The buckets as ``FamilySet.add_histogram`` takes them: (le, cumulative count) each."""
+    return list(zip(*buckets, strict=True))
+
+
+def parse_histograms(reply: Any) -> dict[str, tuple[int, Buckets]]:
+    """LATENCY HISTOGRAM's reply: command → (calls, its buckets: the upper bounds in µs as le texts, the cumulative
+    counts). Kept per node between scrapes: a tuple and an array a command, not a pair a bucket."""
+    parsed: dict[str, tuple[int, Buckets]] = {}
     if not isinstance(reply, list):
         return parsed
     for i in range(0, len(reply) - 1, 2):
@@ -75,14 +97,11 @@ def parse_histograms(reply: Any) -> dict[str, tuple[int, list[tuple[str, float]]
         calls, buckets = fields.get(b"calls"), fields.get(b"histogram_usec")
         if not isinstance(calls, int) or not isinstance(buckets, list):
             continue
-        parsed[cmd] = (
-            calls,
-            [
-                (_LE_TEXTS.get(buckets[j]) or _le_text(buckets[j]), float(buckets[j + 1]))
-                for j in range(0, len(buckets) - 1, 2)
-                if isinstance(buckets[j], int) and isinstance(buckets[j + 1], int)
-            ],
-        )
+        pairs = [
+            (bound, count) for bound, count in zip(buckets[::2], buckets[1::2], strict=False) if isinstance(bound, int) and isinstance(count, int)
+        ]
+        les = tuple([_LE_TEXTS.get(bound) or _le_text(bound) for bound, _ in pairs])
+        parsed[cmd] = (calls, (_LAYOUTS.get(les) or _layout(les), array("d", [count for _, count in pairs])))
     return parsed
 
 
@@ -109,9 +128,9 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
             totals[container] = totals.get(container, 0) + usec
     memo = out.memo("latency histograms")
     for histograms in replies:
-        for cmd, (calls, bounds) in histograms.items():
+        for cmd, (calls, buckets) in histograms.items():
             total = totals.get(cmd, 0)
-            source = (calls, bounds, total)  # the same bounds object while the histogram is not read again
+            source = (calls, buckets, total)  # the same buckets object while the histogram is not read again
             if out.replay(memo, cmd, source) is not None:
                 continue
             with out.recording(memo, cmd, source):
@@ -119,7 +138,7 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
                     "redis_commands_latencies_usec",
                     "Latency of each command in microseconds (LATENCY HISTOGRAM).",
                     with_label(scraped.base, "cmd", cmd),
-                    bounds,
+                    bucket_pairs(buckets),
                     float(calls),
                     total,
                 )

@@ -65,10 +65,13 @@ class RedisCollector(FamilyCollector):
         else:
             futures = [self._pool.submit(target, target.node.scrape, self._deadline) for target in self._targets]
         queue = deque(zip(self._targets, futures, strict=True))
+        fleet = len(queue) > 1
         del futures
         while queue:  # each future leaves the queue before it is rendered: its reply goes with the rendering
             target, future = queue.popleft()
             self._record(target, self._outcome(future), time.monotonic() - started, out)
+            if fleet:
+                out.compact()
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
         wait_futures([future], timeout=max(0.0, self._deadline - time.monotonic()))
