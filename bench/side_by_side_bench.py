@@ -55,16 +55,22 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
-def context_switches(pid: int) -> int:
-    """Context switches of every thread of ``pid``, voluntary and not (a thread that ended no longer counts)."""
-    total = 0
+def context_switches(pid: int) -> dict[str, int]:
+    """Context switches of each thread of ``pid``, voluntary and not, by thread id."""
+    counts: dict[str, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
         except OSError:
-            continue
-        total += sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
-    return total
+            continue  # a thread that ended meanwhile
+        counts[task.name] = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+    return counts
+
+
+def switches_since(pid: int, before: dict[str, int]) -> int:
+    """The switches since ``before`` of the threads alive now (one started since counts whole; one that ended since
+    is left out, never subtracted)."""
+    return sum(count - before.get(thread, 0) for thread, count in context_switches(pid).items())
 
 
 def start(kind: str, redis_exporter: str, redis_port: int, python: str, workdir: Path, allow: bool = False) -> tuple[subprocess.Popen, int, float]:
@@ -147,7 +153,7 @@ def round_pass(
                 traffic.send()
             switches = context_switches(round_pids[kind])
             times[kind]["round_keepalive_ms"].append(parallel_round(round_ports[kind], paths, headers, kept[kind]) * 1e3)
-            times[kind]["round_keepalive_switches"].append((context_switches(round_pids[kind]) - switches) / len(paths))
+            times[kind]["round_keepalive_switches"].append(switches_since(round_pids[kind], switches) / len(paths))
     return times
 
 

@@ -3,6 +3,8 @@ generate_latest: escaping, special values, counters without _total and the insta
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from helpers import parse_samples
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
@@ -207,7 +209,7 @@ def test_the_body_an_answer_sends_is_the_encoding_and_lets_the_lines_go(openmetr
 
 def fill_target(out: FamilySet, number: int) -> None:
     """One target's families, as a fleet's /metrics renders them one target after the other."""
-    instance = {"instance": f"node{number}:6379"}
+    instance = {"instance": f"node{number}:6379" if number % 49 else f"nœud-日本-🙂{number}:6379"}  # one in 49 not ASCII
     out.add("redis_up", "gauge", "Up.", instance, 1.0)
     for db in range(3):
         out.add("redis_db_keys", "gauge", "Keys.", {**instance, "db": f"db{db}"}, float(number * db))
@@ -237,5 +239,13 @@ def test_a_fleets_entries_joined_between_targets_write_the_same_body(way):
     most = 5  # entries a target adds to one block at most: a text histogram's two buckets, +Inf, _sum and _count
     assert max(len(block) for block in plain._blocks.values()) > 3 * targets
     assert max(len(block) for block in compacted._blocks.values()) <= 1 + most * targets // COMPACT_ENTRIES + COMPACT_ENTRIES + most
+
+    def held(out: TextFamilySet) -> int:
+        return sum(sys.getsizeof(entry) for block in out._blocks.values() for entry in block)
+
+    assert held(compacted) < held(plain)  # a run of lines with a wide character among them is no wider for it
+    if way != "protobuf":
+        assert compacted.encode() == plain.encode()
+        assert compacted.encode_openmetrics() == plain.encode_openmetrics()
     assert bytes(compacted.body(openmetrics=way == "openmetrics")) == bytes(plain.body(openmetrics=way == "openmetrics"))
     assert compacted._compacted == {}  # the body lets the joined runs go with the rest

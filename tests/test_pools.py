@@ -128,3 +128,32 @@ def test_an_idle_worker_holds_nothing_of_its_last_scrape():
         time.sleep(0.001)
     assert reply() is None
     pool.close()
+
+
+def test_a_thread_that_ends_in_its_hand_back_is_not_counted_idle(monkeypatch):
+    """A hand-back runs once its thread counts as idle; should it end the thread (SystemExit in a done callback), the
+    next item must still find a thread, not one counted idle that is gone."""
+    handled = threading.Event()
+    ended = threading.Event()
+    monkeypatch.setattr(threading, "excepthook", lambda args: ended.set())  # the thread's end is the point
+
+    def handle(item: str):
+        if item == "last":
+            handled.set()
+            return None
+
+        def hand_back() -> None:
+            raise SystemExit
+
+        return hand_back
+
+    workers: Workers[str] = Workers("test", 2, handle)
+    workers.put("first")
+    assert ended.wait(5)  # the first thread ended in its hand-back
+    deadline = time.monotonic() + 5
+    while workers.threads and time.monotonic() < deadline:  # and has left the pool
+        time.sleep(0.001)
+    assert workers.threads == 0
+    workers.put("last")
+    assert handled.wait(5)
+    workers.close()

@@ -157,8 +157,8 @@ class _Recording:
             self._memo[self._key] = (self._source, tuple(journal))
 
 
-# a body of fewer lines is written in one join (a node's has about a thousand); a fleet's, family by family as its
-# lines are let go
+# a body of fewer lines is written in one join (a node's has about a thousand); a fleet's (or a compacted set's),
+# family by family as its lines are let go
 RELEASE_LINES = 20000
 # entries a block gathers before compact() joins them into one (see there)
 COMPACT_ENTRIES = 48
@@ -342,7 +342,9 @@ class TextFamilySet(RenderingFamilySet):
 
     @staticmethod
     def _join(entries: list[Any]) -> Any:
-        return "".join(entries)
+        """A run of lines as UTF-8, as the body writes it: a str would take the width of its widest character for all
+        of them (one label value in CJK or emoji among a thousand targets made runs twice or four times the size)."""
+        return "".join(entries).encode("utf-8")
 
     def _block(self, name: str, kind: str, help_: str) -> list[str]:
         """The first help text and type of a name win, as in :class:`FamilySet`."""
@@ -405,10 +407,14 @@ class TextFamilySet(RenderingFamilySet):
                 self._journal += (name, header, line)
 
     def encode(self) -> bytes:
+        if self._compacted:
+            return bytes(self._written(list(self._blocks.items()), False, release=False))
         return "".join([line for block in self._blocks.values() for line in block]).encode("utf-8")
 
     def encode_openmetrics(self) -> bytes:
         """The same lines as OpenMetrics text 1.0.0: only each family's HELP and TYPE lines and the end differ."""
+        if self._compacted:
+            return bytes(self._written(list(self._blocks.items()), True, release=False))
         lines: list[str] = []
         for block in self._blocks.values():
             lines.append(openmetrics_header(block[0]))
@@ -417,21 +423,32 @@ class TextFamilySet(RenderingFamilySet):
         return "".join(lines).encode("utf-8")
 
     def body(self, openmetrics: bool = False) -> bytes | bytearray:
-        """:meth:`encode` (or :meth:`encode_openmetrics`); the set is empty after. A fleet's body (compacted, or past RELEASE_LINES)
-        goes into a bytearray family by family as each family's lines are let go: it is tens of MiB of lines and as
-        much again in bytes, never both whole at once, nor a heap of medium-sized chunks the allocator would keep."""
-        blocks = list(self._blocks.values())
-        if not self._compacted and sum(map(len, blocks)) < RELEASE_LINES:  # one node's body: one join is quicker, and its lines are few
+        """:meth:`encode` (or :meth:`encode_openmetrics`); the set is empty after. A fleet's body (compacted, or past
+        RELEASE_LINES) goes into a bytearray family by family as each family's lines are let go: it is tens of MiB of
+        lines and as much again in bytes, never both whole at once, nor a heap of medium-sized chunks the allocator
+        would keep."""
+        blocks = list(self._blocks.items())
+        if not self._compacted and sum(len(block) for _, block in blocks) < RELEASE_LINES:  # one node's: one join is quicker
             encoded = self.encode_openmetrics() if openmetrics else self.encode()
             self._blocks, self._compacted = {}, {}
             return encoded
-        self._blocks, self._compacted = {}, {}
+        return self._written(blocks, openmetrics, release=True)
+
+    def _written(self, blocks: list[tuple[str, list[Any]]], openmetrics: bool, *, release: bool) -> bytearray:
+        """The blocks in one bytearray, family by family: each block's header, the runs compact() joined (UTF-8
+        already), then its lines since; with ``release``, the set is emptied first and each block let go once written."""
+        compacted = self._compacted
+        if release:
+            self._blocks, self._compacted = {}, {}
         body = bytearray()
-        for block in blocks:
-            if openmetrics:
-                block[0] = openmetrics_header(block[0])
-            body += "".join(block).encode("utf-8")
-            block.clear()
+        for name, block in blocks:
+            start = compacted.get(name, 1)
+            body += (openmetrics_header(block[0]) if openmetrics else block[0]).encode("utf-8")
+            for run in block[1:start]:
+                body += run
+            body += "".join(block[start:]).encode("utf-8")
+            if release:
+                block.clear()
         if openmetrics:
             body += b"# EOF\n"
         return body

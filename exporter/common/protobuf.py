@@ -122,7 +122,7 @@ def _encoded_labels(text: str, labels: dict[str, str], drop_instance: bool) -> b
 class _Head(bytes):
     """A family's MetricFamily fields before its metrics (name, help, type), and for a scalar family the heads of its
     samples' Metric messages by label text (see :func:`_metric_head`; None for a histogram or summary, whose samples
-    are one message each). Bytes, so that a block's length is the sum of its items' lengths."""
+    are one message each). Bytes: the first entry of its block, joined with the rest."""
 
     metric_heads: dict[str, bytes] | None
     value_field: int  # 0 for a histogram or summary

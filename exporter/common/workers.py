@@ -87,6 +87,10 @@ class Workers(Generic[Item]):
                         hand_back()
                     except Exception:
                         log.exception("%s worker: handing an item back failed", self._name)
+                    except BaseException:
+                        with self._lock:
+                            self._idle -= 1  # the thread ends here: put() must not count it idle
+                        raise
                 item = hand_back = None  # an idle thread holds nothing of its last item (a scrape's reply)
         finally:
             with self._lock, contextlib.suppress(ValueError):  # already gone if it retired idle

@@ -70,7 +70,7 @@ class RedisCollector(FamilyCollector):
         while queue:  # each future leaves the queue before it is rendered: its reply goes with the rendering
             target, future = queue.popleft()
             self._record(target, self._outcome(future), time.monotonic() - started, out)
-            if fleet:
+            if fleet and queue:
                 out.compact()
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
