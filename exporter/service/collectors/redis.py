@@ -65,12 +65,11 @@ class RedisCollector(FamilyCollector):
         else:
             futures = [self._pool.submit(target, target.node.scrape, self._deadline) for target in self._targets]
         queue = deque(zip(self._targets, futures, strict=True))
-        fleet = len(queue) > 1
         del futures
         while queue:  # each future leaves the queue before it is rendered: its reply goes with the rendering
             target, future = queue.popleft()
             self._record(target, self._outcome(future), time.monotonic() - started, out)
-            if fleet and queue:
+            if queue:  # more targets to come: what this one added is joined (one target alone never is)
                 out.compact()
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
