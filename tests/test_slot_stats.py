@@ -154,6 +154,10 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
         client = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
         for i in range(3000):  # one slot hot: every key shares the hash tag
             client.incr(f"{HOT_TAG}:counter:{i % 50}")
+        # and CPU-heavy there: milliseconds a command, so a preemption of a cold command elsewhere cannot outweigh it
+        client.rpush(f"{HOT_TAG}:numbers", *range(20_000, 0, -1))
+        for _ in range(20):
+            client.sort(f"{HOT_TAG}:numbers", store=f"{HOT_TAG}:sorted")
         for i in range(300):  # and a little everywhere else
             client.set(f"cold:{i}", "x")
         profiler.visit_all()
@@ -170,7 +174,7 @@ def test_the_hot_slot_ranks_first_and_the_skew_shows_it(engine):
     }
     owner = next(instance for instance, slot in cpu if slot == hot_slot)
     assert max((value, slot) for (instance, slot), value in cpu.items() if instance == owner)[1] == hot_slot
-    assert sample(samples, "redis_cluster_slot_keys", instance=owner, slot=hot_slot) == 50
+    assert sample(samples, "redis_cluster_slot_keys", instance=owner, slot=hot_slot) == 52  # the counters, the list, its sort
     primaries = {dict(labels)["instance"] for (name, labels) in samples if name == "redis_cluster_node_slots"}
     assert len(primaries) == 3  # replicas are not read
     assert sum(sample(samples, "redis_cluster_node_slots", instance=name) for name in primaries) == 16384
