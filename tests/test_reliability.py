@@ -10,7 +10,9 @@ import random
 import statistics
 import threading
 import time
+import weakref
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -18,8 +20,12 @@ from fake_resp import FakeRespServer, bulk
 from helpers import call, exact_samples, make_app, parse_samples, sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from servers import free_port, start_exporter, start_redis
+from servers import free_port, start_exporter, start_redis, wait_until
 from test_http import CountingListener
+
+from exporter.redis.node import RedisNode
+from exporter.redis.pipeline import ScrapeResult
+from exporter.service.collectors.redis import RedisCollector
 
 
 def rss_kib(pid: int) -> int:
@@ -269,9 +275,9 @@ def test_scrape_refuses_arbitrary_targets_without_connecting(probe, target):
 
 
 def test_a_hung_target_first_in_the_list_holds_back_no_other_targets_scrape():
-    """Targets are rendered in their order as their scrapes come in, but every scrape starts at once: a hung node
-    first in a long list (more targets than the scrape workers, many times over) costs its own timeout only, and every
-    node after it is up in the same /metrics."""
+    """Targets are rendered as their scrapes come in, a few times the scrape workers under way at once: a hung node
+    first in a long list (more targets than the scrape workers, many times over) holds one place until its timeout
+    only, and every node after it is up in the same /metrics."""
     healthy, hung = start_redis(), start_redis()
     hung.pause()
     targets = [{"name": "hung", "addr": hung.addr}, *({"name": f"node{i:03d}", "addr": healthy.addr} for i in range(80))]
@@ -286,3 +292,38 @@ def test_a_hung_target_first_in_the_list_holds_back_no_other_targets_scrape():
         hung.resume()
         hung.stop()
         healthy.stop()
+
+
+def test_a_fleets_metrics_holds_no_more_replies_than_its_window_however_slow_the_render(monkeypatch):
+    """The render of the first target waits until the scrape workers have nothing left to do: every reply scraped
+    meanwhile is held until it is rendered. Scrapes start only as targets are rendered (a few times the workers
+    ahead), so however slow the render, a /metrics of 200 targets holds no more replies than that window."""
+    server = start_redis()
+    app = make_app({"targets": [{"name": f"node{i:03d}", "addr": server.addr} for i in range(200)], "scrape": {"concurrency": 2}})
+    replies: list[weakref.ref[ScrapeResult]] = []
+    held: list[int] = []
+    scrape, record = RedisNode.scrape, RedisCollector._record
+
+    def scrape_kept(node: RedisNode, deadline: float) -> ScrapeResult:
+        result = scrape(node, deadline)
+        replies.append(weakref.ref(result))
+        return result
+
+    def record_slowly(collector: RedisCollector, *args: Any) -> None:
+        if not held:  # the first render waits for the scrape workers to run out of work
+            pool = collector._pool
+            wait_until(lambda: pool.busy == 0 and pool.queued == 0, timeout=10)
+        held.append(sum(reply() is not None for reply in replies))
+        record(collector, *args)
+
+    monkeypatch.setattr(RedisNode, "scrape", scrape_kept)
+    monkeypatch.setattr(RedisCollector, "_record", record_slowly)
+    try:
+        samples = exact_samples(call(app, "/metrics").text)
+        assert sum(value for (name, _), value in samples.items() if name == "redis_up") == 200
+        window = max(4 * 2, 32)
+        assert len(held) == 200
+        assert max(held) <= window + 1, max(held)  # the window, and the reply of the target being rendered
+    finally:
+        app.close()
+        server.stop()

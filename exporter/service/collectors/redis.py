@@ -7,12 +7,13 @@ the other targets are unaffected.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
+from queue import Empty, SimpleQueue
 
 from exporter.common.families import FamilyCollector, FamilySet
 from exporter.redis.failures import classify
@@ -54,23 +55,46 @@ class RedisCollector(FamilyCollector):
         self._address_names = address_names or {}
 
     def write(self, out: FamilySet) -> None:
-        """Every target's scrape starts at once; each target is rendered as soon as its scrape is in, in the targets'
-        order, and its reply let go, so that a fleet's /metrics holds only the replies that came in ahead of the
-        render (at 1,000 nodes every reply at once was much of the exporter's peak memory, which its allocator then
-        kept). A slow or hung target holds back only the rendering of the ones after it, never their scrapes."""
+        """Each target is rendered as soon as its scrape is in, in the order they come in, and its reply let go. At
+        most ``window`` scrapes are under way or waiting for the render at once, a few times the pool's workers: a
+        fleet's /metrics never holds more replies than that (at 1,000 nodes every reply at once was much of the
+        exporter's peak memory, which its allocator then kept, and the more so the slower the render). A slow or hung
+        target holds one place of the window until the deadline, never the scrapes or the rendering of the others."""
         started = time.monotonic()
         if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)
             target = self._targets[0]
-            futures: list[Future[ScrapeResult]] = [self._pool.run_here(target, target.node.scrape, self._deadline)]
-        else:
-            futures = [self._pool.submit(target, target.node.scrape, self._deadline) for target in self._targets]
-        queue = deque(zip(self._targets, futures, strict=True))
-        del futures
-        while queue:  # each future leaves the queue before it is rendered: its reply goes with the rendering
-            target, future = queue.popleft()
-            self._record(target, self._outcome(future), time.monotonic() - started, out)
-            if queue:  # more targets to come: what this one added is joined (one target alone never is)
+            self._record(target, self._outcome(self._pool.run_here(target, target.node.scrape, self._deadline)), time.monotonic() - started, out)
+            return
+        waiting = enumerate(self._targets)
+        done: SimpleQueue[int] = SimpleQueue()  # places only: a future left on it would hold its callback, a cycle
+        under_way: dict[int, tuple[Target, Future[ScrapeResult]]] = {}  # by place: a target listed twice is rendered twice
+
+        def start(place: int, target: Target) -> None:
+            entry = under_way[place] = target, self._pool.submit(target, target.node.scrape, self._deadline)
+            entry[1].add_done_callback(lambda _: done.put(place))  # at once, here, if it is done already
+
+        for place, target in itertools.islice(waiting, self.window()):
+            start(place, target)
+        while under_way:
+            try:
+                target, future = under_way.pop(done.get(timeout=max(0.0, self._deadline - time.monotonic())))
+            except Empty:
+                break
+            following = next(waiting, None)
+            if following is not None:
+                start(*following)
+            outcome = future.exception() or future.result()
+            del future  # the reply goes with the rendering
+            self._record(target, outcome, time.monotonic() - started, out)
+            if under_way:  # more targets to come: what this one added is joined (one target alone never is)
                 out.compact()
+        late = TimeoutError("scrape did not finish before the deadline")
+        for target in [*(target for target, _ in under_way.values()), *(target for _, target in waiting)]:
+            self._record(target, late, time.monotonic() - started, out)
+
+    def window(self) -> int:
+        """How many scrapes may be under way or waiting for the render at once."""
+        return max(4 * self._pool.size, 32)
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
         wait_futures([future], timeout=max(0.0, self._deadline - time.monotonic()))
