@@ -230,27 +230,38 @@ def test_a_reply_parsed_after_another_reuses_only_sections_that_stood_still(firs
     earlier_text = "\r\n".join(first)
     # the second reply: some of the first's lines again (whole sections stand still), with others mixed in
     later_text = "\r\n".join(data.draw(st.permutations(first + second)) if data.draw(st.booleans()) else first + second)
-    earlier = parse_info(earlier_text)
+    earlier = parse_info(earlier_text, parse_info(earlier_text))  # read twice: its sections kept for the next
     before = {name: dict(fields) for name, fields in earlier.sections.items()}
     for text in (earlier_text, later_text, (DATA / "info_redis_7_0.txt").read_text()):
         alone, after = parse_info(text), parse_info(text, earlier)
         assert (after.sections, after.malformed_lines) == (alone.sections, alone.malformed_lines)
         assert list(after.sections) == list(alone.sections)
         assert {name: dict(fields) for name, fields in earlier.sections.items()} == before
+        assert (parse_info(text, after.kept()).sections, parse_info(text, after).malformed_lines) == (alone.sections, alone.malformed_lines)
 
 
 def test_sections_of_a_reply_that_stood_still_are_reused():
+    """A section's fields are kept for the next reply once its text stood still from one reply to the next; a section
+    that changes at every scrape is parsed each time and never kept (it would only cost memory)."""
     text = (DATA / "info_redis_7_0.txt").read_text()
     first = parse_info(text)
+    assert first.kept().sections == {}
+    assert all(fields is None for _, _, fields, _ in first.kept().chunks.values())  # nothing stood still yet
+    second = parse_info(text, first.kept())
+    assert second.sections["memory"] is not first.sections["memory"]
+    assert second.chunks["memory"][2] is second.sections["memory"]  # it stood still once: kept from now on
     changed = text.replace("connected_clients:", "connected_clients:9", 1)
-    second = parse_info(changed, first)
-    assert second.sections["memory"] is first.sections["memory"]
-    assert second.sections["clients"] is not first.sections["clients"]
-    assert second.get("connected_clients") == "9" + first.get("connected_clients")
+    third = parse_info(changed, second.kept())
+    assert third.sections["memory"] is second.sections["memory"]
+    assert third.sections["clients"] is not second.sections["clients"]
+    assert third.chunks["clients"][2] is None  # it changed: parsed, and not kept
+    assert third.get("connected_clients") == "9" + first.get("connected_clients")
+    assert parse_info(changed, third.kept()).sections["clients"] is not third.sections["clients"]
+    assert parse_info(text, third.kept()).sections == first.sections
 
 
 def test_a_section_met_twice_never_changes_the_reply_it_was_reused_from():
-    earlier = parse_info("# Server\r\na:1\r\n# Clients\r\nx:1\r\n")
+    earlier = parse_info("# Server\r\na:1\r\n# Clients\r\nx:1\r\n", parse_info("# Server\r\na:1\r\n# Clients\r\nx:1\r\n"))
     later = parse_info("# Server\r\na:1\r\n# Server\r\nb:2\r\n#\r\nc:3\r\n", earlier)
     assert later.sections == {"server": {"a": "1", "b": "2", "c": "3"}}
     assert later.malformed_lines == 1

@@ -308,7 +308,7 @@ class RedisNode:
         info = parse_info(result.info, self._last_info)
         for extra in result.extra_info:
             info.merge(parse_info(extra))
-        self._last_info = info
+        self._last_info = info.kept()
         result.parsed = info
         result.command_lines = self._command_lines = command_lines(info.sections.get("commandstats", {}), self._command_lines)
         result.command_stats = command_stats(result.command_lines)
