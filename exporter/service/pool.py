@@ -53,6 +53,11 @@ class ScrapePool:
             _settle(future, work, deadline)()
         return future
 
+    def scraping(self) -> list[int]:
+        """The identities of what is being scraped now (the keys ``submit`` was given)."""
+        with self._lock:
+            return list(self._inflight)
+
     def _claim(self, key: Any) -> tuple[Future[Any], bool]:
         with self._lock:
             entry = self._inflight.get(id(key))

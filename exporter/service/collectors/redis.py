@@ -7,9 +7,9 @@ the other targets are unaffected.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
@@ -55,45 +55,47 @@ class RedisCollector(FamilyCollector):
         self._address_names = address_names or {}
 
     def write(self, out: FamilySet) -> None:
-        """Each target is rendered as soon as its scrape is in, in the order they come in, and its reply let go. At
-        most ``window`` scrapes are under way or waiting for the render at once, a few times the pool's workers: a
-        fleet's /metrics never holds more replies than that (at 1,000 nodes every reply at once was much of the
-        exporter's peak memory, which its allocator then kept, and the more so the slower the render). A slow or hung
-        target holds one place of the window until the deadline, never the scrapes or the rendering of the others."""
+        """Each target is rendered as soon as its scrape is in, in the order they come in, and its reply let go. Until
+        half the time to the deadline has passed, at most ``window`` scrapes are under way or waiting for the render
+        at once, a few times the pool's workers: a fleet's /metrics holds no more replies than that (at 1,000 nodes
+        every reply at once was much of the exporter's peak memory, which its allocator then kept, and the more so the
+        slower the render). After it, every scrape left starts at once, so that a render too slow for the window never
+        makes a target miss the deadline. A slow or hung target holds one place of the window, never the scrapes or
+        the rendering of the others."""
         started = time.monotonic()
         if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)
             target = self._targets[0]
             self._record(target, self._outcome(self._pool.run_here(target, target.node.scrape, self._deadline)), time.monotonic() - started, out)
             return
-        waiting = enumerate(self._targets)
-        done: SimpleQueue[int] = SimpleQueue()  # places only: a future left on it would hold its callback, a cycle
-        under_way: dict[int, tuple[Target, Future[ScrapeResult]]] = {}  # by place: a target listed twice is rendered twice
-
-        def start(place: int, target: Target) -> None:
-            entry = under_way[place] = target, self._pool.submit(target, target.node.scrape, self._deadline)
-            entry[1].add_done_callback(lambda _: done.put(place))  # at once, here, if it is done already
-
-        for place, target in itertools.islice(waiting, self.window()):
-            start(place, target)
-        while under_way:
+        scrapes = _Scrapes(self._targets, self._pool, self._deadline)
+        for _ in range(self.window()):
+            scrapes.start_next()
+        release = started + (self._deadline - started) / 2
+        while scrapes.under_way:
+            windowed = time.monotonic() < release
+            if not windowed:
+                scrapes.start_all()
             try:
-                target, future = under_way.pop(done.get(timeout=max(0.0, self._deadline - time.monotonic())))
+                place = scrapes.done.get(timeout=max(0.0, (release if windowed else self._deadline) - time.monotonic()))
             except Empty:
+                if windowed:
+                    continue
                 break
-            following = next(waiting, None)
-            if following is not None:
-                start(*following)
+            target, future = scrapes.under_way.pop(place)
+            if windowed:
+                scrapes.start_next()
             outcome = future.exception() or future.result()
-            del future  # the reply goes with the rendering
+            del future
             self._record(target, outcome, time.monotonic() - started, out)
-            if under_way:  # more targets to come: what this one added is joined (one target alone never is)
+            del outcome  # the reply goes with the rendering, not kept while the next is waited for
+            if scrapes.under_way:  # more targets to come: what this one added is joined (one target alone never is)
                 out.compact()
         late = TimeoutError("scrape did not finish before the deadline")
-        for target in [*(target for target, _ in under_way.values()), *(target for _, target in waiting)]:
+        for target, _ in scrapes.under_way.values():
             self._record(target, late, time.monotonic() - started, out)
 
     def window(self) -> int:
-        """How many scrapes may be under way or waiting for the render at once."""
+        """How many scrapes may be under way or waiting for the render at once, until half the time has passed."""
         return max(4 * self._pool.size, 32)
 
     def _outcome(self, future: Future[ScrapeResult]) -> ScrapeResult | BaseException:
@@ -136,6 +138,49 @@ class RedisCollector(FamilyCollector):
             HeartbeatReading(source, key, value, result.heartbeat_types.get(key))
             for (source, key), value in zip(self._heartbeat_sources, result.heartbeat_values, strict=True)
         ]
+
+
+class _Scrapes:
+    """The scrapes of one /metrics of many targets, by the target's place in the list: those under way or waiting for
+    the render, and the places of those done, in the order they came in. The next to start is a target another request
+    is scraping already (an HA pair's second /metrics joins the first's scrapes, which costs nothing), else the next in
+    the list."""
+
+    def __init__(self, targets: list[Target], pool: ScrapePool, deadline: float) -> None:
+        self._targets = targets
+        self._pool = pool
+        self._deadline = deadline
+        self._order = deque(range(len(targets)))
+        self._places = {id(target): place for place, target in enumerate(targets)}
+        self._started = bytearray(len(targets))
+        self.done: SimpleQueue[int] = SimpleQueue()  # places only: a future on it would hold its callback, a cycle
+        self.under_way: dict[int, tuple[Target, Future[ScrapeResult]]] = {}  # a target listed twice is rendered twice
+
+    def start_next(self) -> None:
+        for key in self._pool.scraping():
+            place = self._places.get(key)
+            if place is not None and not self._started[place]:
+                self._start(place)
+                return
+        while self._order:
+            place = self._order.popleft()
+            if not self._started[place]:
+                self._start(place)
+                return
+
+    def start_all(self) -> None:
+        while self._order:
+            place = self._order.popleft()
+            if not self._started[place]:
+                self._start(place)
+
+    def _start(self, place: int) -> None:
+        self._started[place] = 1
+        target = self._targets[place]
+        future = self._pool.submit(target, target.node.scrape, self._deadline)
+        self.under_way[place] = target, future
+        done = self.done  # the callback holds the queue only, never this record of the futures
+        future.add_done_callback(lambda _: done.put(place))  # at once, here, if it is done already
 
 
 def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> None:
