@@ -179,6 +179,7 @@ def test_a_metrics_starts_first_the_scrapes_another_request_has_under_way():
         assert sorted(scrapes.under_way) == [0, 1, 2]  # each once
         release.set()
         assert sorted(scrapes.done.get(timeout=5) for _ in range(3)) == [0, 1, 2]
+        assert scrapes.done.empty()  # none started twice
         assert [future.result() for _, future in (scrapes.under_way[place] for place in range(3))] == ["own 0", "own 1", "shared"]
     finally:
         release.set()

@@ -23,9 +23,11 @@ from hypothesis import strategies as st
 from servers import free_port, start_exporter, start_redis, wait_until
 from test_http import CountingListener
 
+from exporter.common.exposition import TextFamilySet
 from exporter.redis.node import RedisNode
 from exporter.redis.pipeline import ScrapeResult
 from exporter.service.collectors.redis import RedisCollector
+from exporter.service.pool import ScrapePool
 
 
 def rss_kib(pid: int) -> int:
@@ -331,23 +333,41 @@ def test_a_fleets_metrics_holds_no_more_replies_than_its_window_however_slow_the
 
 
 def test_a_render_too_slow_for_the_window_costs_no_target_its_scrape(monkeypatch):
-    """300 targets whose render takes 15 ms each, 4.5 s in all, against a deadline of 2 s: in the window, most
-    scrapes would start only after the deadline. Past half the time, every scrape left starts at once: every target
-    is up, its reply in before the deadline and rendered after it, as a fleet's answer was before the window."""
+    """300 targets whose render takes 15 ms each, 4.5 s in all, against a deadline of 4 s: in the window, the last
+    scrapes would start near the deadline. Past half the time, every scrape left starts at once (within a render of
+    it), and every target is up, its reply in before the deadline and rendered after it. A target whose deadline passed
+    before its /metrics began is recorded late, and nothing is started for it."""
     server = start_redis()
     targets = [{"name": f"node{i:03d}", "addr": server.addr} for i in range(300)]
-    app = make_app({"targets": targets, "scrape": {"concurrency": 16, "timeout": "2s"}})
-    record = RedisCollector._record
+    app = make_app({"targets": targets, "scrape": {"concurrency": 16, "timeout": "4s"}})
+    record, submit = RedisCollector._record, ScrapePool.submit
+    submitted: list[float] = []
 
     def record_slowly(collector: RedisCollector, *args: Any) -> None:
         time.sleep(0.015)  # a CPU-starved render, not a wait for anything
         record(collector, *args)
 
+    def submit_timed(pool: ScrapePool, *args: Any) -> Any:
+        submitted.append(time.monotonic())
+        return submit(pool, *args)
+
     monkeypatch.setattr(RedisCollector, "_record", record_slowly)
+    monkeypatch.setattr(ScrapePool, "submit", submit_timed)
     try:
+        asked = time.monotonic()
         samples = exact_samples(call(app, "/metrics").text)
         up = {dict(labels)["instance"]: value for (name, labels), value in samples.items() if name == "redis_up"}
         assert up == {f"node{i:03d}": 1 for i in range(300)}
+        assert len(submitted) == 300
+        assert max(submitted) - asked < 2.5, max(submitted) - asked  # half of the 4 s, a render and some slack
+        monkeypatch.setattr(RedisCollector, "_record", record)
+        submitted.clear()
+        out = TextFamilySet()
+        RedisCollector(app.targets.on_metrics(), app.pool, time.monotonic() - 1).write(out)
+        assert submitted == []
+        assert "redis_up" in out.names()
+        late = parse_samples(out.encode().decode())
+        assert sum(value for (name, _), value in late.items() if name == "redis_up") == 0
     finally:
         app.close()
         server.stop()

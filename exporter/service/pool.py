@@ -53,6 +53,10 @@ class ScrapePool:
             _settle(future, work, deadline)()
         return future
 
+    def in_flight(self) -> int:
+        """How many scrapes are under way or waiting for a worker."""
+        return len(self._inflight)
+
     def scraping(self) -> list[int]:
         """The identities of what is being scraped now (the keys ``submit`` was given)."""
         with self._lock:

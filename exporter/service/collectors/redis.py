@@ -59,13 +59,18 @@ class RedisCollector(FamilyCollector):
         half the time to the deadline has passed, at most ``window`` scrapes are under way or waiting for the render
         at once, a few times the pool's workers: a fleet's /metrics holds no more replies than that (at 1,000 nodes
         every reply at once was much of the exporter's peak memory, which its allocator then kept, and the more so the
-        slower the render). After it, every scrape left starts at once, so that a render too slow for the window never
-        makes a target miss the deadline. A slow or hung target holds one place of the window, never the scrapes or
-        the rendering of the others."""
+        slower the render). After it, every scrape left starts at once, so that a render too slow for the window does
+        not hold back the scrapes. A slow or hung target holds one place of the window, never the scrapes or
+        the rendering of the others. What is in by the deadline is rendered, however long that takes."""
         started = time.monotonic()
         if len(self._targets) == 1:  # no hand-off to a worker for one target (the /scrape mode)
             target = self._targets[0]
             self._record(target, self._outcome(self._pool.run_here(target, target.node.scrape, self._deadline)), time.monotonic() - started, out)
+            return
+        late = TimeoutError("scrape did not finish before the deadline")
+        if started >= self._deadline:  # no time left: nothing is started only to be dropped by its worker
+            for target in self._targets:
+                self._record(target, late, 0.0, out)
             return
         scrapes = _Scrapes(self._targets, self._pool, self._deadline)
         for _ in range(self.window()):
@@ -90,7 +95,6 @@ class RedisCollector(FamilyCollector):
             del outcome  # the reply goes with the rendering, not kept while the next is waited for
             if scrapes.under_way:  # more targets to come: what this one added is joined (one target alone never is)
                 out.compact()
-        late = TimeoutError("scrape did not finish before the deadline")
         for target, _ in scrapes.under_way.values():
             self._record(target, late, time.monotonic() - started, out)
 
@@ -157,11 +161,14 @@ class _Scrapes:
         self.under_way: dict[int, tuple[Target, Future[ScrapeResult]]] = {}  # a target listed twice is rendered twice
 
     def start_next(self) -> None:
-        for key in self._pool.scraping():
-            place = self._places.get(key)
-            if place is not None and not self._started[place]:
-                self._start(place)
-                return
+        # the pool's scrapes are looked through only while it has more under way than this request can have: with a
+        # pool of hundreds, doing so at every refill cost more than a target's render
+        if self._pool.in_flight() > len(self.under_way) - self.done.qsize():
+            for key in self._pool.scraping():
+                place = self._places.get(key)
+                if place is not None and not self._started[place]:
+                    self._start(place)
+                    return
         while self._order:
             place = self._order.popleft()
             if not self._started[place]:
