@@ -22,6 +22,7 @@ class NodeView(Protocol):
     histogram_commands: tuple[str, ...]
     histograms: dict[str, Any]  # the latest LATENCY HISTOGRAM of each command, as ``latency`` keeps it
     command_calls: dict[str, float]  # calls per command, from the latest INFO commandstats
+    moving_commands: frozenset[str]  # those whose calls moved between the last two INFO replies
     heartbeat_keys: tuple[str, ...]
 
     @property

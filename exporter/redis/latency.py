@@ -31,19 +31,34 @@ def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
 
 def plan(node: NodeView, command_stats: CommandStats, limit: int | None = None) -> None:
     """Within a scrape, under the node's lock, once INFO is parsed: the commands whose histograms the next scrape serves
-    (the ``limit`` most called, subcommands as ``config|get``), and their calls now, which tell the next scrape which
-    histograms changed."""
+    (the ``limit`` most called, subcommands as ``config|get``), their calls now, and which of them were called since the
+    INFO before (most such are called again before the next scrape)."""
     ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls)
     node.histogram_commands = tuple(cmd for _, cmd in ranked[: MAX_HISTOGRAM_COMMANDS if limit is None else limit])
+    before = node.command_calls
     node.command_calls = {cmd: command_stats[cmd][0] for cmd in node.histogram_commands}
+    node.moving_commands = frozenset(cmd for cmd, calls in node.command_calls.items() if before.get(cmd) != calls)
 
 
 def due(node: NodeView) -> list[str]:
-    """The commands whose LATENCY HISTOGRAM may have changed: a command whose calls stand where they stood when its
-    histogram was read has the same histogram, so it is not asked for again (the server's walk of a histogram costs
-    about as much as INFO's commandstats section)."""
-    read = node.histograms
-    return [cmd for cmd in node.histogram_commands if cmd not in read or read[cmd][0] != node.command_calls.get(cmd)]
+    """The commands whose LATENCY HISTOGRAM the scrape asks for with INFO, before it knows their calls now: those called
+    between the last two scrapes, and those called since their histogram was read. One that stood still over the last
+    interval most likely still does, and is served from the kept reply (the server's walk of a histogram costs about as
+    much as INFO's commandstats section); if it was called after all, :func:`late` finds it once INFO is read."""
+    read, moving, calls = node.histograms, node.moving_commands, node.command_calls
+    return [cmd for cmd in node.histogram_commands if cmd in moving or cmd not in read or read[cmd][0] != calls.get(cmd)]
+
+
+def late(node: NodeView, asked: list[Args]) -> list[Args]:
+    """Once this scrape's INFO is planned, the LATENCY HISTOGRAM (if any) that a second round trip sends: of the most
+    called commands whose histograms this scrape did not ask for (``asked``: its LATENCY HISTOGRAM commands) and whose
+    calls moved since their histogram was read, rather than serve them a scrape late."""
+    if not (node.allows("latency|histogram", known_only=True) and node.allows("latency")):
+        return []
+    read, calls = node.histograms, node.command_calls
+    skipped = set(node.histogram_commands).difference(*(args[2:] for args in asked))
+    commands = [cmd for cmd in node.histogram_commands if cmd in skipped and (cmd not in read or read[cmd][0] != calls[cmd])]
+    return [("LATENCY", "HISTOGRAM", *commands)] if commands else []
 
 
 # a bucket bound's le text, by the bound: LATENCY HISTOGRAM's bounds are one fixed series of a few dozen, so every node's
@@ -150,14 +165,18 @@ def _histogram_args(node: NodeView) -> list[Args]:
     return [("LATENCY", "HISTOGRAM", *commands)] if commands else []
 
 
+# only where COMMAND INFO shows the subcommand (Redis 7+), and only with the latency group allowed
+HISTOGRAMS = ScrapeCommand(
+    "latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True,
+    on_reply=_store_histograms, merged=_current_histograms, families=add_histograms,
+    docs=(Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
+              f"`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the {MAX_HISTOGRAM_COMMANDS} most called "
+              "commands; `_sum` from commandstats", "microseconds; cumulative counts"),),
+)  # fmt: skip
+
 COMMANDS = (
     ScrapeCommand("latency", always("LATENCY", "LATEST"), (list,), gate="latency", families=add_spikes,
                   docs=(Doc("redis_latency_spike_last", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`", "Unix time"),
                         Doc("redis_latency_spike_duration_seconds", "gauge", f"{T}, `event_name`", "`LATENCY LATEST`"))),
-    # only where COMMAND INFO shows the subcommand (Redis 7+), and only with the latency group allowed
-    ScrapeCommand("latency_histogram", _histogram_args, (list,), gate="latency|histogram", known_only=True,
-                  on_reply=_store_histograms, merged=_current_histograms, families=add_histograms,
-                  docs=(Doc("redis_commands_latencies_usec", "histogram", f"{T}, `cmd`, `le` (the server's bounds, written `8`, `16`, `132`, …)",
-                            f"`LATENCY HISTOGRAM` (Redis 7+, where `COMMAND INFO` shows it) of the {MAX_HISTOGRAM_COMMANDS} most called "
-                            "commands; `_sum` from commandstats", "microseconds; cumulative counts"),)),
+    HISTOGRAMS,
 )  # fmt: skip

@@ -26,6 +26,8 @@ from .cluster import NODES_REFRESH
 from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
 from .info import CommandLines, InfoReply, command_lines, command_stats, parse_info
 from .keys import KeyProbeResult, KeyProbes
+from .latency import HISTOGRAMS
+from .latency import late as late_histograms
 from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
@@ -79,6 +81,7 @@ class RedisNode:
         self.histogram_commands: tuple[str, ...] = ()
         self.histograms: dict[str, Any] = {}  # command → its latest LATENCY HISTOGRAM (latency.py), reused while its calls stand
         self.command_calls: dict[str, float] = {}
+        self.moving_commands: frozenset[str] = frozenset()
         # the last INFO reply parsed, whose sections that stand still the next parse reuses, and its commandstats lines
         self._last_info: InfoReply | None = None
         self._command_lines: CommandLines = {}
@@ -297,6 +300,7 @@ class RedisNode:
         if not result.info:
             raise RespFailure("error_reply", "INFO returned no data")
         self._digest(result)
+        self._read_late_histograms(result, deadline)
         if self.key_probes and self.allows("key_probes") and self._conn is not None:
             result.keys = self._probe_keys(self._conn, result.info, deadline)
         result.duration = time.monotonic() - started
@@ -313,6 +317,22 @@ class RedisNode:
         result.command_lines = self._command_lines = command_lines(info.sections.get("commandstats", {}), self._command_lines)
         result.command_stats = command_stats(result.command_lines)
         plan_histograms(self, result.command_stats)
+
+    def _read_late_histograms(self, result: ScrapeResult, deadline: float) -> None:
+        """LATENCY HISTOGRAM, in a second round trip, of the commands this scrape found called that it did not ask for
+        (one called again after standing still), so that no histogram is served a scrape late. A failure here costs
+        those histograms, never the scrape."""
+        requests = late_histograms(self, result.sent.get(HISTOGRAMS.purpose, []))
+        if not requests or self._conn is None:
+            return
+        try:
+            (reply,) = self._conn.call(requests, deadline)
+        except (RespFailure, OSError):
+            self._drop_connection()
+            return
+        if isinstance(reply, list) and HISTOGRAMS.on_reply is not None and HISTOGRAMS.merged is not None:
+            HISTOGRAMS.on_reply(self, reply)
+            result.replies[HISTOGRAMS.purpose] = [HISTOGRAMS.merged(self)]
 
     def _probe_keys(self, conn: RespConnection, info: str, deadline: float) -> KeyProbeResult | None:
         """After INFO, in what is left of the deadline; a failure here costs the probes, never the INFO metrics.

@@ -56,6 +56,7 @@ class ScrapeResult:
     command_lines: CommandLines = field(factory=dict)  # INFO commandstats' lines with their numbers, each parsed once
     command_stats: CommandStats = field(factory=dict)
     replies: dict[str, list[Any]] = field(factory=dict)
+    sent: dict[str, list[Args]] = field(factory=dict)  # the commands that were answered, by purpose
     heartbeat_values: list[bytes | None] | None = None
     heartbeat_types: dict[str, str] = field(factory=dict)
     keys: KeyProbeResult | None = None
@@ -106,7 +107,7 @@ def requests(node: NodeView, gates: Gates) -> list[tuple[ScrapeCommand, Args]]:
 def collect(node: NodeView, gates: Gates, sent: list[tuple[ScrapeCommand, Args]], replies: list[Any]) -> ScrapeResult:
     """The replies of one round trip, checked and kept by purpose; error replies drop what they gate."""
     result = ScrapeResult(read_time=time.time())
-    commands_sent: dict[str, list[Args]] = {}
+    commands_sent = result.sent
     for (command, args), reply in zip(sent, replies, strict=True):
         if isinstance(reply, ErrorReply):
             _on_error(node, gates, command, args, reply)
