@@ -164,3 +164,29 @@ def test_a_command_called_between_scrapes_is_served_as_the_server_holds_it_at_ev
     # in the scrape that finds it called, the next asks for it in the pipeline
     assert [sum("set" in asked for asked in scrape) for scrape in asked_per_scrape] == [1, 1, 1, 1, 0, 1, 1, 1]
     assert all(len(scrape) <= 2 for scrape in asked_per_scrape)
+
+
+def test_a_histogram_whose_second_read_fails_is_left_out_of_that_scrape_not_served_late():
+    server = start_redis()
+    client = server.client()
+    client.set("k", "v")
+    # the node hangs on the second round trip that reads SET's histogram alone, as a node that stalls mid-scrape
+    proxy = StallableProxy(server.port, stall_on=b"*3\r\n$7\r\nLATENCY\r\n$9\r\nHISTOGRAM\r\n$3\r\nset\r\n")
+    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}"}, "heartbeat": {"read": False}, "scrape": {"timeout": "1s"}})
+
+    def served(text: str) -> set[str]:
+        return {dict(labels)["cmd"] for (name, labels) in exact_samples(text) if name == "redis_commands_latencies_usec_count"}
+
+    try:
+        for _ in range(3):
+            assert "set" in served(call(app, "/metrics").text)
+        client.set("k", "w")  # SET wakes up after standing still: read in a second round trip, which hangs
+        text = call(app, "/metrics").text
+        assert "set" not in served(text)  # not served with the calls of two scrapes ago
+        assert [value for (name, _), value in exact_samples(text).items() if name == "redis_up"] == [1.0]  # the scrape stands
+        proxy.resume()
+        assert "set" in served(call(app, "/metrics").text)
+    finally:
+        app.close()
+        proxy.close()
+        server.stop()

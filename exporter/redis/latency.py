@@ -37,8 +37,8 @@ def add_spikes(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
 
 def plan(node: NodeView, command_stats: CommandStats, limit: int | None = None) -> None:
     """Within a scrape, under the node's lock, once INFO is parsed: the commands whose histograms the next scrape serves
-    (the ``limit`` most called but the scrape's own reads, subcommands as ``config|get``), their calls now, and which of them were called since the
-    INFO before (most such are called again before the next scrape)."""
+    (the ``limit`` most called but the scrape's own reads, subcommands as ``config|get``), their calls now, and which
+    of them were called since the INFO before (most such are called again before the next scrape)."""
     ranked = sorted((-calls, cmd) for cmd, (calls, _) in command_stats.items() if calls and cmd not in SCRAPE_READS)
     node.histogram_commands = tuple(cmd for _, cmd in ranked[: MAX_HISTOGRAM_COMMANDS if limit is None else limit])
     before = node.command_calls
@@ -65,6 +65,12 @@ def late(node: NodeView, asked: list[Args]) -> list[Args]:
     skipped = set(node.histogram_commands).difference(*(args[2:] for args in asked))
     commands = [cmd for cmd in node.histogram_commands if cmd in skipped and (cmd not in read or read[cmd][0] != calls[cmd])]
     return [("LATENCY", "HISTOGRAM", *commands)] if commands else []
+
+
+def forget(node: NodeView, requests: list[Args]) -> None:
+    """The histograms these requests asked for, not read after all: served in no scrape until read, rather than late."""
+    unread = {cmd for args in requests for cmd in args[2:]}
+    node.histograms = {cmd: value for cmd, value in node.histograms.items() if cmd not in unread}
 
 
 # a bucket bound's le text, by the bound: LATENCY HISTOGRAM's bounds are one fixed series of a few dozen, so every node's

@@ -27,6 +27,7 @@ from .failures import NOT_AUTHENTICATED, kind_of, reply_failure
 from .info import CommandLines, InfoReply, command_lines, command_stats, parse_info
 from .keys import KeyProbeResult, KeyProbes
 from .latency import HISTOGRAMS
+from .latency import forget as forget_histograms
 from .latency import late as late_histograms
 from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
@@ -321,18 +322,20 @@ class RedisNode:
     def _read_late_histograms(self, result: ScrapeResult, deadline: float) -> None:
         """LATENCY HISTOGRAM, in a second round trip, of the commands this scrape found called that it did not ask for
         (one called again after standing still), so that no histogram is served a scrape late. A failure here costs
-        those histograms, never the scrape."""
+        those histograms this scrape, never the scrape."""
         requests = late_histograms(self, result.sent.get(HISTOGRAMS.purpose, []))
-        if not requests or self._conn is None:
+        if not requests or self._conn is None or HISTOGRAMS.on_reply is None or HISTOGRAMS.merged is None:
             return
+        reply: Any = None
         try:
             (reply,) = self._conn.call(requests, deadline)
         except (RespFailure, OSError):
             self._drop_connection()
-            return
-        if isinstance(reply, list) and HISTOGRAMS.on_reply is not None and HISTOGRAMS.merged is not None:
+        if isinstance(reply, list):
             HISTOGRAMS.on_reply(self, reply)
-            result.replies[HISTOGRAMS.purpose] = [HISTOGRAMS.merged(self)]
+        else:
+            forget_histograms(self, requests)
+        result.replies[HISTOGRAMS.purpose] = [HISTOGRAMS.merged(self)]
 
     def _probe_keys(self, conn: RespConnection, info: str, deadline: float) -> KeyProbeResult | None:
         """After INFO, in what is left of the deadline; a failure here costs the probes, never the INFO metrics.
