@@ -94,8 +94,7 @@ def add_info_metrics(
         plans = _PLANS.get(section, no_plans)
         memo = out.memo(section)
         if memo is None:  # a target without a memo (most of a fleet): every field rendered, nothing kept
-            for name, raw in fields.items():
-                _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
+            _add_fields(section, fields, plans, base, out)
             continue
         if out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
             continue
@@ -114,6 +113,27 @@ def add_info_metrics(
     _add_latencystats(info.sections.get("latencystats", {}), stats, base, out, out.memo("latencystats"))
     _add_errorstats(info.sections.get("errorstats", {}), base, out)
     _add_modules(info.sections.get("modules", {}), base, out)
+
+
+def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], base: dict[str, str], out: FamilySet) -> None:
+    """:func:`_add_field` of each field, its commonest case inlined (a plain number, unscaled): it runs for every field
+    of every target of a fleet."""
+    add = out.add
+    for name, raw in fields.items():
+        plan = plans.get(name) or _plan(section, name)
+        action = plan[0]
+        if action == _SKIP:
+            continue
+        if action != _REPLICA and plan[4] == 1.0 and raw and raw[0] in _NUMBER_START and len(raw) <= 40:
+            try:
+                value = float(raw)
+            except ValueError:
+                pass
+            else:
+                if -_INF < value < _INF:
+                    add(plan[1], plan[2], plan[3], base, value)
+                    continue
+        _add_field(section, name, raw, plan, base, out)
 
 
 def _add_field(section: str, name: str, raw: str, plan: tuple, base: dict[str, str], out: FamilySet) -> None:

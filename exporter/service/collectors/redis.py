@@ -35,6 +35,10 @@ from ..targets import MEMBER, Target
 
 log = logging.getLogger(__name__)
 
+# a fleet's render joins the lines of every few targets (see FamilySet.compact): joining after each target walked every
+# family a target, a twentieth of a target-scrape's CPU at 1,000 targets
+COMPACT_EVERY = 8
+
 
 class RedisCollector(FamilyCollector):
     """Collects the given targets once per ``collect()`` call, by ``deadline``."""
@@ -76,6 +80,7 @@ class RedisCollector(FamilyCollector):
         for _ in range(self.window()):
             scrapes.start_next()
         release = started + (self._deadline - started) / 2
+        rendered = 0
         while scrapes.under_way:
             windowed = time.monotonic() < release
             if not windowed:
@@ -93,7 +98,8 @@ class RedisCollector(FamilyCollector):
             del future
             self._record(target, outcome, time.monotonic() - started, out)
             del outcome  # the reply goes with the rendering, not kept while the next is waited for
-            if scrapes.under_way:  # more targets to come: what this one added is joined (one target alone never is)
+            rendered += 1
+            if scrapes.under_way and rendered % COMPACT_EVERY == 0:  # more to come: what these added is joined
                 out.compact()
         for target, _ in scrapes.under_way.values():
             self._record(target, late, time.monotonic() - started, out)
