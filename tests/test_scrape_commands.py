@@ -172,7 +172,8 @@ def test_a_histogram_whose_second_read_fails_is_left_out_of_that_scrape_not_serv
     client.set("k", "v")
     # the node hangs on the second round trip that reads SET's histogram alone, as a node that stalls mid-scrape
     proxy = StallableProxy(server.port, stall_on=b"*3\r\n$7\r\nLATENCY\r\n$9\r\nHISTOGRAM\r\n$3\r\nset\r\n")
-    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}"}, "heartbeat": {"read": False}, "scrape": {"timeout": "1s"}})
+    config = {"redis": {"addr": f"redis://127.0.0.1:{proxy.port}"}, "heartbeat": {"read": False}, "scrape": {"timeout": "1s"}}
+    app = make_app({**config, "keys": {"check_single_keys": "k"}})
 
     def served(text: str) -> set[str]:
         return {dict(labels)["cmd"] for (name, labels) in exact_samples(text) if name == "redis_commands_latencies_usec_count"}
@@ -183,10 +184,75 @@ def test_a_histogram_whose_second_read_fails_is_left_out_of_that_scrape_not_serv
         client.set("k", "w")  # SET wakes up after standing still: read in a second round trip, which hangs
         text = call(app, "/metrics").text
         assert "set" not in served(text)  # not served with the calls of two scrapes ago
-        assert [value for (name, _), value in exact_samples(text).items() if name == "redis_up"] == [1.0]  # the scrape stands
+        samples = exact_samples(text)
+        assert [value for (name, _), value in samples.items() if name == "redis_up"] == [1.0]  # the scrape stands
+        # and the watched keys, probed before the histograms
+        assert [value for (name, _), value in samples.items() if name == "elasticache_exporter_key_probes_complete"] == [1.0]
+        assert [name for name, _ in samples if name == "redis_key_size"] == ["redis_key_size"]
         proxy.resume()
         assert "set" in served(call(app, "/metrics").text)
     finally:
         app.close()
         proxy.close()
         server.stop()
+
+
+def test_no_histogram_is_asked_for_a_read_the_scrape_sends_itself_in_cluster_mode_too():
+    """SCRAPE_READS names every command a scrape sends, on connecting and every scrape, but those applications send as
+    well (the heartbeat's MGET and TYPE, CLUSTER NODES, the connection's set-up)."""
+    server = start_redis("--cluster-enabled", "yes")
+    proxy = StallableProxy(server.port)
+    app = make_app({"redis": {"addr": f"redis://127.0.0.1:{proxy.port}"}})
+    try:
+        sent = []
+        for _ in range(4):
+            call(app, "/metrics")
+            sent += proxy.commands()
+    finally:
+        app.close()
+        proxy.close()
+        server.stop()
+    containers = ("CLUSTER", "COMMAND", "CONFIG", "CLIENT", "LATENCY", "SLOWLOG", "COMMANDLOG")
+    names = {words[0].lower() + ("|" + words[1].lower() if words[0] in containers else "") for words in sent}
+    assert names - SCRAPE_READS <= {"mget", "type", "cluster|nodes", "readonly"}  # a node without slots reads no key
+    asked = {cmd for words in sent if words[:2] == ("LATENCY", "HISTOGRAM") for cmd in words[2:]}
+    assert not asked & SCRAPE_READS
+    assert "cluster|info" in names
+
+
+def test_a_user_narrowed_to_refuse_latency_is_served_no_histogram_rather_than_the_last_ones_read():
+    server = start_redis()
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "exporter", "on", ">pw", "+@all", "~*")
+    admin.set("k", "v")
+    app = make_app({"redis": {"addr": server.addr, "user": "exporter", "password": "pw"}, "heartbeat": {"read": False}})
+    try:
+        for _ in range(3):
+            assert "set" in _histogram_commands(call(app, "/metrics").text)
+        admin.execute_command("ACL", "SETUSER", "exporter", "-latency")  # an operator narrows the exporter's user
+        for _ in range(3):
+            admin.set("k", "v")
+            assert _histogram_commands(call(app, "/metrics").text) == set()
+    finally:
+        app.close()
+        server.stop()
+
+
+def test_a_user_denied_latency_histogram_draws_one_error_only():
+    server = start_redis()
+    admin = server.client()
+    admin.execute_command("ACL", "SETUSER", "exporter", "on", ">pw", "+@all", "-latency|histogram", "~*")
+    admin.set("k", "v")
+    app = make_app({"redis": {"addr": server.addr, "user": "exporter", "password": "pw"}, "heartbeat": {"read": False}})
+    try:
+        for _ in range(4):
+            admin.set("k", "v")
+            assert _histogram_commands(call(app, "/metrics").text) == set()
+        assert sum(int(entry["count"]) for entry in admin.acl_log()) == 1
+    finally:
+        app.close()
+        server.stop()
+
+
+def _histogram_commands(text: str) -> set[str]:
+    return {dict(labels)["cmd"] for (name, labels) in exact_samples(text) if name == "redis_commands_latencies_usec_count"}

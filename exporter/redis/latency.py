@@ -12,11 +12,12 @@ from exporter.common.labels import with_label
 from .command import Args, CommandStats, Doc, NodeView, ScrapeCommand, Scraped, T, always
 
 MAX_HISTOGRAM_COMMANDS = 32  # LATENCY HISTOGRAM for the most called commands only: a node may know hundreds
-# the reads a scrape itself sends, whose calls move at every scrape: their histograms, which would measure the exporter,
-# are not asked for (a node's walk of a histogram costs it about 9 µs; their percentiles stay in INFO latencystats)
+# the exporter's own monitoring reads, sent by every scrape (or on connecting, or once a minute): their histograms,
+# which would measure the exporter, are not asked for (a node's walk of a histogram costs it about 9 µs; their
+# percentiles stay in INFO latencystats). Not the heartbeat's MGET and TYPE, nor CLUSTER NODES: applications send them.
 SCRAPE_READS = frozenset(
     {"info", "slowlog|len", "slowlog|get", "latency|latest", "latency|histogram", "config|get", "commandlog|len", "commandlog|get",
-     "command|info", "client|setname"}
+     "cluster|info", "command|info", "client|setname"}
 )  # fmt: skip
 # served also as native histograms (schema 0) where the client reads protobuf: LATENCY HISTOGRAM's buckets are powers
 # of two and it leaves out only empty ones, so each classic bucket is exactly one native bucket
@@ -139,7 +140,9 @@ def _store_histograms(node: NodeView, reply: Any) -> None:
 
 def _current_histograms(node: NodeView) -> dict[str, Any]:
     """This scrape's view: every most called command's latest histogram (a new dict each time: the families read it
-    after the node's lock is released)."""
+    after the node's lock is released); none once the node refuses them, rather than the last ones read."""
+    if not (node.allows("latency|histogram", known_only=True) and node.allows("latency")):
+        return {}
     read = node.histograms
     return {cmd: read[cmd] for cmd in node.histogram_commands if cmd in read}
 

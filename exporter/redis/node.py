@@ -1,6 +1,7 @@
 """One Redis node: a reused connection, what the node allows, and one pipelined scrape.
 
-A scrape sends every command of ``pipeline``'s table in one round trip, and everything it does (connect,
+A scrape sends every command of ``pipeline``'s table in one round trip (and a second one where INFO shows a command
+woke up whose latency histogram it did not ask for), and everything it does (connect,
 TLS, AUTH, every reply) ends by one deadline with every reply bounded in size
 (see ``resp``). What the node allows is learnt on each (re)connect with
 ``COMMAND INFO``, which answers nil for commands that are renamed away (as
@@ -301,9 +302,9 @@ class RedisNode:
         if not result.info:
             raise RespFailure("error_reply", "INFO returned no data")
         self._digest(result)
-        self._read_late_histograms(result, deadline)
         if self.key_probes and self.allows("key_probes") and self._conn is not None:
             result.keys = self._probe_keys(self._conn, result.info, deadline)
+        self._read_late_histograms(result, deadline)
         result.duration = time.monotonic() - started
         return result
 
@@ -320,20 +321,23 @@ class RedisNode:
         plan_histograms(self, result.command_stats)
 
     def _read_late_histograms(self, result: ScrapeResult, deadline: float) -> None:
-        """LATENCY HISTOGRAM, in a second round trip, of the commands this scrape found called that it did not ask for
-        (one called again after standing still), so that no histogram is served a scrape late. A failure here costs
-        those histograms this scrape, never the scrape."""
+        """LATENCY HISTOGRAM, in a second round trip after the key probes, of the commands this scrape found called that
+        it did not ask for (one called again after standing still), so that no histogram is served a scrape late. A
+        failure here, or no time left for it, costs those histograms this scrape, never the scrape."""
         requests = late_histograms(self, result.sent.get(HISTOGRAMS.purpose, []))
-        if not requests or self._conn is None or HISTOGRAMS.on_reply is None or HISTOGRAMS.merged is None:
+        if not requests or HISTOGRAMS.on_reply is None or HISTOGRAMS.merged is None:
             return
         reply: Any = None
-        try:
-            (reply,) = self._conn.call(requests, deadline)
-        except (RespFailure, OSError):
-            self._drop_connection()
+        if self._conn is not None and time.monotonic() < deadline:
+            try:
+                (reply,) = self._conn.call(requests, deadline)
+            except (RespFailure, OSError):
+                self._drop_connection()
         if isinstance(reply, list):
             HISTOGRAMS.on_reply(self, reply)
         else:
+            if isinstance(reply, ErrorReply):  # an ACL that denies it: not asked again until a reconnect
+                self.refuse("latency|histogram")
             forget_histograms(self, requests)
         result.replies[HISTOGRAMS.purpose] = [HISTOGRAMS.merged(self)]
 
