@@ -249,3 +249,34 @@ def test_a_fleets_entries_joined_between_targets_write_the_same_body(way):
         assert compacted.encode_openmetrics() == plain.encode_openmetrics()
     assert bytes(compacted.body(openmetrics=way == "openmetrics")) == bytes(plain.body(openmetrics=way == "openmetrics"))
     assert compacted._compacted == {}  # the body lets the joined runs go with the rest
+
+
+@pytest.mark.parametrize("drop_instance", [False, True])
+def test_settings_a_fleet_shares_are_written_as_each_target_renders_them(drop_instance):
+    """A target without a memo writes the settings' lines from the text every target with the same settings shares:
+    byte for byte what rendering them for that target gives, whatever its name holds."""
+    from exporter.common.exposition import SHARED
+    from exporter.common.labels import LabelSet
+    from exporter.redis.command import Scraped
+    from exporter.redis.config_get import add_settings
+    from exporter.redis.info import parse_info
+
+    info = parse_info("# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb5:keys=1,expires=1,avg_ttl=9\r\n")
+    replies = [
+        [b"io-threads", b"4"],
+        [b"repl-backlog-size", b"1048576"],
+        [b"client-output-buffer-limit", b"normal 0 0 0 replica 268435456 67108864 60 pubsub 33554432 8388608 60"],
+        [b"databases", b"16"],
+    ]
+    names = ["node-1", "node-2", 'we"ird\\tar\nget', "ノード", "nul\x00name"]
+    SHARED.turn()
+    SHARED.turn()
+    for name in names:  # the first renders with the stand-in and keeps it, the others write from it
+        one = TextFamilySet(drop_instance=drop_instance)
+        add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), one)
+        alone = FamilySet()
+        add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), alone)
+        written = one.encode()
+        assert written == encode_text(alone.families(), drop_instance=drop_instance)
+        assert written.count(b"\nredis_db_keys{") == 14
+        assert [key[0] for key in SHARED.held_keys()] == ["config"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -70,6 +70,32 @@ def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tupl
             pair = pairs[item] = _label_pair(*item)
         rendered.append(pair)
     return "{" + ",".join(rendered) + "}" if rendered else ""
+
+
+# what a part of a target renders to where it depends only on its inputs and the target's instance (the settings CONFIG
+# GET reads, which stand still for days and are the same on most nodes of a fleet): rendered once with a stand-in
+# instance and kept as each line's text around it, by (part, inputs, drop_instance), so that a target without a memo
+# of its own (most of a fleet) writes each line with one concatenation instead of rendering its labels and value
+SHARED: RecentCache[tuple[Any, ...], tuple[tuple[str, str, str, str | None], ...]] = RecentCache(max_entries=256, generation_seconds=120.0)
+_STAND_IN = "\x00"  # no target's instance: a label value with a NUL never reaches a rendering that is shared
+
+
+def _shared_lines(render: Callable[[dict[str, str], FamilySet], None], drop_instance: bool) -> tuple[tuple[str, str, str, str | None], ...] | None:
+    """(family, its HELP and TYPE lines, the line's text before the instance pair, after it; None: no instance pair)
+    for each line ``render`` adds for the stand-in instance; None where a line holds the stand-in elsewhere."""
+    scratch = TextFamilySet(drop_instance=drop_instance)
+    journal: list[Any] = []
+    scratch._journal = journal
+    render(LabelSet({"instance": _STAND_IN}), scratch)
+    pair = _label_pair("instance", _STAND_IN)
+    lines: list[tuple[str, str, str, str | None]] = []
+    for i in range(0, len(journal), 3):
+        family, header, line = journal[i : i + 3]
+        before, found, after = line.partition(pair)
+        if _STAND_IN in before or (found and (drop_instance or _STAND_IN in after)):
+            return None
+        lines.append((family, header, before, after if found else None))
+    return tuple(lines)
 
 
 def _header(name: str, kind: str, help_text: str) -> str:
@@ -369,6 +395,27 @@ class TextFamilySet(RenderingFamilySet):
         block.append(line)
         if self._journal is not None:
             self._journal += (name, block[0], line)
+
+    def add_shared(self, part: str, source: Hashable, base: dict[str, str], render: Callable[[dict[str, str], FamilySet], None]) -> None:
+        if self._journal is not None or base.__class__ is not LabelSet or len(base) != 1 or _STAND_IN in base.get("instance", _STAND_IN):
+            render(base, self)
+            return
+        key = (part, source, self._drop_instance)
+        lines = SHARED.young.get(key) or SHARED.recall(key)
+        if lines is None:
+            lines = _shared_lines(render, self._drop_instance)
+            if lines is None:
+                render(base, self)
+                return
+            SHARED.put(key, lines)
+        text = self._labels(base)
+        pair = text[1:-1]  # the instance's pair, between the braces
+        blocks = self._blocks
+        for family, header, before, after in lines:
+            block = blocks.get(family)
+            if block is None:
+                block = blocks[family] = [header]
+            block.append(before if after is None else before + pair + after)
 
     def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
         block = self._blocks.get(family) or self._block(family, kind, help_)

@@ -6,7 +6,7 @@ name, so samples are gathered here and the families yielded once at the end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,11 @@ class FamilySet:
 
     def record_together(self, memo: dict[Any, Any] | None, key: Any, source: Any, parts: Iterable[Any]) -> None:
         return None
+
+    def add_shared(self, part: str, source: Hashable, base: dict[str, str], render: Callable[[dict[str, str], FamilySet], None]) -> None:
+        """``render(base, self)``: samples that depend only on ``source`` and the target's ``instance`` (``base``). A text
+        set writes them from what every target with that ``source`` shares (see TextFamilySet)."""
+        render(base, self)
 
     def compact(self) -> None:
         """Called between targets of a fleet: a set that renders joins what it holds (see RenderingFamilySet)."""

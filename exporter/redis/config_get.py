@@ -33,7 +33,9 @@ def add_settings(replies: list[Any], scraped: Scraped, out: FamilySet) -> None:
     # these change about never: while the settings, the cluster mode and the databases with keys stand, the lines do
     source = (tuple(config.items()), scraped.info.get("cluster_enabled"), tuple(scraped.info.sections.get("keyspace", ())))
     memo = out.memo("config")
-    if out.replay(memo, "settings", source) is None:
+    if memo is None:  # a target without a memo of its own: what every node with these settings shares
+        out.add_shared("config", source, base, lambda labels, into: _add_settings(config, scraped.info, labels, into))
+    elif out.replay(memo, "settings", source) is None:
         with out.recording(memo, "settings", source):
             _add_settings(config, scraped.info, base, out)
 
