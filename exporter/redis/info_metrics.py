@@ -276,24 +276,42 @@ def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[st
         count, total = calls.get(cmd, (None, None))
         if count is None or total is None:
             continue
-        source = (raw, count, total)
-        if out.replay(memo, name, source) is not None:
+        if memo is None:  # a target without a memo (most of a fleet)
+            _add_percentiles(cmd, raw, count, total, base, out)
             continue
-        quantiles = []
-        for key, value_raw in parse_subfields(raw).items():
-            value = parse_number(value_raw)
-            percentile = _percentile_label(key)
-            if value is not None and percentile is not None:
-                quantiles.append((percentile, value))
-        with out.recording(memo, name, source):
-            out.add_summary(
-                "redis_latency_percentiles_usec",
-                "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
-                with_label(base, "cmd", cmd),
-                quantiles,
-                count,
-                total,
-            )
+        source = (raw, count, total)
+        if out.replay(memo, name, source) is None:
+            with out.recording(memo, name, source):
+                _add_percentiles(cmd, raw, count, total, base, out)
+
+
+def _add_percentiles(cmd: str, raw: str, count: float, total: float, base: dict[str, str], out: FamilySet) -> None:
+    out.add_summary(
+        "redis_latency_percentiles_usec",
+        "Latency percentiles per command in microseconds (server-side, from INFO latencystats).",
+        with_label(base, "cmd", cmd),
+        _QUANTILES.get(raw) or _quantiles(raw),
+        count,
+        total,
+    )
+
+
+# a latencystats value's quantiles, by its text ("p50=1.003,p99=2.007,p99.9=3.007"): a pure memo, bounded, shared by
+# every node (the same few texts recur across a fleet and from scrape to scrape)
+_QUANTILES: dict[str, list[tuple[str, float]]] = {}
+
+
+def _quantiles(raw: str) -> list[tuple[str, float]]:
+    quantiles = []
+    for key, value_raw in parse_subfields(raw).items():
+        value = parse_number(value_raw)
+        percentile = _percentile_label(key)
+        if value is not None and percentile is not None:
+            quantiles.append((percentile, value))
+    if len(_QUANTILES) >= 1024:
+        _QUANTILES.clear()
+    _QUANTILES[raw] = quantiles
+    return quantiles
 
 
 _PERCENTILE_LABELS: dict[str, str | None] = {}  # the few keys INFO uses (p50, p99, p99.9), each worked out once
