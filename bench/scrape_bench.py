@@ -60,10 +60,13 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen, int]:
     return process, port
 
 
-def start_exporter(args: list[str]) -> tuple[subprocess.Popen, int]:
+def start_exporter(args: list[str], tree: str | None = None) -> tuple[subprocess.Popen, int]:
+    """This exporter, installed or (``tree``) from a checkout, once it answers."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn", *args],
+        cwd=tree,
+        env=None if tree is None else {**os.environ, "PYTHONPATH": tree},
     )
 
     def healthy() -> bool:

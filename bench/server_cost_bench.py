@@ -14,33 +14,19 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from scrape_bench import free_port, load_data_set, start_redis, wait_for
+from scrape_bench import load_data_set, start_exporter, start_redis
 from side_by_side_bench import cpu_ns
 from traffic import Traffic
 
 
 def start(tree: str, redis_port: int) -> tuple[subprocess.Popen, http.client.HTTPConnection]:
-    port = free_port()
-    command = [sys.executable, "-m", "exporter", "serve", "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warn"]
-    process = subprocess.Popen([*command, "--redis.addr", f"redis://127.0.0.1:{redis_port}"], cwd=tree, env={**os.environ, "PYTHONPATH": tree})
-
-    def healthy() -> bool:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            connection.request("GET", "/-/healthy")
-            return connection.getresponse().status == 200
-        except OSError:
-            return False
-
-    wait_for(healthy)
+    process, port = start_exporter(["--redis.addr", f"redis://127.0.0.1:{redis_port}"], tree)
     return process, http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 
 
