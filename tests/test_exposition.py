@@ -251,10 +251,10 @@ def test_a_fleets_entries_joined_between_targets_write_the_same_body(way):
     assert compacted._compacted == {}  # the body lets the joined runs go with the rest
 
 
-@pytest.mark.parametrize("drop_instance", [False, True])
-def test_settings_a_fleet_shares_are_written_as_each_target_renders_them(drop_instance):
+def test_settings_a_fleet_shares_are_written_as_each_target_renders_them():
     """A target without a memo writes the settings' lines from the text every target with the same settings shares:
-    byte for byte what rendering them for that target gives, whatever its name holds."""
+    byte for byte what rendering them for that target gives, whatever its name holds, with and without its instance,
+    for each of several settings kept at once; a node with a thousand databases renders its own."""
     from exporter.common.exposition import SHARED
     from exporter.common.labels import LabelSet
     from exporter.redis.command import Scraped
@@ -262,21 +262,29 @@ def test_settings_a_fleet_shares_are_written_as_each_target_renders_them(drop_in
     from exporter.redis.info import parse_info
 
     info = parse_info("# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb5:keys=1,expires=1,avg_ttl=9\r\n")
-    replies = [
-        [b"io-threads", b"4"],
-        [b"repl-backlog-size", b"1048576"],
-        [b"client-output-buffer-limit", b"normal 0 0 0 replica 268435456 67108864 60 pubsub 33554432 8388608 60"],
-        [b"databases", b"16"],
-    ]
+    limits = [b"client-output-buffer-limit", b"normal 0 0 0 replica 268435456 67108864 60 pubsub 33554432 8388608 60"]
+    settings = {
+        databases: [[b"io-threads", b"4"], [b"repl-backlog-size", b"1048576"], limits, [b"databases", databases.encode()]]
+        for databases in ("16", "4", "1024")
+    }
     names = ["node-1", "node-2", 'we"ird\\tar\nget', "ノード", "nul\x00name"]
     SHARED.turn()
     SHARED.turn()
-    for name in names:  # the first renders with the stand-in and keeps it, the others write from it
-        one = TextFamilySet(drop_instance=drop_instance)
-        add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), one)
-        alone = FamilySet()
-        add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), alone)
-        written = one.encode()
-        assert written == encode_text(alone.families(), drop_instance=drop_instance)
-        assert written.count(b"\nredis_db_keys{") == 14
-        assert [key[0] for key in SHARED.held_keys()] == ["config"]
+    for _ in range(2):  # the first of each renders with the stand-in and keeps it, the others write from it
+        for databases, replies in settings.items():
+            for drop_instance in (False, True):
+                for name in names:
+                    one = TextFamilySet(drop_instance=drop_instance)
+                    add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), one)
+                    alone = FamilySet()
+                    add_settings(replies, Scraped(info, {}, {}, LabelSet({"instance": name}), 0.0), alone)
+                    written = one.encode()
+                    assert written == encode_text(alone.families(), drop_instance=drop_instance)
+                    assert written.count(b"\nredis_db_keys{") == _empty_databases(databases)
+    kept = {(key[2], key[1][0][3][1]): len(lines) for key, lines in SHARED.young.items()}
+    assert kept == {(drop, databases): 0 if databases == "1024" else 11 + 2 * _empty_databases(databases) for drop in (False, True) for databases in settings}
+
+
+def _empty_databases(databases: str) -> int:
+    """The databases below the count that hold no keys (db0 and db5 do)."""
+    return len([index for index in range(int(databases)) if index not in (0, 5)])

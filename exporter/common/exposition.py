@@ -76,7 +76,10 @@ def _render_labels(labels: dict[str, str], drop_instance: bool, pairs: dict[tupl
 # GET reads, which stand still for days and are the same on most nodes of a fleet): rendered once with a stand-in
 # instance and kept as each line's text around it, by (part, inputs, drop_instance), so that a target without a memo
 # of its own (most of a fleet) writes each line with one concatenation instead of rendering its labels and value
+# (and turned with RENDERED). A rendering of more than SHARED_LINES lines (a node with a thousand databases) or one that
+# cannot be shared is kept as () and made for each target.
 SHARED: RecentCache[tuple[Any, ...], tuple[tuple[str, str, str, str | None], ...]] = RecentCache(max_entries=256, generation_seconds=120.0)
+SHARED_LINES = 64
 _STAND_IN = "\x00"  # no target's instance: a label value with a NUL never reaches a rendering that is shared
 
 
@@ -146,7 +149,8 @@ class RenderMemo:
 class TargetRendering:
     """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}``, whose
     children keep their rendered text) and, where its owner grants it (``replay``), a :class:`RenderMemo` per way of
-    rendering that the target is scraped in (about 90 KiB each); without one, every sample is rendered afresh."""
+    rendering that the target is scraped in (about 90 KiB each); without one, every sample is rendered afresh (but the
+    lines every target with the same settings shares, see :meth:`TextFamilySet.add_shared`)."""
 
     __slots__ = ("labels", "memos")
 
@@ -245,6 +249,7 @@ class RenderingFamilySet(FamilySet):
         self._compacted: dict[str, int] = {}  # by family: where its block's entries start that compact() has not joined
         self._memo: RenderMemo | None = None  # the memo of the target being rendered, claimed by rendering()
         RENDERED.tick()
+        SHARED.tick()
 
     def _labels(self, labels: dict[str, str]) -> str:
         """The labels as the text format writes them (``{a="b"}``, or nothing): also the key other encodings keep
@@ -401,13 +406,15 @@ class TextFamilySet(RenderingFamilySet):
             render(base, self)
             return
         key = (part, source, self._drop_instance)
-        lines = SHARED.young.get(key) or SHARED.recall(key)
+        lines = SHARED.young.get(key)
         if lines is None:
-            lines = _shared_lines(render, self._drop_instance)
+            lines = SHARED.recall(key)
             if lines is None:
-                render(base, self)
-                return
-            SHARED.put(key, lines)
+                lines = _shared_lines(render, self._drop_instance) or ()
+                SHARED.put(key, lines if len(lines) <= SHARED_LINES else ())
+        if not lines:
+            render(base, self)
+            return
         text = self._labels(base)
         pair = text[1:-1]  # the instance's pair, between the braces
         blocks = self._blocks

@@ -104,7 +104,8 @@ class FamilySet:
         add(name, HISTOGRAM, help_, name + "_count", labels, count)
 
     # Replaying what a target's inputs rendered to last time: only a set that renders text keeps lines
-    # (:class:`~exporter.common.exposition.TextFamilySet`); here every sample is added afresh.
+    # (:class:`~exporter.common.exposition.TextFamilySet`); here every sample is added afresh, and what targets share
+    # (add_shared) is rendered for each.
 
     def rendering(self, rendering: Any) -> AbstractContextManager[None]:
         return NOT_RECORDING

@@ -296,9 +296,10 @@ def _add_percentiles(cmd: str, raw: str, count: float, total: float, base: dict[
     )
 
 
-# a latencystats value's quantiles, by its text ("p50=1.003,p99=2.007,p99.9=3.007"): a pure memo, bounded, shared by
-# every node (the same few texts recur across a fleet and from scrape to scrape)
+# a latencystats value's quantiles, by its text ("p50=1.003,p99=2.007,p99.9=3.007"): a pure memo, bounded in entries
+# and in each one's size, shared by every node (the same few texts recur across a fleet and from scrape to scrape)
 _QUANTILES: dict[str, list[tuple[str, float]]] = {}
+_MAX_QUANTILES_TEXT = 256
 
 
 def _quantiles(raw: str) -> list[tuple[str, float]]:
@@ -308,9 +309,10 @@ def _quantiles(raw: str) -> list[tuple[str, float]]:
         percentile = _percentile_label(key)
         if value is not None and percentile is not None:
             quantiles.append((percentile, value))
-    if len(_QUANTILES) >= 1024:
-        _QUANTILES.clear()
-    _QUANTILES[raw] = quantiles
+    if len(raw) <= _MAX_QUANTILES_TEXT:
+        if len(_QUANTILES) >= 1024:
+            _QUANTILES.clear()
+        _QUANTILES[raw] = quantiles
     return quantiles
 
 

@@ -33,7 +33,8 @@ MAX_AD_HOC_NODES = 512
 # text is a lookup; forgotten all at once past this, and whenever the targets other than the ad hoc ones change
 MAX_ALIASES = 2 * MAX_AD_HOC_NODES
 # targets whose rendered lines are kept for their next scrape (about 90 KiB each): granted as targets are made
-# (configured ones first) and given back when a target goes; past that a target renders every sample afresh
+# (configured ones first) and given back when a target goes; past that a target renders every sample afresh (but the
+# CONFIG GET settings' lines, shared by the targets with the same settings)
 MAX_REPLAYING_TARGETS = 32
 
 
