@@ -282,7 +282,8 @@ def test_settings_a_fleet_shares_are_written_as_each_target_renders_them():
                     assert written == encode_text(alone.families(), drop_instance=drop_instance)
                     assert written.count(b"\nredis_db_keys{") == _empty_databases(databases)
     kept = {(key[2], key[1][0][3][1]): len(lines) for key, lines in SHARED.young.items()}
-    assert kept == {(drop, databases): 0 if databases == "1024" else 11 + 2 * _empty_databases(databases) for drop in (False, True) for databases in settings}
+    expected = {databases: 0 if databases == "1024" else 11 + 2 * _empty_databases(databases) for databases in settings}
+    assert kept == {(drop, databases): lines for drop in (False, True) for databases, lines in expected.items()}
 
 
 def _empty_databases(databases: str) -> int:
