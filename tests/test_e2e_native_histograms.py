@@ -55,7 +55,8 @@ def test_native_and_classic_latency_histograms_in_prometheus_3(tmp_path):
         assert native_series == 2  # one series a command: no _bucket, _sum or _count
         assert classic_series >= 10 * native_series, (classic_series, native_series)
         wait_until(  # every command's histogram native in one job, classic in the other (the set grows in the first scrapes)
-            lambda: count(f'{LATENCY}{{job="native"}}') == count(f'{LATENCY}_count{{job="classic"}}') >= 7,
+            # SET, GET, the heartbeat's MGET and TYPE at least (the exporter's own monitoring reads have none)
+            lambda: count(f'{LATENCY}{{job="native"}}') == count(f'{LATENCY}_count{{job="classic"}}') >= 4,
             timeout=30,
             what="the same commands' histograms in both jobs",
         )
