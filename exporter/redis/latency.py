@@ -56,11 +56,17 @@ def due(node: NodeView) -> list[str]:
     return [cmd for cmd in node.histogram_commands if cmd in moving or cmd not in read or read[cmd][0] != calls.get(cmd)]
 
 
+def _allowed(node: NodeView) -> bool:
+    """Whether the node shows LATENCY HISTOGRAM (Redis 7+) and lets this user send it: a user refused LATENCY LATEST is
+    refused LATENCY HISTOGRAM too (the same ACL category)."""
+    return node.allows("latency|histogram", known_only=True) and node.allows("latency")
+
+
 def late(node: NodeView, asked: list[Args]) -> list[Args]:
     """Once this scrape's INFO is planned, the LATENCY HISTOGRAM (if any) that a second round trip sends: of the most
     called commands whose histograms this scrape did not ask for (``asked``: its LATENCY HISTOGRAM commands) and whose
     calls moved since their histogram was read, rather than serve them a scrape late."""
-    if not (node.allows("latency|histogram", known_only=True) and node.allows("latency")):
+    if not _allowed(node):
         return []
     read, calls = node.histograms, node.command_calls
     skipped = set(node.histogram_commands).difference(*(args[2:] for args in asked))
@@ -141,7 +147,7 @@ def _store_histograms(node: NodeView, reply: Any) -> None:
 def _current_histograms(node: NodeView) -> dict[str, Any]:
     """This scrape's view: every most called command's latest histogram (a new dict each time: the families read it
     after the node's lock is released); none once the node refuses them, rather than the last ones read."""
-    if not (node.allows("latency|histogram", known_only=True) and node.allows("latency")):
+    if not _allowed(node):
         return {}
     read = node.histograms
     return {cmd: read[cmd] for cmd in node.histogram_commands if cmd in read}
@@ -175,8 +181,7 @@ def add_histograms(replies: list[Any], scraped: Scraped, out: FamilySet) -> None
 
 
 def _histogram_args(node: NodeView) -> list[Args]:
-    # a user refused LATENCY LATEST is refused LATENCY HISTOGRAM too (the same ACL category): not asked
-    commands = due(node) if node.allows("latency") else []
+    commands = due(node) if _allowed(node) else []
     return [("LATENCY", "HISTOGRAM", *commands)] if commands else []
 
 
