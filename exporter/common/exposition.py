@@ -315,20 +315,41 @@ class RenderingFamilySet(FamilySet):
         kept = memo.get(key)
         if kept is None or kept[0] != source:
             return None
-        blocks = self._blocks
-        lines = kept[1]
-        if len(lines) == 3:  # most inputs (an INFO field) make one line
-            block = blocks.get(lines[0])
-            if block is None:
-                block = blocks[lines[0]] = [lines[1]]
-            block.append(lines[2])
-            return kept
-        for i in range(0, len(lines), 3):
-            block = blocks.get(lines[i])
-            if block is None:
-                block = blocks[lines[i]] = [lines[i + 1]]
-            block.append(lines[i + 2])
+        self._add_entries(kept[1])
         return kept
+
+    def replay_each(self, memo: dict[Any, Rendered] | None, inputs: dict[Any, Any], render: Callable[[Any, Any], None]) -> None:
+        """:meth:`replay` of every input of ``inputs`` by its key, in one call (a section's fields, most of which stand
+        still), and ``render(key, source)`` within :meth:`recording` of each that changed, in their order."""
+        if memo is None:
+            for key, source in inputs.items():
+                render(key, source)
+            return
+        blocks = self._blocks
+        for key, source in inputs.items():
+            kept = memo.get(key)
+            if kept is None or kept[0] != source:
+                with _Recording(self, memo, key, source):
+                    render(key, source)
+                continue
+            lines = kept[1]
+            if len(lines) == 3:  # most inputs (an INFO field) make one line
+                block = blocks.get(lines[0])
+                if block is None:
+                    block = blocks[lines[0]] = [lines[1]]
+                block.append(lines[2])
+            else:
+                self._add_entries(lines)
+
+    def _add_entries(self, lines: tuple[Any, ...]) -> None:
+        """Kept entries (family, header, entry; ...) added again."""
+        blocks = self._blocks
+        entries = iter(lines)
+        for family, header, entry in zip(entries, entries, entries, strict=True):
+            block = blocks.get(family)
+            if block is None:
+                block = blocks[family] = [header]
+            block.append(entry)
 
     def recording(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> AbstractContextManager[None]:
         return NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
@@ -470,10 +491,16 @@ class TextFamilySet(RenderingFamilySet):
         if self._compacted:
             return bytes(self._written(list(self._blocks.items()), True, release=False))
         lines: list[str] = []
+        append = lines.append
+        headers = _OPENMETRICS_HEADERS
         for block in self._blocks.values():
-            lines.append(openmetrics_header(block[0]))
-            lines += block[1:]
-        lines.append("# EOF\n")
+            header = block[0]
+            append(headers.get(header) or openmetrics_header(header))
+            if len(block) == 2:  # most families: one sample, added without a slice
+                append(block[1])
+            else:
+                lines += block[1:]
+        append("# EOF\n")
         return "".join(lines).encode("utf-8")
 
     def body(self, openmetrics: bool = False) -> bytes | bytearray:
@@ -481,12 +508,11 @@ class TextFamilySet(RenderingFamilySet):
         RELEASE_LINES) goes into a bytearray family by family as each family's lines are let go: it is tens of MiB of
         lines and as much again in bytes, never both whole at once, nor a heap of medium-sized chunks the allocator
         would keep."""
-        blocks = list(self._blocks.items())
-        if not self._compacted and sum(len(block) for _, block in blocks) < RELEASE_LINES:  # one node's: one join is quicker
+        if not self._compacted and sum(map(len, self._blocks.values())) < RELEASE_LINES:  # one node's: one join is quicker
             encoded = self.encode_openmetrics() if openmetrics else self.encode()
             self._blocks, self._compacted = {}, {}
             return encoded
-        return self._written(blocks, openmetrics, release=True)
+        return self._written(list(self._blocks.items()), openmetrics, release=True)
 
     def _written(self, blocks: list[tuple[str, list[Any]]], openmetrics: bool, *, release: bool) -> bytearray:
         """The blocks in one bytearray, family by family: each block's header, the runs compact() joined (UTF-8

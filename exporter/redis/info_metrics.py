@@ -7,6 +7,7 @@ The plans below are kept per section and field name for every target alike: a ta
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -98,11 +99,7 @@ def add_info_metrics(
             continue
         if out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
             continue
-        for name, raw in fields.items():
-            if out.replay(memo, name, raw) is not None:  # the field stands where it stood: its line again
-                continue
-            with out.recording(memo, name, raw):
-                _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
+        out.replay_each(memo, fields, functools.partial(_add_planned, section, plans, base, out))  # or its line again
         out.record_together(memo, _WHOLE, fields, fields)
     _add_instance_info(info, base, out, out.memo("instance"))
     _add_replica_side(info, base, out)
@@ -134,6 +131,10 @@ def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], b
                     add(plan[1], plan[2], plan[3], base, value)
                     continue
         _add_field(section, name, raw, plan, base, out)
+
+
+def _add_planned(section: str, plans: dict[str, tuple], base: dict[str, str], out: FamilySet, name: str, raw: str) -> None:
+    _add_field(section, name, raw, plans.get(name) or _plan(section, name), base, out)
 
 
 def _add_field(section: str, name: str, raw: str, plan: tuple, base: dict[str, str], out: FamilySet) -> None:
@@ -220,11 +221,7 @@ def _add_replica_line(raw: str, base: dict[str, str], out: FamilySet) -> None:
 
 
 def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet, memo: dict[str, Any] | None) -> None:
-    for db, raw in fields.items():
-        if out.replay(memo, db, raw) is not None:
-            continue
-        with out.recording(memo, db, raw):
-            _add_database(db, raw, base, out)
+    out.replay_each(memo, fields, lambda db, raw: _add_database(db, raw, base, out))
 
 
 def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> None:
