@@ -166,6 +166,10 @@ def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None
     args = parser.parse_args(words)
     if args.command is None:
         args = parser.parse_args([*words, "serve"])
+    if argv is None:  # the process's own command line (not a call from Python): it may run again with malloc's settings
+        from .allocator import run_again_with_settings
+
+        run_again_with_settings(args.command)
     parts = (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None), getattr(args, "cluster_command", None))
     command = " ".join(str(part) for part in parts if part)
     prefix = "elasticache-exporter: " if args.command in ("serve", "demo") else f"elasticache-exporter: {command}: "

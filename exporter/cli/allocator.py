@@ -1,0 +1,48 @@
+"""The C allocator's settings of the long-running exporter: glibc's malloc reads them from the environment once, when
+the process starts, so ``serve`` and ``demo`` run themselves again with them where they are not set.
+
+glibc's defaults give each thread that meets contention an arena of its own (up to eight a core) and raise the size
+above which a block is mapped on its own each time such a block is freed: the answering threads' and scrape workers'
+bodies and replies then stay in several heaps whose freed parts are not given back. Two arenas and a fixed threshold of
+256 KiB, what the container image sets, keep the RSS of a soak flat sooner (docs/reliability.md). The settings are left
+to whoever sets any of them (``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc`` tunable)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+SETTINGS = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}  # as the Dockerfile sets them
+_LONG_RUNNING = ("serve", "demo")
+
+
+def settings_to_add(command: str, environ: Mapping[str, str], libc: str) -> dict[str, str]:
+    """The environment to run ``command`` again with: none but for a long-running command under glibc (``libc`` as
+    ``os.confstr("CS_GNU_LIBC_VERSION")`` gives it) whose environment sets none of malloc's settings."""
+    if command not in _LONG_RUNNING or not libc.startswith("glibc"):
+        return {}
+    if any(name in environ for name in SETTINGS) or "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+        return {}
+    return dict(SETTINGS)
+
+
+def libc_version() -> str:
+    """``glibc 2.36`` and the like; empty where the C library is another."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):  # not a name this system knows (musl, macOS, Windows)
+        return ""
+
+
+def run_again_with_settings(command: str) -> None:
+    """Replaces this process by the same command line with the allocator's settings, where they are to be added;
+    returns where they are not, or where the interpreter cannot be run again (then with glibc's defaults)."""
+    added = settings_to_add(command, os.environ, libc_version())
+    argv = sys.orig_argv
+    if not added or not sys.executable or not argv:
+        return
+    try:
+        os.execve(sys.executable, argv, {**os.environ, **added})  # noqa: S606 - this command line again, no shell
+    except OSError:
+        return
