@@ -318,19 +318,22 @@ class RenderingFamilySet(FamilySet):
         self._add_entries(kept[1])
         return kept
 
-    def replay_each(self, memo: dict[Any, Rendered] | None, inputs: dict[Any, Any], render: Callable[[Any, Any], None]) -> None:
+    def replay_each(self, memo: dict[Any, Rendered] | None, inputs: dict[Any, Any], render: Callable[[Any, Any], None]) -> int:
         """:meth:`replay` of every input of ``inputs`` by its key, in one call (a section's fields, most of which stand
-        still), and ``render(key, source)`` within :meth:`recording` of each that changed, in their order."""
+        still), and ``render(key, source)`` within :meth:`recording` of each that changed, in their order; returns how
+        many were rendered."""
         if memo is None:
             for key, source in inputs.items():
                 render(key, source)
-            return
+            return len(inputs)
         blocks = self._blocks
+        rendered = 0
         for key, source in inputs.items():
             kept = memo.get(key)
             if kept is None or kept[0] != source:
                 with _Recording(self, memo, key, source):
                     render(key, source)
+                rendered += 1
                 continue
             lines = kept[1]
             if len(lines) == 3:  # most inputs (an INFO field) make one line
@@ -340,6 +343,7 @@ class RenderingFamilySet(FamilySet):
                 block.append(lines[2])
             else:
                 self._add_entries(lines)
+        return rendered
 
     def _add_entries(self, lines: tuple[Any, ...]) -> None:
         """Kept entries (family, header, entry; ...) added again."""

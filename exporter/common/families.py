@@ -116,9 +116,10 @@ class FamilySet:
     def replay(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> Any:
         return None
 
-    def replay_each(self, memo: dict[Any, Any] | None, inputs: dict[Any, Any], render: Callable[[Any, Any], None]) -> None:
+    def replay_each(self, memo: dict[Any, Any] | None, inputs: dict[Any, Any], render: Callable[[Any, Any], None]) -> int:
         for key, source in inputs.items():
             render(key, source)
+        return len(inputs)
 
     def recording(self, memo: dict[Any, Any] | None, key: Any, source: Any) -> AbstractContextManager[None]:
         return NOT_RECORDING

@@ -99,8 +99,10 @@ def add_info_metrics(
             continue
         if out.replay(memo, _WHOLE, fields) is not None:  # not a field of the section changed
             continue
-        out.replay_each(memo, fields, functools.partial(_add_planned, section, plans, base, out))  # or its line again
-        out.record_together(memo, _WHOLE, fields, fields)
+        # each field's line again where it stands still; the section's lines are kept as one only once none moved (one
+        # that moves at every scrape, as the server's uptime, would have them joined for nothing)
+        if not out.replay_each(memo, fields, functools.partial(_add_planned, section, plans, base, out)):
+            out.record_together(memo, _WHOLE, fields, fields)
     _add_instance_info(info, base, out, out.memo("instance"))
     _add_replica_side(info, base, out)
     _add_keyspace(info.sections.get("keyspace", {}), base, out, out.memo("keyspace"))
