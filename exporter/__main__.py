@@ -1,5 +1,5 @@
 import sys
 
-from exporter.cli.main import main
+from exporter.cli.main import entry
 
-sys.exit(main())
+sys.exit(entry())

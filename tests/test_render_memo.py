@@ -12,6 +12,7 @@ from servers import ENGINES, start_redis
 
 from exporter.common.exposition import MEMO_ENTRIES, TargetRendering, TextFamilySet, encode_text
 from exporter.common.families import FamilySet
+from exporter.redis.info_metrics import _WHOLE
 from exporter.redis.resp import RespFailure
 from exporter.service.collectors.redis import RedisCollector
 from exporter.service.targets import MAX_REPLAYING_TARGETS
@@ -26,6 +27,26 @@ class CountingSet(TextFamilySet):
         kept = super().replay(memo, key, source)
         if kept is not None:
             CountingSet.replayed += len(kept[1]) // 3
+        return kept
+
+
+class SectionCounts(TextFamilySet):
+    """Counts the fields a section's replay rendered anew, and the sections replayed whole."""
+
+    rendered = 0
+    whole = 0
+
+    def replay_each(self, memo, inputs, render):
+        def counted(key, source):
+            SectionCounts.rendered += 1
+            render(key, source)
+
+        return super().replay_each(memo, inputs, counted)
+
+    def replay(self, memo, key, source):
+        kept = super().replay(memo, key, source)
+        if kept is not None and key is _WHOLE:
+            SectionCounts.whole += 1
         return kept
 
 
@@ -77,6 +98,36 @@ def test_replayed_lines_equal_fresh_rendering_as_the_server_changes(engine):
     finally:
         app.close()
         server.stop()
+
+
+def test_fields_that_stand_still_are_replayed_one_by_one_then_their_section_whole(plain_redis):
+    """The first rendering renders every field; the second replays each (none moved: the section's lines are kept as
+    one); the third replays each plain section whole. A section with a field that moved is not kept whole."""
+    app = make_app({"targets": [{"name": "memo", "addr": plain_redis.addr}]})
+    try:
+        target = app.targets.on_metrics()[0]
+        result = scrape(target)
+        counts = []
+        for _ in range(3):
+            SectionCounts.rendered = SectionCounts.whole = 0
+            served(app, target, result, SectionCounts())
+            counts.append((SectionCounts.rendered, SectionCounts.whole))
+        plain = [name for name in result.parsed.sections if name in ("server", "clients", "memory", "stats", "cpu")]
+        assert counts[0][0] > 100
+        assert counts[0][1] == 0
+        assert counts[1] == (0, 0)
+        assert counts[2][0] == 0
+        assert counts[2][1] >= len(plain) == 5
+        moved = scrape(target)  # a new reply: the uptime, the CPU and the commands' counters moved
+        SectionCounts.rendered = SectionCounts.whole = 0
+        served(app, target, moved, SectionCounts())
+        assert 0 < SectionCounts.rendered < 100
+        SectionCounts.rendered = SectionCounts.whole = 0
+        served(app, target, moved, SectionCounts())  # the same reply again: the moved sections one by one, not whole
+        assert SectionCounts.rendered == 0
+        assert SectionCounts.whole < counts[2][1]
+    finally:
+        app.close()
 
 
 def test_a_restarted_server_serves_its_new_values():

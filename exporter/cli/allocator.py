@@ -1,11 +1,13 @@
 """The C allocator's settings of the long-running exporter: glibc's malloc reads them from the environment once, when
-the process starts, so ``serve`` and ``demo`` run themselves again with them where they are not set.
+the process starts, so ``serve`` and ``demo``, started from the console script or ``python -m exporter``, run
+themselves again with them where they are not set.
 
 glibc's defaults give each thread that meets contention an arena of its own (up to eight a core) and raise the size
 above which a block is mapped on its own each time such a block is freed: the answering threads' and scrape workers'
 bodies and replies then stay in several heaps whose freed parts are not given back. Two arenas and a fixed threshold of
-256 KiB, what the container image sets, keep the RSS of a soak flat sooner (docs/reliability.md). The settings are left
-to whoever sets any of them (``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc`` tunable)."""
+256 KiB, what the container image sets, keep the RSS of a soak flat sooner (docs/operations.md). The settings are left
+to whoever sets either of them or a ``glibc.malloc`` tunable, or preloads another allocator; with another C library
+nothing is set."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ import sys
 from collections.abc import Mapping
 
 SETTINGS = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}  # as the Dockerfile sets them
+# set with them: a process that finds it never runs again (a loader that drops MALLOC_* for a privileged program would
+# otherwise have it run again and again)
+RAN_AGAIN = "_ELASTICACHE_EXPORTER_RAN_AGAIN"
 _LONG_RUNNING = ("serve", "demo")
 
 
@@ -22,9 +27,11 @@ def settings_to_add(command: str, environ: Mapping[str, str], libc: str) -> dict
     ``os.confstr("CS_GNU_LIBC_VERSION")`` gives it) whose environment sets none of malloc's settings."""
     if command not in _LONG_RUNNING or not libc.startswith("glibc"):
         return {}
-    if any(name in environ for name in SETTINGS) or "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
+    if any(name in environ for name in (*SETTINGS, RAN_AGAIN)) or "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
         return {}
-    return dict(SETTINGS)
+    if "malloc" in environ.get("LD_PRELOAD", ""):  # jemalloc, tcmalloc, mimalloc: not glibc's malloc
+        return {}
+    return {**SETTINGS, RAN_AGAIN: "1"}
 
 
 def libc_version() -> str:
