@@ -71,8 +71,8 @@ def main() -> None:
     try:
         ports = [port for _, port in servers]
         counts = []
-        for tree in args.tree:
-            tree = tree.resolve()
+        for given in args.tree:
+            tree = given.resolve()
             short, long = instructions(tree, args.rounds, ports), instructions(tree, 2 * args.rounds, ports)
             counts.append((long - short) / (args.rounds * args.targets))
             print(f"{tree}: {counts[-1]:,.0f} instructions a /scrape, {counts[-1] / counts[0]:.3f}x the first", flush=True)

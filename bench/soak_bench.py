@@ -1,7 +1,6 @@
 """Memory over a long run under a target that restarts: RSS every 1,000 scrapes and the growth after the warm-up.
 
-    python bench/soak_bench.py [--scrapes 8000] [--clients 5] [--python /tmp/ecx/bin/python] [--tracemalloc DIR]
-                               [--image-env | --glibc-defaults]
+    python bench/soak_bench.py [--scrapes 8000] [--clients 5] [--python /tmp/ecx/bin/python] [--tracemalloc DIR] [--image-env]
 
 Three redis-servers on loopback: one stable, one killed and restarted on the same port every 2 s (each start gives it a
 new run_id, process id and replication id), one stopped with SIGSTOP for the whole run. The exporter scrapes the three
@@ -9,9 +8,7 @@ through /metrics with a 200 ms scrape timeout; ``--clients`` threads scrape it a
 in. Prints RSS after the 200-scrape warm-up and at every 1,000 scrapes, and the growth from scrape 1,000 to the end.
 With ``--image-env`` the exporter gets the malloc settings the container image sets (``MALLOC_ARENA_MAX=2
 MALLOC_MMAP_THRESHOLD_=262144``, see the Dockerfile): without them each thread that starts late may get a malloc arena
-of its own. A build that sets them itself where the environment sets none (``exporter/cli/allocator.py``) runs with
-them either way; ``--glibc-defaults`` keeps glibc's own (``MALLOC_ARENA_MAX`` at its default of eight a core, which
-the exporter then leaves alone), the figures of earlier builds without ``--image-env``.
+of its own.
 
 With ``--tracemalloc DIR`` the exporter runs under tracemalloc (slower, and its RSS includes the tracer's own tables) and
 writes a snapshot to DIR at every mark; the bench then prints the allocation sites that grew most from scrape 1,000 to
@@ -37,7 +34,6 @@ from scrape_bench import free_port, rss_mib, start_redis
 
 RESTART_SECONDS = 2.0
 IMAGE_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "262144"}  # as the Dockerfile sets them
-GLIBC_DEFAULTS = {"MALLOC_ARENA_MAX": str(8 * (os.cpu_count() or 1))}  # glibc's own limit on 64-bit, set so as to be kept
 TRACED_START = """
 import signal, sys, tracemalloc
 tracemalloc.start(12)
@@ -72,13 +68,7 @@ def thread_count(pid: int) -> int:
 
 
 def soak(
-    python: str,
-    scrapes: int,
-    clients: int,
-    report_every: int = 1000,
-    warmup: int = 200,
-    traces: Path | None = None,
-    malloc_env: dict[str, str] | None = None,
+    python: str, scrapes: int, clients: int, report_every: int = 1000, warmup: int = 200, traces: Path | None = None, image_env: bool = False
 ) -> list[tuple[int, float]]:
     """[(scrapes answered, RSS MiB)]: after the warm-up, then every ``report_every``; with ``traces``, a snapshot at each."""
     workdir = Path(tempfile.mkdtemp(prefix="ecx-soak-"))
@@ -100,7 +90,7 @@ def soak(
     port = free_port()
     marks = [warmup, *range(report_every, scrapes + 1, report_every)]
     launcher = ["-m", "exporter"] if traces is None else ["-c", TRACED_START, ",".join(str(traces / f"{mark}.trace") for mark in marks)]
-    environment = {**os.environ, **(malloc_env or {})}
+    environment = {**os.environ, **(IMAGE_ENV if image_env else {})}
     exporter = subprocess.Popen(
         [python, *launcher, "serve", "--config.file", str(config), "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"],
         stdout=subprocess.DEVNULL,
@@ -154,17 +144,14 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=5)
     parser.add_argument("--python", default=sys.executable, help="interpreter with the exporter installed (a clean venv, as deployed)")
     parser.add_argument("--tracemalloc", type=Path, metavar="DIR", help="run the exporter under tracemalloc, a snapshot in DIR at each mark")
-    malloc = parser.add_mutually_exclusive_group()
-    malloc.add_argument("--image-env", action="store_true", help="the container image's malloc settings")
-    malloc.add_argument("--glibc-defaults", action="store_true", help="glibc's malloc settings, which the exporter then keeps")
+    parser.add_argument("--image-env", action="store_true", help="the container image's malloc settings")
     args = parser.parse_args()
     if not shutil.which("redis-server"):
         raise SystemExit("needs redis-server (apt-get install redis-server)")
     started = time.monotonic()
     if args.tracemalloc:
         args.tracemalloc.mkdir(parents=True, exist_ok=True)
-    malloc_env = IMAGE_ENV if args.image_env else GLIBC_DEFAULTS if args.glibc_defaults else None
-    readings = dict(soak(args.python, args.scrapes, args.clients, traces=args.tracemalloc, malloc_env=malloc_env))
+    readings = dict(soak(args.python, args.scrapes, args.clients, traces=args.tracemalloc, image_env=args.image_env))
     base = readings.get(1000) or readings[min(readings)]
     end = readings[max(readings)]
     print(

@@ -1,5 +1,5 @@
 import sys
 
-from exporter.cli.main import entry
+from exporter.cli.main import main
 
-sys.exit(entry())
+sys.exit(main())

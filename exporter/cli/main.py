@@ -160,22 +160,12 @@ def _command_of(argv: Sequence[str]) -> str:
     return next((word for word in argv if not word.startswith("-")), "serve")
 
 
-def entry() -> int:
-    """The console script's and ``python -m exporter``'s start: the process's own command line, which ``serve`` and
-    ``demo`` may run again with malloc's settings (``allocator.py``) before anything else."""
-    return main(run_again=True)
-
-
-def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None = None, run_again: bool = False) -> int:
+def main(argv: Sequence[str] | None = None, *, clock: Callable[[], float] | None = None) -> int:
     words = list(argv if argv is not None else sys.argv[1:])
     parser = build_parser(_command_of(words))
     args = parser.parse_args(words)
     if args.command is None:
         args = parser.parse_args([*words, "serve"])
-    if run_again:
-        from .allocator import run_again_with_settings
-
-        run_again_with_settings(args.command)
     parts = (args.command, getattr(args, "action", None), getattr(args, "baseline_command", None), getattr(args, "cluster_command", None))
     command = " ".join(str(part) for part in parts if part)
     prefix = "elasticache-exporter: " if args.command in ("serve", "demo") else f"elasticache-exporter: {command}: "
