@@ -2,7 +2,7 @@
 Prometheus asks for by default) and protobuf with native histograms (what Prometheus 3 asks for with
 ``scrape_native_histograms: true``), in one run, one exporter.
 
-    python bench/formats_bench.py [--passes 5] [--scrapes 100]
+    python bench/formats_bench.py [--passes 5] [--scrapes 100] [--gzip]
 
 One redis-server with the data set of scrape_bench.py; production-like traffic (``traffic.py``) reaches it before
 every scrape, so its commandstats and latency histograms move between scrapes as they do in production. Per pass,
@@ -11,7 +11,8 @@ kept-alive connection per format). CPU is the exporter's, over all its threads (
 scrape. Prints the medians over the passes: CPU per scrape, bytes, the CPU per sample served (every format carries the
 same samples: protobuf a histogram's buckets, sum and count in one message), the series Prometheus stores (for
 protobuf, what a Prometheus that keeps only the native histograms stores) and the CPU per stored series, with each
-format's ratio to text.
+format's ratio to text. With ``--gzip`` every request also sends ``Accept-Encoding: gzip``, as Prometheus does unless
+a scrape config turns ``enable_compression`` off: each answer is compressed (bytes are then the compressed sizes).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ FORMATS = {"text 0.0.4": "text/plain;version=0.0.4", "OpenMetrics": PROMETHEUS_3
 LATENCY = "redis_commands_latencies_usec"
 
 
-def fetch(connection: http.client.HTTPConnection, accept: str) -> bytes:
-    connection.request("GET", "/metrics", headers={"Accept": accept})
+def fetch(connection: http.client.HTTPConnection, accept: str, gzip: bool = False) -> bytes:
+    connection.request("GET", "/metrics", headers={"Accept": accept, **({"Accept-Encoding": "gzip"} if gzip else {})})
     response = connection.getresponse()
     body = response.read()
     assert response.status == 200, response.status
+    assert (response.getheader("Content-Encoding") == "gzip") == gzip, response.getheader("Content-Encoding")
     return body
 
 
@@ -58,6 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--scrapes", type=int, default=100)
+    parser.add_argument("--gzip", action="store_true", help="ask for gzip, as Prometheus does by default")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ecx-formats-"))
     server, port = start_redis(workdir)
@@ -79,7 +82,7 @@ def main() -> None:
                 for name, accept in FORMATS.items():
                     traffic.send()
                     before = cpu_seconds(exporter.pid)
-                    sizes[name].append(len(fetch(connections[name], accept)))
+                    sizes[name].append(len(fetch(connections[name], accept, args.gzip)))
                     cpu[name] += cpu_seconds(exporter.pid) - before
             for name in FORMATS:
                 figures[name].setdefault("cpu_ms", []).append(cpu[name] / args.scrapes * 1e3)
@@ -89,7 +92,9 @@ def main() -> None:
         commands = sum(1 for line in text.decode().splitlines() if line.startswith(LATENCY + "_count"))
         stored = {"text 0.0.4": samples, "OpenMetrics": samples, "protobuf, native": samples - latency + commands}
         text_cpu = statistics.median(figures["text 0.0.4"]["cpu_ms"])
-        print(f"{args.passes} passes of {args.scrapes} scrapes a format; medians; {samples} samples, {latency} of {commands} latency histograms")
+        compressed = ", gzip" if args.gzip else ""
+        histograms = f"{latency} of {commands} latency histograms"
+        print(f"{args.passes} passes of {args.scrapes} scrapes a format{compressed}; medians; {samples} samples, {histograms}")
         for name in FORMATS:
             cpu_ms = statistics.median(figures[name]["cpu_ms"])
             size = statistics.median(figures[name]["bytes"])
