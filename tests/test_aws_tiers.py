@@ -686,13 +686,20 @@ def test_the_background_poll_rests_between_batches_leaving_scrapes_most_of_the_i
     from exporter.aws.monitor import POLL_CPU_SHARE
 
     class RecordedStop(threading.Event):
+        """The rests asked for, and the poll thread's CPU time as each began and ended."""
+
         def __init__(self) -> None:
             super().__init__()
             self.rests: list[float] = []
+            self.cpu_at: list[tuple[float, float]] = []
 
         def wait(self, timeout=None):
             self.rests.append(timeout)
-            return super().wait(timeout)
+            began = time.thread_time()
+            try:
+                return super().wait(timeout)
+            finally:
+                self.cpu_at.append((began, time.thread_time()))
 
     with mock_aws():
         elasticache = boto3.client("elasticache", region_name=REGION)
@@ -704,10 +711,13 @@ def test_the_background_poll_rests_between_batches_leaving_scrapes_most_of_the_i
         monitor.discover_once()
         monitor.poll_once()
         assert monitor._stop.rests == []  # asked directly: no rest
-        cpu = time.thread_time()
         monitor.poll_once(rest=True)
-        cpu = time.thread_time() - cpu
     assert POLL_CPU_SHARE == 0.25
-    assert len(monitor._stop.rests) == 4  # before each batch but the first
-    assert sum(monitor._stop.rests) >= 1.5 * cpu, (monitor._stop.rests, cpu)  # three times the work of four batches of five
+    stop = monitor._stop
+    assert len(stop.rests) == 4  # before each batch but the first
+    # each rest after the first is three times the work of the batch between it and the rest before (the first rest's
+    # batch began before any rest, and the work after the last, keeping the poll's minutes, is not rested for)
+    work = [began - ended for (_, ended), (began, _) in itertools.pairwise(stop.cpu_at)]
+    assert sum(stop.rests[1:]) >= 2.5 * sum(work), (stop.rests, work)
+    assert all(rest >= 2.5 * batch for rest, batch in zip(stop.rests[1:], work, strict=True)), (stop.rests, work)
     assert monitor.last_queries == 2400
