@@ -275,3 +275,36 @@ def test_a_line_without_a_colon_is_malformed_even_when_it_names_a_known_field():
     reply = parse_info("# Clients\r\nconnected_clients\r\n")
     assert reply.sections.get("clients", {}) == {}
     assert reply.malformed_lines == 1
+
+
+# INFO values as servers write them and as a hostile one might: integers (with a leading zero, past 10^15, in other
+# scripts' digits), floats, percentages, statuses, sizes written for people
+field_values = st.one_of(
+    st.integers(0, 10**20).map(str),
+    st.integers(-(10**6), 0).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["0", "007", "00", "1e308", "-1e308", "1.7976931348623157e308", "ok", "err", "980.34K", "12.5%", "٣٤", "²", "+5", " 5", ""]),
+    st.text(max_size=12),
+)
+field_names = st.sampled_from(
+    ["connected_clients", "used_memory", "server_time_usec", "latest_fork_usec", "total_active_defrag_time", "used_memory_peak_perc",
+     "rdb_last_bgsave_status", "mem_fragmentation_ratio", "used_memory_human", "made_up_field", "other_made_up"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(field_names, field_values, max_size=11))
+def test_a_fleet_targets_fields_render_as_each_field_alone(fields):
+    """A target without a memo adds a section's numbers in one call (exporter.redis.info_metrics._add_fields): in text
+    and in protobuf, the same bytes as each field rendered alone, in the fields' order."""
+    from exporter.common.exposition import TextFamilySet
+    from exporter.common.labels import LabelSet
+    from exporter.common.protobuf import ProtobufFamilySet
+    from exporter.redis.info_metrics import _add_field, _add_fields, _plan
+
+    for make in (TextFamilySet, ProtobufFamilySet):
+        gathered, alone = make(), make()
+        _add_fields("stats", fields, {}, LabelSet({"instance": "t"}), gathered)
+        for name, raw in fields.items():
+            _add_field("stats", name, raw, _plan("stats", name), LabelSet({"instance": "t"}), alone)
+        assert gathered.encode() == alone.encode()

@@ -426,6 +426,16 @@ class TextFamilySet(RenderingFamilySet):
         if self._journal is not None:
             self._journal += (name, block[0], line)
 
+    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, str]]) -> None:
+        if self._journal is not None:
+            super().add_numbers(labels, samples)
+            return
+        text = self._labels(labels)
+        blocks = self._blocks
+        for name, kind, help_, number in samples:
+            block = blocks.get(name) or self._block(name, kind, help_)
+            block.append(f"{name}{text} {number}\n")
+
     def add_shared(self, part: str, source: Hashable, base: dict[str, str], render: Callable[[dict[str, str], FamilySet], None]) -> None:
         if self._journal is not None or base.__class__ is not LabelSet or len(base) != 1 or _STAND_IN in base.get("instance", _STAND_IN):
             render(base, self)

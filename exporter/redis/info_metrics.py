@@ -115,24 +115,34 @@ def add_info_metrics(
 
 
 def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], base: dict[str, str], out: FamilySet) -> None:
-    """:func:`_add_field` of each field, its commonest case inlined (a plain number, unscaled): it runs for every field
-    of every target of a fleet."""
-    add = out.add
+    """:func:`_add_field` of each field, its commonest case (a number, as the server wrote it or scaled) gathered and
+    added in one call: it runs for every field of every target of a fleet."""
+    numbers: list[tuple[str, str, str, str]] = []
     for name, raw in fields.items():
         plan = plans.get(name) or _plan(section, name)
         action = plan[0]
         if action == _SKIP:
             continue
-        if action != _REPLICA and plan[4] == 1.0 and raw and raw[0] in _NUMBER_START and len(raw) <= 40:
-            try:
-                value = float(raw)
-            except ValueError:
-                pass
-            else:
-                if -_INF < value < _INF:
-                    add(plan[1], plan[2], plan[3], base, value)
+        if action != _REPLICA and raw:
+            scale = plan[4]
+            if scale == 1.0 and raw.isdigit() and raw.isascii() and len(raw) < 16 and (raw[0] != "0" or len(raw) == 1):
+                numbers.append((plan[1], plan[2], plan[3], raw + ".0"))  # an integer below 10^15, as repr writes its float
+                continue
+            if scale != PERCENT:
+                value = parse_number(raw)
+                if value is not None:
+                    value *= scale
+                    if -_INF < value < _INF:
+                        numbers.append((plan[1], plan[2], plan[3], repr(value)))
+                        continue
+                elif action == _UNKNOWN:  # not a number (a size written for people): not served
                     continue
+        if numbers:  # in the order of the fields, as a memo replays them
+            out.add_numbers(base, numbers)
+            numbers = []
         _add_field(section, name, raw, plan, base, out)
+    if numbers:
+        out.add_numbers(base, numbers)
 
 
 def _add_planned(section: str, plans: dict[str, tuple], base: dict[str, str], out: FamilySet, name: str, raw: str) -> None:
