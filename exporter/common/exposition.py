@@ -392,24 +392,6 @@ class RenderingFamilySet(FamilySet):
         raise NotImplementedError
 
 
-# a summary's quantile lines after its labels (``quantile="50"} 1.003``), by the identity of its quantiles where they are
-# a tuple (immutable, and held by the entry, so no other can take its id while it stands): a fleet's nodes share a few
-_QUANTILE_TAILS: dict[int, tuple[Sequence[tuple[str, float]], list[str]]] = {}
-_MAX_QUANTILE_TAILS = 1024
-
-
-def _quantile_tails(quantiles: Sequence[tuple[str, float]]) -> list[str]:
-    kept = _QUANTILE_TAILS.get(id(quantiles))
-    if kept is not None:
-        return kept[1]
-    tails = [f'quantile="{_label_value(quantile)}"}} {_number(value)}\n' for quantile, value in quantiles]
-    if quantiles.__class__ is tuple:
-        if len(_QUANTILE_TAILS) >= _MAX_QUANTILE_TAILS:
-            _QUANTILE_TAILS.clear()
-        _QUANTILE_TAILS[id(quantiles)] = (quantiles, tails)
-    return tails
-
-
 class TextFamilySet(RenderingFamilySet):
     """Renders each sample as its text line (``name{labels} value``); each family's block is its HELP and TYPE lines
     and its lines, written as text 0.0.4 (and 1.0.0) by :meth:`encode` and as OpenMetrics by :meth:`encode_openmetrics`."""
@@ -501,7 +483,7 @@ class TextFamilySet(RenderingFamilySet):
         block = self._blocks.get(name) or self._block(name, SUMMARY, help_)
         text = self._labels(labels)
         head = f"{name}{text[:-1]}," if text else f"{name}{{"
-        lines = [head + tail for tail in _quantile_tails(quantiles)]
+        lines = [f'{head}quantile="{_label_value(quantile)}"}} {_number(value)}\n' for quantile, value in quantiles]
         if count is not None and total is not None:
             lines += (f"{name}_sum{text} {_number(total)}\n", f"{name}_count{text} {_number(count)}\n")
         self._extend(name, block, lines)

@@ -318,8 +318,7 @@ def _add_percentiles(cmd: str, raw: str, count: float, total: float, base: dict[
 
 
 # a latencystats value's quantiles, by its text ("p50=1.003,p99=2.007,p99.9=3.007"): a pure memo, bounded in entries
-# and in each one's size, shared by every node (the same few texts recur across a fleet and from scrape to scrape); a
-# tuple, which a text set renders once (see exposition._quantile_tails)
+# and in each one's size, shared by every node (the same few texts recur across a fleet and from scrape to scrape)
 _QUANTILES: dict[str, tuple[tuple[str, float], ...]] = {}
 _MAX_QUANTILES_TEXT = 256
 
