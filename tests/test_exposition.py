@@ -289,3 +289,20 @@ def test_settings_a_fleet_shares_are_written_as_each_target_renders_them():
 def _empty_databases(databases: str) -> int:
     """The databases below the count that hold no keys (db0 and db5 do)."""
     return len([index for index in range(int(databases)) if index not in (0, 5)])
+
+
+@pytest.mark.unit
+def test_numbers_added_while_recording_replay_as_they_were_written():
+    """add_numbers (a fleet target's INFO fields) inside a recording keeps its lines like add does, in every encoding."""
+    from exporter.common.labels import LabelSet
+    from exporter.common.protobuf import ProtobufFamilySet
+
+    for make in (TextFamilySet, ProtobufFamilySet):
+        memo: dict = {}
+        written = make()
+        with written.recording(memo, "server", "the section's text"):
+            written.add_numbers(LabelSet({"instance": "n1"}), [("a_total", COUNTER, "A.", "1.0"), ("b", "gauge", "B.", "2.5")])
+        replayed = make()
+        assert replayed.replay(memo, "server", "the section's text") is not None
+        assert replayed.encode() == written.encode()
+        assert b"n1" in written.encode()

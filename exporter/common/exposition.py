@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -477,7 +477,7 @@ class TextFamilySet(RenderingFamilySet):
         self._extend(name, block, lines)
 
     def add_summary(
-        self, name: str, help_: str, labels: dict[str, str], quantiles: Sequence[tuple[str, float]], count: float | None, total: float | None
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
     ) -> None:
         """As :class:`FamilySet` adds them, each quantile's labels written from the summary's own text, as a bucket's."""
         block = self._blocks.get(name) or self._block(name, SUMMARY, help_)

@@ -6,7 +6,7 @@ name, so samples are gathered here and the families yielded once at the end.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +80,7 @@ class FamilySet:
         name: str,
         help_: str,
         labels: dict[str, str],
-        quantiles: Sequence[tuple[str, float]],
+        quantiles: list[tuple[str, float]],
         count: float | None,
         total: float | None,
     ) -> None:

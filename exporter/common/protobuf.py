@@ -21,7 +21,7 @@ import functools
 import itertools
 import math
 import struct
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 from .exposition import RELEASE_LINES, RenderingFamilySet, _keep_rendered
@@ -311,7 +311,7 @@ def _quantile(label: str) -> bytes | None:
     return head
 
 
-def summary_message(quantiles: Sequence[tuple[str, float]], count: float, total: float) -> bytes:
+def summary_message(quantiles: list[tuple[str, float]], count: float, total: float) -> bytes:
     """A Summary message from ``FamilySet.add_summary``'s quantiles ((label, value))."""
     body = bytearray(b"\x08")
     body += varint(_count(count))
@@ -382,7 +382,7 @@ class ProtobufFamilySet(RenderingFamilySet):
         self._append(name, block, b"".join((b"\x22", varint(len(encoded) + len(message)), encoded, message)))  # field 4 of a MetricFamily
 
     def add_summary(
-        self, name: str, help_: str, labels: dict[str, str], quantiles: Sequence[tuple[str, float]], count: float | None, total: float | None
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
     ) -> None:
         """A summary without a count and sum (which text leaves out) has them 0, as client_golang reads a Summary that
         lacks them."""

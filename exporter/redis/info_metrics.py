@@ -256,35 +256,23 @@ def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> No
 
 def _add_commandstats(lines: CommandLines, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
     """Per-command counters."""
-    if memo is None:  # a target without a memo (most of a fleet): each command's numbers added in one call
-        for name, (_, numbers) in lines.items():
-            samples = [
-                (family, kind, help_, repr(value / unit))
-                for (family, kind, help_, unit), value in zip(_COMMAND_FAMILIES, numbers, strict=True)
-                if value is not None
-            ]
-            out.add_numbers(with_label(base, "cmd", name[8:]), samples)
-        return
     for name, (raw, numbers) in lines.items():
         if out.replay(memo, name, raw) is None:
             with out.recording(memo, name, raw):
                 _add_command(name[8:], numbers, base, out)
 
 
-# a commandstats line's numbers (CommandNumbers, in order): their families, and the unit each is divided by
-_COMMAND_FAMILIES = (
-    ("redis_commands_total", COUNTER, "Calls per command.", 1.0),
-    ("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", 1e6),
-    ("redis_commands_rejected_calls_total", COUNTER, "Calls rejected before execution, per command.", 1.0),
-    ("redis_commands_failed_calls_total", COUNTER, "Calls that failed during execution, per command.", 1.0),
-)
-
-
 def _add_command(cmd: str, numbers: CommandNumbers, base: dict[str, str], out: FamilySet) -> None:
     labels = with_label(base, "cmd", cmd)
-    for (family, kind, help_, unit), value in zip(_COMMAND_FAMILIES, numbers, strict=True):
-        if value is not None:
-            out.add(family, kind, help_, labels, value / unit)
+    calls, usec, rejected, failed = numbers
+    if calls is not None:
+        out.add("redis_commands_total", COUNTER, "Calls per command.", labels, calls)
+    if usec is not None:
+        out.add("redis_commands_duration_seconds_total", COUNTER, "Time spent per command.", labels, usec / 1e6)
+    if rejected is not None:
+        out.add("redis_commands_rejected_calls_total", COUNTER, "Calls rejected before execution, per command.", labels, rejected)
+    if failed is not None:
+        out.add("redis_commands_failed_calls_total", COUNTER, "Calls that failed during execution, per command.", labels, failed)
 
 
 def _add_latencystats(fields: dict[str, str], calls: CommandStats, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
@@ -319,23 +307,22 @@ def _add_percentiles(cmd: str, raw: str, count: float, total: float, base: dict[
 
 # a latencystats value's quantiles, by its text ("p50=1.003,p99=2.007,p99.9=3.007"): a pure memo, bounded in entries
 # and in each one's size, shared by every node (the same few texts recur across a fleet and from scrape to scrape)
-_QUANTILES: dict[str, tuple[tuple[str, float], ...]] = {}
+_QUANTILES: dict[str, list[tuple[str, float]]] = {}
 _MAX_QUANTILES_TEXT = 256
 
 
-def _quantiles(raw: str) -> tuple[tuple[str, float], ...]:
+def _quantiles(raw: str) -> list[tuple[str, float]]:
     quantiles = []
     for key, value_raw in parse_subfields(raw).items():
         value = parse_number(value_raw)
         percentile = _percentile_label(key)
         if value is not None and percentile is not None:
             quantiles.append((percentile, value))
-    kept = tuple(quantiles)
     if len(raw) <= _MAX_QUANTILES_TEXT:
         if len(_QUANTILES) >= 1024:
             _QUANTILES.clear()
-        _QUANTILES[raw] = kept
-    return kept
+        _QUANTILES[raw] = quantiles
+    return quantiles
 
 
 _PERCENTILE_LABELS: dict[str, str | None] = {}  # the few keys INFO uses (p50, p99, p99.9), each worked out once
