@@ -284,7 +284,7 @@ field_values = st.one_of(
     st.integers(-(10**6), 0).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.sampled_from(["0", "007", "00", "1e308", "-1e308", "1.7976931348623157e308", "ok", "err", "980.34K", "12.5%", "٣٤", "²", "+5", " 5", ""]),
-    # the integers at the edge of the ones written without a float: 15 digits, 16 (past 2^53), 2^53 + 1
+    # the integers at the edge of the ones written without a float: 15 digits, 16, past 2^53, 2^53 + 1
     st.sampled_from(["999999999999999", "9999999999999999", "1" * 16, "9007199254740993", "100000000000000"]),
     st.text(max_size=12),
 )
