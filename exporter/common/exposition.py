@@ -355,6 +355,16 @@ class RenderingFamilySet(FamilySet):
                 block = blocks[family] = [header]
             block.append(entry)
 
+    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
+        if self._journal is not None:  # recorded sample by sample
+            super().add_numbers(labels, samples)
+            return
+        self._add_numbers(self._labels(labels), labels, samples)
+
+    def _add_numbers(self, text: str, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
+        """The samples of :meth:`add_numbers` whose labels render to ``text``, outside a recording."""
+        raise NotImplementedError
+
     def recording(self, memo: dict[Any, Rendered] | None, key: Any, source: Any) -> AbstractContextManager[None]:
         return NOT_RECORDING if memo is None else _Recording(self, memo, key, source)
 
@@ -426,15 +436,11 @@ class TextFamilySet(RenderingFamilySet):
         if self._journal is not None:
             self._journal += (name, block[0], line)
 
-    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, str]]) -> None:
-        if self._journal is not None:
-            super().add_numbers(labels, samples)
-            return
-        text = self._labels(labels)
+    def _add_numbers(self, text: str, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
         blocks = self._blocks
-        for name, kind, help_, number in samples:
+        for name, kind, help_, value in samples:
             block = blocks.get(name) or self._block(name, kind, help_)
-            block.append(f"{name}{text} {number}\n")
+            block.append(f"{name}{text} {value}\n")  # a float formats as its repr
 
     def add_shared(self, part: str, source: Hashable, base: dict[str, str], render: Callable[[dict[str, str], FamilySet], None]) -> None:
         if self._journal is not None or base.__class__ is not LabelSet or len(base) != 1 or _STAND_IN in base.get("instance", _STAND_IN):

@@ -65,11 +65,11 @@ class FamilySet:
             family = self._families[name] = Family(name, kind, help_)
         family.samples.append((name, labels, value))
 
-    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, str]]) -> None:
-        """Samples of one label set, each (name, type, help, value) with its value as ``repr`` writes a finite float (a
-        text set writes it as it is)."""
-        for name, kind, help_, number in samples:
-            self.add(name, kind, help_, labels, float(number))
+    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
+        """Samples of one label set, each (name, type, help, value): a finite float, or the text ``repr`` writes for
+        one (an integer the server wrote, which a text set writes as it is)."""
+        for name, kind, help_, value in samples:
+            self.add(name, kind, help_, labels, float(value))
 
     def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
         """A sample whose name is not the family's (a histogram's ``_bucket``, a summary's ``_sum``)."""

@@ -371,6 +371,16 @@ class ProtobufFamilySet(RenderingFamilySet):
         if self._journal is not None:
             self._journal += (name, block[0], entry)
 
+    def _add_numbers(self, text: str, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
+        blocks = self._blocks
+        for name, kind, help_, value in samples:
+            block = blocks.get(name) or self._block(name, kind, help_)
+            heads = block[0].metric_heads
+            if heads is None:
+                raise TypeError(f"{name}: a histogram's or summary's samples are added by add_histogram or add_summary")
+            head = heads.get(text) or _metric_head(block[0].value_field, text, labels, self._drop_instance)
+            block.append(head + _pack_double(float(value)))
+
     def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
         """A scalar family's Metric carries no name of its own: ``sample`` is the family's."""
         self.add(family, kind, help_, labels, value)

@@ -117,7 +117,7 @@ def add_info_metrics(
 def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], base: dict[str, str], out: FamilySet) -> None:
     """:func:`_add_field` of each field, its commonest case (a number, as the server wrote it or scaled) gathered and
     added in one call: it runs for every field of every target of a fleet."""
-    numbers: list[tuple[str, str, str, str]] = []
+    numbers: list[tuple[str, str, str, float | str]] = []
     for name, raw in fields.items():
         plan = plans.get(name) or _plan(section, name)
         action = plan[0]
@@ -133,7 +133,7 @@ def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], b
                 if value is not None:
                     value *= scale
                     if -_INF < value < _INF:
-                        numbers.append((plan[1], plan[2], plan[3], repr(value)))
+                        numbers.append((plan[1], plan[2], plan[3], value))
                         continue
                 elif action == _UNKNOWN:  # not a number (a size written for people): not served
                     continue
