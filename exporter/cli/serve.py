@@ -33,21 +33,6 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-# how long a thread waits for the interpreter lock before it makes the holder give it up (Python's default: 5 ms)
-SWITCH_INTERVAL = 0.02
-
-
-def lengthen_switch_interval() -> None:
-    """A fleet's /metrics renders its targets in one thread while the scrape workers parse the replies that come in.
-    At Python's 5 ms, a worker that waited that long for the lock took it from the render, and the render took it back
-    in turn: the switches, and the render's and the parsers' objects pushing each other out of the CPU's caches, cost
-    5 to 19 % of a target-scrape's CPU at 1,000 targets (docs/performance.md). At 20 ms each runs longer in one go; a
-    thread that waits for its turn (the HTTP loop's, a /scrape's) waits about that long at most, a fraction of any timeout."""
-    import sys
-
-    sys.setswitchinterval(SWITCH_INTERVAL)
-
-
 def run_server(config: Config, reload: Callable[[], Config] | None = None) -> int:
     """Serve until SIGTERM or SIGINT (exit 0 within a few seconds, whatever targets do); SIGHUP reloads the
     configuration through ``reload``: a new file that does not validate is logged in one line and the running
@@ -68,7 +53,6 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
         app.close()
         raise ExporterError(f"cannot listen on {config.listen_address}: {err.strerror or err}") from err
     tune_garbage_collector()
-    lengthen_switch_interval()
     _reload = _reloader(server, reload, reloads)
 
     def _stop(signum: int, _frame: Any) -> None:
