@@ -8,8 +8,9 @@ Starts N empty redis-servers on loopback. Per run:
 - this exporter with one configured target and with all N (each its own process, started the same way), each scraped
   through /metrics ``--rounds`` times over one kept-alive connection: RSS after the rounds; the RSS a target costs is the
   difference over the N - 1 targets added (what the issue's goal of 64 KiB a target measures); CPU per target-scrape
-  is the N-target exporter's CPU over the rounds, over N x rounds, and so are its context switches (every thread's, voluntary
-  and not: the hand-offs between the render and the scrape workers);
+  is the N-target exporter's CPU over the rounds, over N x rounds, and so are its context switches (every thread's;
+  voluntary ones are waits, for a reply, a queue or the interpreter lock; involuntary ones, preemption by the servers
+  and the bench on the same cores);
 - redis_exporter scraped through /scrape?target= once per server per round, 8 requests at a time (Prometheus scrapes
   the multi-target pattern's targets in parallel): its CPU per /scrape;
 - this exporter the same way, through /scrape?target=<configured name>, for the like-for-like figure.
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from many_targets_bench import start_servers, stop_servers
 from scrape_bench import free_port, print_medians, record_run, rss_mib, wait_for
-from side_by_side_bench import PROMETHEUS_3_ACCEPT, context_switches, cpu_ns, switches_since
+from side_by_side_bench import PROMETHEUS_3_ACCEPT, SWITCHES, context_switches, cpu_ns, switches_since
 
 ACCEPTS = {
     "text": "text/plain;version=0.0.4",
@@ -118,11 +119,14 @@ def one_run(args: argparse.Namespace, ports: list[int], workdir: Path) -> dict[s
         process, port = ours(args.python, config, IMAGE_ENV if args.image_env else {})
         try:
             metrics_rounds(port, 1, accept)  # connections opened, first INFO parsed
-            before, switches = cpu_ns(process.pid), context_switches(process.pid)
+            before = cpu_ns(process.pid)
+            switches = {kind: context_switches(process.pid, (kind,)) for kind in SWITCHES}
             metrics_rounds(port, args.rounds, accept)
             if count > 1:
                 figures["ours_cpu_per_target_scrape_ms"] = (cpu_ns(process.pid) - before) / (args.rounds * count) / 1e6
-                figures["ours_switches_per_target_scrape"] = switches_since(process.pid, switches) / (args.rounds * count)
+                for kind, counts in switches.items():  # voluntary: waits (for I/O, a queue, the GIL); involuntary: preempted
+                    name = kind.removesuffix("_ctxt_switches:")
+                    figures[f"ours_{name}_switches_per_target_scrape"] = switches_since(process.pid, counts, (kind,)) / (args.rounds * count)
             rss[count] = rss_mib(process.pid)
             if count > 1:
                 paths = [f"/scrape?target=node{i:04d}" for i in range(count)]

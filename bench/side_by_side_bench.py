@@ -55,22 +55,25 @@ def cpu_ns(pid: int) -> int:
     return total
 
 
-def context_switches(pid: int) -> dict[str, int]:
-    """Context switches of each thread of ``pid``, voluntary and not, by thread id."""
+SWITCHES = ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")
+
+
+def context_switches(pid: int, kinds: tuple[str, ...] = SWITCHES) -> dict[str, int]:
+    """Context switches of each thread of ``pid``, by thread id: voluntary and not, or those of ``kinds``."""
     counts: dict[str, int] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
         except OSError:
             continue  # a thread that ended meanwhile
-        counts[task.name] = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+        counts[task.name] = sum(int(line.split()[1]) for line in status.splitlines() if line.startswith(kinds))
     return counts
 
 
-def switches_since(pid: int, before: dict[str, int]) -> int:
+def switches_since(pid: int, before: dict[str, int], kinds: tuple[str, ...] = SWITCHES) -> int:
     """The switches since ``before`` of the threads alive now (one started since counts whole; one that ended since
     is left out, never subtracted)."""
-    return sum(count - before.get(thread, 0) for thread, count in context_switches(pid).items())
+    return sum(count - before.get(thread, 0) for thread, count in context_switches(pid, kinds).items())
 
 
 def start(kind: str, redis_exporter: str, redis_port: int, python: str, workdir: Path, allow: bool = False) -> tuple[subprocess.Popen, int, float]:
