@@ -112,3 +112,25 @@ def call(app: ExporterApp, path: str, query: str = "", headers: dict[str, str] |
     target = f"{path}?{query}" if query else path
     request = Request(method, target, "HTTP/1.1", {name.lower(): value for name, value in (headers or {}).items()})
     return Response(*app.handle(request))
+
+
+STAMPED = re.compile(r'^elasticache_cloudwatch_datapoint_timestamp_seconds\{.*\bmetric="(aws_elasticache_[a-z0-9_]+)"')
+FRESH_LIMIT = re.compile(r'^elasticache_cloudwatch_fresh_seconds\{.*\bmetric="(aws_elasticache_[a-z0-9_]+)"')
+
+
+def with_served_freshness(tests: list[dict[str, Any]], minutes: int = 1500) -> list[dict[str, Any]]:
+    """promtool tests whose inputs stamp CloudWatch datapoints, each with the limit an exporter at the default intervals
+    serves for that series (``elasticache_cloudwatch_fresh_seconds``, which the rules' guards read), where the test gives
+    none of its own."""
+    from exporter.aws.cloudwatch import DEFAULT_TIER_INTERVALS, fresh_seconds, tier_of_series
+
+    for test in tests:
+        names = [item["series"] for item in test.get("input_series", [])]
+        served = {match.group(1) for name in names if (match := FRESH_LIMIT.match(name))}
+        stamped = sorted({match.group(1) for name in names if (match := STAMPED.match(name))} - served)
+        for metric in stamped:
+            tier = tier_of_series(metric)
+            limit = fresh_seconds(DEFAULT_TIER_INTERVALS[tier])
+            labels = f'instance="exporter:9769", metric="{metric}", tier="{tier}"'
+            test["input_series"].append({"series": f"elasticache_cloudwatch_fresh_seconds{{{labels}}}", "values": f"{limit:g}+0x{minutes}"})
+    return tests

@@ -12,8 +12,8 @@ from helpers import parse_samples, sample
 from moto import mock_aws
 
 from exporter.aws.cloudwatch import DEFAULT_METRICS, METRIC_GROUPS, build_queries, polled_metrics, window
+from exporter.aws.minutes import BurstWindow
 from exporter.aws.monitor import AwsMonitor
-from exporter.aws.network_baseline import BurstWindow
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
 from exporter.common.implied_bandwidth import implied_baseline
@@ -228,7 +228,7 @@ def test_the_status_page_shows_aws_share_and_busiest_second_beside_the_tables(fl
 
 @pytest.mark.unit
 def test_burst_minutes_count_each_cloudwatch_minute_once_by_its_timestamp():
-    from exporter.aws.network_baseline import BurstMinutes, burst_window
+    from exporter.aws.minutes import BurstMinutes, burst_window
 
     calm = {60.0 * minute: 50.0 for minute in range(20)}
     averages = {60.0 * minute: 70.0 for minute in range(20)}

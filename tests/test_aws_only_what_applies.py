@@ -175,7 +175,7 @@ def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durab
         config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(start)
         api = _RecordingApi()
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         assert monitor.discover_once() == []
         durability = {node.cluster_id: node.durability for node in monitor.nodes()}
         assert {cluster_id: mode for cluster_id, mode in durability.items() if mode} == {
@@ -233,7 +233,7 @@ def test_a_group_switched_to_sync_durability_serves_no_durability_series_after_t
         config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(start)
         api = _RecordingApi()
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         monitor.discover_once()
         monitor.poll_once()
         lag = prometheus_name("DurabilityLag", "Maximum")

@@ -13,7 +13,7 @@ import pytest
 from helpers import call, make_app, parse_samples, sample
 from moto import mock_aws
 
-from exporter.alerts.catalog import cloudwatch_fresh_seconds, load_catalog
+from exporter.alerts.catalog import load_catalog
 from exporter.alerts.prometheus import expression
 from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import (
@@ -74,9 +74,7 @@ def test_a_poll_after_a_failed_one_looks_at_every_minute_it_brings():
     """A 5-minute poller whose poll fails brings 10 minutes the next time (the window starts at the last newest minute):
     each of them ends a window, so a minute shaped, a 5-minute run of lag or 15 minutes over the baseline among the older
     five is not lost; the same when the poller's clock drifts and one poll brings 6."""
-    from exporter.aws.minute_window import WindowMinutes
-    from exporter.aws.network_baseline import BurstMinutes
-    from exporter.aws.rising_minutes import RisingMinutes
+    from exporter.aws.minutes import BurstMinutes, RisingMinutes, WindowMinutes
 
     first = {60.0 * m: 0.0 for m in range(5)}
     rising, lag = RisingMinutes(5), WindowMinutes(5, 5)
@@ -103,7 +101,7 @@ def test_a_poll_after_a_failed_one_looks_at_every_minute_it_brings():
 
 @pytest.mark.unit
 def test_rising_minutes_count_each_minute_once_by_its_timestamp():
-    from exporter.aws.rising_minutes import Rising, RisingMinutes, rising
+    from exporter.aws.minutes import Rising, RisingMinutes, rising
 
     count = {60.0 * m: (4.0 if m == 6 else 0.0) for m in range(10)}  # a count of the minute: one minute shaped
     cumulative = {60.0 * m: (12.0 if m >= 6 else 9.0) for m in range(10)}  # a counter that grew once
@@ -140,23 +138,30 @@ def test_the_default_tiers_and_their_bill_per_node():
 def test_freshness_accepts_a_healthy_pollers_newest_minute_and_rejects_a_stalled_one(tier):
     interval = DEFAULT_TIER_INTERVALS[tier]
     limit = fresh_seconds(interval)
-    # just before its next poll, a healthy poller's newest minute started delay + up to two periods + the interval ago
-    healthy = 120 + 2 * 60 + interval - 1 + 30  # and a poll of half a minute
-    stalled = 120 + 60 + 2 * interval  # one poll missed
+    # just before its next poll, a healthy poller's newest minute started delay + up to two periods + the interval ago,
+    # with a poll of half a minute, after one poll that failed (or brought no newer minute: AWS published it late)
+    healthy = 120 + 2 * 60 + interval - 1 + 30 + interval
+    stalled = 120 + 2 * 60 + 3 * interval  # two polls missed
     assert healthy < limit < stalled
 
 
 @pytest.mark.unit
-def test_every_cloudwatch_guard_allows_its_tiers_age():
+def test_every_cloudwatch_guard_reads_the_age_its_exporter_serves():
+    """No guard carries a number: each compares its series' datapoint age with the exporter's served limit for it."""
     checked = 0
     for alert in load_catalog():
         rendered = expression(alert) or ""
-        for metric, limit in re.findall(r'datapoint_timestamp_seconds\{metric="(aws_elasticache_[a-z0-9_]+)"\} < (\d+)', rendered):
-            assert int(limit) == cloudwatch_fresh_seconds(metric)
+        assert not re.search(r"datapoint_timestamp_seconds\{[^}]*\} < \d", rendered), alert.name
+        for stamped, limited in re.findall(
+            r'datapoint_timestamp_seconds\{metric="(aws_elasticache_[a-z0-9_]+)"\} < on \(metric\) group_left \(\) '
+            r'max by \(metric\) \(elasticache_cloudwatch_fresh_seconds\{metric="(aws_elasticache_[a-z0-9_]+)"\}\)',
+            rendered,
+        ):
+            assert stamped == limited
             checked += 1
     assert checked >= 20
-    assert cloudwatch_fresh_seconds("aws_elasticache_swap_usage_maximum") == 600  # paging
-    assert cloudwatch_fresh_seconds("aws_elasticache_evictions_sum") == 1200  # alerting
+    assert fresh_seconds(DEFAULT_TIER_INTERVALS["paging"]) == 900
+    assert fresh_seconds(DEFAULT_TIER_INTERVALS["alerting"]) == 2100
 
 
 class _RecordingApi(AwsApi):
@@ -210,7 +215,7 @@ def test_cost_and_a_live_runs_counted_requests_agree_under_two_dollars_a_node(aw
         # an hour of the poller's own schedule, on a simulated clock: what it asks, counted as AWS bills it
         clock = _Clock(START)
         api = _RecordingApi(clock)
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         monitor.discover_once()
         while clock.now < START + 3600:
             monitor.poll_once(monitor.due_tiers())
@@ -273,7 +278,7 @@ def test_each_minute_is_served_and_counted_once_whether_polled_every_1_or_5_minu
         cloudwatch = {"interval": interval, "lookback": "10m"}
         config = build_config({"aws": {"regions": [REGION], "cloudwatch": cloudwatch}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(first + 3600 + 23.0)
-        monitor = AwsMonitor(config.aws, clock=clock)
+        monitor = AwsMonitor(config.aws, clock=clock, monotonic=clock)
         monitor.discover_once()
         polls = 0
         first_asked = 0.0
@@ -313,10 +318,11 @@ def _check_poll(monitor: AwsMonitor, minutes: dict[float, tuple[float, float]], 
         assert held.min_usage_percent == max(min(minutes[m][1] for m in window) for window in full)
     else:
         assert held.minutes == len([m for m in minutes if max(newest - 900, first_asked - 60) < m <= newest])
-    # the allowance rules' count: the minutes of the last 5 above the minute before, each once
+    # the allowance rules' count: of the windows of 5 ending at each minute this poll brought, the most minutes above the
+    # minute before, each once
     allowance = prometheus_name("NetworkBandwidthOutAllowanceExceeded", "Maximum")
-    last_five = [stamp for stamp in minutes if newest - 300 < stamp <= newest and stamp - 60 >= first_asked]
-    expected = sum(1 for stamp in last_five if (stamp // 60) % 11 == 0)
+    fives = [[stamp for stamp in minutes if end - 300 < stamp <= end and stamp - 60 >= first_asked] for end in ends]
+    expected = max(sum(1 for stamp in five if (stamp // 60) % 11 == 0) for five in fives)
     assert sample(samples, "elasticache_cloudwatch_rising_minutes", **{**labels, "metric": allowance}) == expected
     # the paging gauges' window (SwapUsage: the last 5 minutes; its value is the minute's own timestamp)
     swap = {**labels, "metric": prometheus_name("SwapUsage", "Maximum")}
@@ -351,7 +357,9 @@ def test_a_node_on_info_gets_no_cloudwatch_copy_of_it_and_gets_it_back_at_the_ne
         config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(START)
         api = _RecordingApi(clock)
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, info_answers=lambda name, _node, _s: name in answering)
+        monitor = AwsMonitor(
+            config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock, info_answers=lambda name, _node, _s: name in answering
+        )
         monitor.discover_once()
         every = {spec.name for spec in monitor.node_metrics}
         polls, due = [], []
@@ -457,7 +465,7 @@ def test_cost_bills_a_tier_as_often_as_the_poller_really_asks_it(wake_up, interv
         environ={},
     )
     clock = _Clock(START)
-    monitor = AwsMonitor(config.aws, clock=clock)
+    monitor = AwsMonitor(config.aws, clock=clock, monotonic=clock)
     times = []
     while clock.now < START + 86400:
         due = monitor.due_tiers()
@@ -509,7 +517,7 @@ def test_a_budget_below_the_defaults_is_kept_by_a_live_run_and_served_as_cost_pr
         assert re.search(r"^trends\s+[\d,]+\s+10500s\s", printed, re.MULTILINE), printed
         clock = _Clock(START)
         api = _RecordingApi(clock)
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         with caplog.at_level(logging.WARNING, logger="exporter.aws.monitor"):
             monitor.discover_once()
             while clock.now < START + 3 * 3600:
@@ -589,7 +597,7 @@ def _budget_kept_on_info_only(clock: _Clock) -> float:
     from exporter.aws.budget import plan
 
     config = build_config({"aws": {"regions": [REGION]}, "redis": {"addr": ""}}, environ={})
-    probe = AwsMonitor(config.aws, clock=clock, info_answers=lambda *_: True)
+    probe = AwsMonitor(config.aws, clock=clock, monotonic=clock, info_answers=lambda *_: True)
     probe.discover_once()
     configured = {tier: config.aws.tier_interval(tier) for tier in TIERS}
     trends_longest = plan(probe.fleet_pairs(), configured, config.aws.poll_interval, budget=0.01).usd_per_month  # off INFO
@@ -616,7 +624,7 @@ def test_info_lost_by_the_fleet_warns_of_the_budget_then_and_a_failed_catch_up_i
         budget = _budget_kept_on_info_only(clock)
         config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": budget}}, "redis": {"addr": ""}}, environ={})
         api = _FlakyApi(clock)
-        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, info_answers=lambda *_: answering)
+        monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock, info_answers=lambda *_: answering)
         log = []
         with caplog.at_level(logging.INFO, logger="exporter.aws.monitor"):
 
@@ -664,7 +672,7 @@ def test_no_budget_warning_at_start_up_before_the_first_scrapes_have_read_info(a
         clock = _Clock(START)
         budget = _budget_kept_on_info_only(clock)
         config = build_config({"aws": {"regions": [REGION], "cloudwatch": {"budget_usd_per_month": budget}}, "redis": {"addr": ""}}, environ={})
-        monitor = AwsMonitor(config.aws, clock=clock, info_answers=lambda *_: answering)
+        monitor = AwsMonitor(config.aws, clock=clock, monotonic=clock, info_answers=lambda *_: answering)
         with caplog.at_level(logging.INFO, logger="exporter.aws.monitor"):
             monitor.discover_once()
             monitor.poll_once(monitor.due_tiers())

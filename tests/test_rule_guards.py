@@ -9,12 +9,13 @@ import subprocess
 
 import pytest
 import yaml
+from helpers import with_served_freshness
 from test_rules import RULES, _without_annotations, series
 from tools import promtool
 
 from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL, RenderError, load_catalog
 from exporter.alerts.prometheus import expression
-from exporter.aws.network_baseline import BurstMinutes
+from exporter.aws.minutes import BurstMinutes
 
 CW = {"account_id": "111111111111", "dimension_CacheClusterId": "rg-001", "dimension_CacheNodeId": "0001", "region": "eu-west-1"}
 READ_P99, WRITE_P99 = "aws_elasticache_successful_read_request_latency_p99", "aws_elasticache_successful_write_request_latency_p99"
@@ -32,7 +33,8 @@ def run_promtool(tmp_path, tests: list[dict]) -> None:
     rules = tmp_path / "rules.yml"
     rules.write_text(_without_annotations(RULES.read_text()))
     test_file = tmp_path / "guards.test.yml"
-    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    document = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": with_served_freshness(tests)}
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cfn_lint
+from helpers import cfn_lint, with_served_freshness
 from tools import promtool
 
 from exporter.alerts.catalog import DEFAULT_SOURCE, SOURCE_LABEL, load_catalog
@@ -278,7 +278,7 @@ RISING = "elasticache_cloudwatch_rising_minutes"
 def served_window(values: list[float], poll_every: int, length: int) -> tuple[str, str]:
     """What the exporter serves each minute of a promtool test from a gauge's CloudWatch minutes (minute i there at
     minute i), polled every ``poll_every`` minutes: the window's lowest and highest, as promtool values."""
-    from exporter.aws.minute_window import WindowMinutes
+    from exporter.aws.minutes import WindowMinutes
 
     kept = WindowMinutes(length, poll_every)
     lowest, highest, now = [], [], None
@@ -390,7 +390,7 @@ durability_buffer_case()
 def served_rising(values: list[float], poll_every: int) -> str:
     """What the exporter serves each minute of a promtool test from a counter's CloudWatch minutes (``values``, minute i
     there at minute i), polled every ``poll_every`` minutes: the rising minutes among the last 5 it holds."""
-    from exporter.aws.rising_minutes import RisingMinutes
+    from exporter.aws.minutes import RisingMinutes
 
     kept = RisingMinutes(poll_every)
     served, now = [], None
@@ -421,16 +421,15 @@ def rising_case(alert: str, metric: str, fire_at: str, quiet_at: str, minutes: i
     case(alert, inputs, fire_at, quiet_at, firing, silent)
 
 
+# shaped in 2 of the last 5 minutes (one shaped minute pages no one, as in the CloudWatch alarm): counted from minute 9 to
+# 13 (every minute) or 10 to 14 (every 5), firing at 12 either way, with no `for`
 for alert, metric in (
     ("ElastiCacheBandwidthOutAllowanceExceeded", "aws_elasticache_network_bandwidth_out_allowance_exceeded_maximum"),
     ("ElastiCacheBandwidthInAllowanceExceeded", "aws_elasticache_network_bandwidth_in_allowance_exceeded_maximum"),
     ("ElastiCachePPSAllowanceExceeded", "aws_elasticache_network_packets_per_second_allowance_exceeded_maximum"),
+    ("ElastiCacheConntrackAllowanceExceeded", "aws_elasticache_network_conntrack_allowance_exceeded_maximum"),
 ):
-    # counted from minute 8 to 12 (every minute) or 10 to 14 (every 5): firing, 2 minutes on, at 12 either way
-    rising_case(alert, metric, "12m", "6m")
-# dropped connections in 2 of the last 5 minutes, seen 2 minutes on (a single minute's reconnect burst pages no one):
-# counted from minute 9 to 12 (every minute) or 10 to 14 (every 5), firing at 12 either way
-rising_case("ElastiCacheConntrackAllowanceExceeded", "aws_elasticache_network_conntrack_allowance_exceeded_maximum", "12m", "6m", minutes=2)
+    rising_case(alert, metric, "12m", "6m", minutes=2)
 
 T = {"instance": "a"}
 case("RedisDown", [(series("redis_up", **T), "0+0x5")], "2m", "0m", T, [(series("redis_up", instance="q"), "1+0x5")])
@@ -1004,7 +1003,7 @@ def served_sustained(percents: list[float], poll_every: int) -> tuple[str, str]:
     """What the exporter serves each minute of a promtool test from one CloudWatch minute a minute (``percents``): its
     poller, every ``poll_every`` minutes, brings every minute since its last poll (minute i is there at minute i); the
     15-minute window of what it holds, as promtool values (``_`` before the first poll brings a minute)."""
-    from exporter.aws.network_baseline import BurstMinutes
+    from exporter.aws.minutes import BurstMinutes
 
     kept = BurstMinutes(poll_every)
     lowest, held = [], []
@@ -1358,7 +1357,8 @@ def test_promtool_unit_tests_for_every_alert(tmp_path):
             )
     assert len(stale_checked) >= 30
     test_file = tmp_path / "rules.test.yml"
-    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    document = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": with_served_freshness(tests)}
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
 
@@ -1507,7 +1507,9 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
     document = {
         "rule_files": [str(rules)],
         "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}],
+        "tests": with_served_freshness(
+            [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}]
+        ),
     }
     test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
@@ -1652,7 +1654,8 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
         }
     ]
     test_file = tmp_path / "tags.test.yml"
-    test_file.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": tests}, sort_keys=False))
+    document = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": with_served_freshness(tests)}
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     check = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=120, check=False)
@@ -1756,7 +1759,9 @@ def _promtool_test(tmp_path: Path, inputs: list[tuple[str, str]], checks: list[d
     document = {
         "rule_files": [str(rules)],
         "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}],
+        "tests": with_served_freshness(
+            [{"interval": "1m", "input_series": [{"series": s, "values": v} for s, v in inputs], "alert_rule_test": checks}]
+        ),
     }
     test_file.write_text(yaml.safe_dump(document, sort_keys=False))
     result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
@@ -1796,8 +1801,8 @@ def test_a_replica_restart_pages_no_one_and_a_lost_replica_does_over_hours(tmp_p
 
 def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_path):
     """Two hours of AWS's cumulative counter, polled every minute: a one-minute reconnect storm every 20 minutes never
-    pages; drops in 3 minutes running (100 to 102) page two minutes after the second of them, while 2 of the last 5
-    minutes rose."""
+    pages; drops in 3 minutes running (100 to 102) page at the second of them, while 2 of the last 5 minutes rose, as
+    its CloudWatch alarm (2 of 5 datapoints) does."""
     metric = "aws_elasticache_network_conntrack_allowance_exceeded_maximum"
     storms = {**CW, "dimension_CacheClusterId": "storms"}
     outage = {**CW, "dimension_CacheClusterId": "outage"}
@@ -1807,8 +1812,8 @@ def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_pat
     for labels, values in ((storms, counts), (outage, sustained)):
         inputs.append((series(RISING, **labels, metric=metric), served_rising(values, 1)))
         inputs.append((series("elasticache_cloudwatch_datapoint_timestamp_seconds", **labels, metric=metric), "0+60x120"))
-    # two of the last five minutes rose from 101 to 105 (at 106 only 102 is left): firing from 103, 2 minutes on, to 105
-    firing = {minute: [{**outage, "severity": "critical", **OURS}] for minute in range(103, 106)}
+    # two of the last five minutes rose from 101 to 105 (at 106 only 102 is left): firing from 101 to 105
+    firing = {minute: [{**outage, "severity": "critical", **OURS}] for minute in range(101, 106)}
     _promtool_test(tmp_path, inputs, _every("ElastiCacheConntrackAllowanceExceeded", range(0, 119), firing))
 
 
@@ -1848,6 +1853,9 @@ def test_no_critical_alert_fires_on_one_evaluation():
         "ElastiCacheNetworkInOverAWSBaseline": "15m",
         "ElastiCacheDurabilityLagNearRejection": "5m",
         "ElastiCacheServerlessThrottled": "5m",
+        "ElastiCacheBandwidthOutAllowanceExceeded": "5m",
+        "ElastiCacheBandwidthInAllowanceExceeded": "5m",
+        "ElastiCacheConntrackAllowanceExceeded": "5m",
     }
 
 

@@ -90,7 +90,7 @@ def _alarm(node: Node, alert: Alert, values: dict[str, Any], topic_arn: str | No
         "AlarmName": f"{node.cluster_id}-{alert.name}",
         "AlarmDescription": f"[{alert.severity}] {alert.summary}{' ' + sentence if sentence else ''} {MARKER}",
         "EvaluationPeriods": cw.evaluation_periods,
-        "DatapointsToAlarm": cw.evaluation_periods,
+        "DatapointsToAlarm": cw.datapoints_to_alarm or cw.evaluation_periods,
         "Threshold": float(values[key] if key else cw.threshold),  # type: ignore[arg-type]
         "ComparisonOperator": cw.comparison,
         "TreatMissingData": "missing",

@@ -8,7 +8,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from exporter.aws.cloudwatch import DEFAULT_TIER_INTERVALS, fresh_seconds, tier_of_series
 from exporter.common.errors import ExporterError
 from exporter.common.records import record
 from exporter.common.schema import check_known_keys
@@ -41,15 +40,9 @@ FLEET_SERIES = re.compile(
     r"|pending_modification_info|global_datastore_[a-z_]+|engine_support_[a-z_]+)\b"
 )
 FLEET_FRESH_SECONDS = 1800  # six discovery intervals of five minutes
-# what an arm of an expression may read, declared per arm (prometheus.any / prometheus.all): the labels that name its
-# node, and the expression that holds while the arm's own series is fresh (its ``{series}`` filled in)
-ARM_SOURCES = {
-    "cloudwatch": (
-        CLOUDWATCH_DIMENSIONS,
-        'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{series}"}} < {fresh}',
-    ),
-    "redis": ("instance", "redis_up == 1"),
-}
+# what an arm of an expression may read, declared per arm (prometheus.any / prometheus.all), and the labels that name its
+# node; each arm holds only while its own series is fresh (``render_arms``)
+ARM_SOURCES = {"cloudwatch": CLOUDWATCH_DIMENSIONS, "redis": "instance"}
 COMBINATIONS = {"any": "or", "all": "and"}  # any: each arm alerts alone; all: a node alerts where every arm holds
 ARM_COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)\s*-?[0-9.e+]+")
 DEFAULT_RUNBOOK_BASE = "docs/runbooks.md"
@@ -84,6 +77,7 @@ CLOUDWATCH_KEYS = (
     "statistic",
     "period",
     "evaluation_periods",
+    "datapoints_to_alarm",
     "comparison",
     "threshold",
     "unit",
@@ -132,6 +126,7 @@ class CloudWatchAlarm:
     statistic: str
     period: int = 60
     evaluation_periods: int = 5
+    datapoints_to_alarm: int | None = None  # M of the N evaluation periods that must breach; None: every one
     comparison: str = "GreaterThanThreshold"
     threshold: float | None = None
     unit: str | None = None
@@ -326,14 +321,15 @@ def render_arms(arms: tuple[Arm, ...], combination: str) -> str:
     joined with ``or`` (any) or ``and`` on the node's labels (all: the value is the first arm's)."""
     rendered = []
     for arm in arms:
-        on, fresh = ARM_SOURCES[arm.source]
-        text = f"({arm.series} {arm.when}) and on ({on}) ({fresh.format(series=arm.series, fresh=cloudwatch_fresh_seconds(arm.series))})"
+        on = ARM_SOURCES[arm.source]
+        fresh = cloudwatch_fresh(arm.series) if arm.source == "cloudwatch" else "redis_up == 1"
+        text = f"({arm.series} {arm.when}) and on ({on}) ({fresh})"
         for name, value in arm.labels:
             text = f'label_replace({text}, "{name}", "{value}", "", "")'
         rendered.append(f"({text})")
     operator = COMBINATIONS[combination]
     if combination == "all":
-        operator = f"{operator} on ({ARM_SOURCES[arms[0].source][0]})"
+        operator = f"{operator} on ({ARM_SOURCES[arms[0].source]})"
     return f" {operator} ".join(rendered)
 
 
@@ -349,11 +345,16 @@ def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, w
         raise RenderError(f"{where}.threshold: must be a number")
     if threshold is None and baseline is None and per_node_type is None:
         raise RenderError(f"catalog: alert {name}: cloudwatch needs a threshold or a baseline")
+    evaluation_periods = int(raw.get("evaluation_periods", 5))
+    datapoints = raw.get("datapoints_to_alarm")
+    if datapoints is not None and (isinstance(datapoints, bool) or not isinstance(datapoints, int) or not 1 <= datapoints <= evaluation_periods):
+        raise RenderError(f"{where}.datapoints_to_alarm: must be a whole number from 1 to evaluation_periods ({evaluation_periods})")
     return CloudWatchAlarm(
         metric=raw["metric"],
         statistic=raw["statistic"],
         period=int(raw.get("period", 60)),
-        evaluation_periods=int(raw.get("evaluation_periods", 5)),
+        evaluation_periods=evaluation_periods,
+        datapoints_to_alarm=datapoints,
         comparison=raw.get("comparison", "GreaterThanThreshold"),
         threshold=threshold,
         unit=raw.get("unit"),
@@ -383,9 +384,14 @@ def _guard_for(expr: str | None, baseline: bool) -> str:
     return "redis"
 
 
-def cloudwatch_fresh_seconds(series: str) -> int:
-    """How old a served CloudWatch series' datapoint may be at the default intervals of its tier (``cloudwatch.TIERS``)."""
-    return int(fresh_seconds(DEFAULT_TIER_INTERVALS[tier_of_series(series)]))
+def cloudwatch_fresh(series: str) -> str:
+    """A CloudWatch series' datapoints younger than the exporter serving them says its tier's may be
+    (``elasticache_cloudwatch_fresh_seconds``, for the intervals it polls at, whatever they are configured or budgeted
+    to). Each exporter of a sharded fleet serves it: the most lenient one speaks."""
+    return (
+        f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{series}"}}'
+        f' < on (metric) group_left () max by (metric) (elasticache_cloudwatch_fresh_seconds{{metric="{series}"}})'
+    )
 
 
 def guarded(expr: str, guard: str) -> str:
@@ -399,9 +405,7 @@ def guarded(expr: str, guard: str) -> str:
     if guard == "cloudwatch":
         metric = CLOUDWATCH_SERIES.search(expr)
         assert metric is not None
-        limit = cloudwatch_fresh_seconds(metric.group(0))
-        fresh = f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{metric.group(0)}"}} < {limit}'
-        return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({fresh})"
+        return f"({expr}) and on ({CLOUDWATCH_DIMENSIONS}) ({cloudwatch_fresh(metric.group(0))})"
     if guard == "fleet":
         return f"({expr}) and on () (time() - max(elasticache_exporter_discovery_last_success_timestamp_seconds) < {FLEET_FRESH_SECONDS})"
     return expr

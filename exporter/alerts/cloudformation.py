@@ -31,6 +31,7 @@ class TemplateAlarm:
     statistic: str
     period: int
     evaluation_periods: int
+    datapoints_to_alarm: int
     comparison: str
     threshold_key: str | None  # the Mappings attribute of a per-node-type threshold
     threshold: float | None  # a fixed threshold, as the catalog writes it
@@ -72,6 +73,7 @@ def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlar
                 statistic=cw.statistic,
                 period=cw.period,
                 evaluation_periods=cw.evaluation_periods,
+                datapoints_to_alarm=cw.datapoints_to_alarm or cw.evaluation_periods,
                 comparison=cw.comparison,
                 threshold_key=key,
                 threshold=None if key else cw.threshold,

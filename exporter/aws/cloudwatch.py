@@ -385,12 +385,12 @@ def tier_of_series(name: str) -> str:
 
 def fresh_seconds(interval: float, period: int = 60, delay: float = 120.0) -> float:
     """How old a datapoint asked every ``interval`` may be while its poller is healthy: the delay, the newest complete
-    minute's own period and its start stamp (two periods), the interval until the next poll and a minute for the poll
-    itself. Older, the poller has missed a poll: the datapoint no longer speaks for the node."""
-    return delay + 2 * period + interval + 60.0
-
-
-FRESH_SECONDS = fresh_seconds(DEFAULT_TIER_INTERVALS["paging"])  # 600 s: a paging datapoint at the defaults
+    minute's own period and its start stamp (two periods), the interval until the next poll, a minute for the poll
+    itself, and one more interval: one poll may fail (throttled, its deadline passed) or bring no newer minute (AWS
+    published it late; the next poll asks it again) without silencing an alert that holds. Older, the poller has missed
+    two polls: the datapoint no longer speaks for the node. The exporter serves it per series
+    (``elasticache_cloudwatch_fresh_seconds``) for the intervals it really polls at, and the rules' guards read that."""
+    return delay + 2 * period + 2 * interval + 60.0
 
 
 _SERIES_TIERS = _known_series()

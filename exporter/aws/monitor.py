@@ -46,21 +46,8 @@ from .cloudwatch import (
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
 from .global_datastores import GlobalDatastore, describe_global_datastores, merge_global_datastores, secondary_groups
-from .minute_window import WINDOW_SERIES, MinuteWindow, WindowMinutes
-from .network_baseline import (
-    BURST_SERIES,
-    DIRECTIONS,
-    HISTORY_SECONDS,
-    HISTORY_SERIES,
-    BurstMinutes,
-    BurstWindow,
-    ImpliedMinutes,
-    SustainedWindow,
-    burst_series_names,
-    datapoints,
-    series_names,
-)
-from .rising_minutes import RISING_SERIES, Rising, RisingMinutes
+from .minutes import RISING_SERIES, WINDOW_SERIES, BurstMinutes, BurstWindow, MinuteWindow, Rising, RisingMinutes, SustainedWindow, WindowMinutes
+from .network_baseline import BURST_SERIES, DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, ImpliedMinutes, burst_series_names, datapoints, series_names
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
@@ -74,6 +61,10 @@ INFO_FRESH_SECONDS = 180.0
 # as the batch's decoding and keeping took, within the poll's deadline. A poll's work is pure Python, so without the
 # rest a scrape running meanwhile gets half the interpreter (a poll of 1,000 nodes doubled /metrics' latency).
 POLL_CPU_SHARE = 0.25
+# The newest minutes of a poll that the next poll of its tier asks again: a minute AWS publishes a few minutes late, or
+# one that was not complete yet because the exporter's clock runs ahead of AWS's, is still asked (GetMetricData bills
+# the metrics asked, not their datapoints; a minute brought twice is kept once, by its timestamp).
+ASKED_AGAIN_SECONDS = 300.0
 
 
 @record(frozen=True)
@@ -117,9 +108,11 @@ class AwsMonitor:
         owns: Callable[[str], bool] | None = None,
         info_answers: Callable[[str, Node, float], bool] | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
+        self._monotonic = monotonic  # what the poll schedule counts on: a step of the wall clock never stalls or rushes it
         # a sharded exporter polls and describes only its own share of the nodes (all are still discovered)
         self.owns = owns or (lambda _cluster_id: True)
         # whether the exporter read a node's INFO in the last seconds given (by its instance name); None: it reads none
@@ -160,7 +153,7 @@ class AwsMonitor:
         self.last_queries = 0
         self.polls = 0
         self.nodes_on_info = 0  # of the last poll
-        # per tier: when it was last asked; per (tier, account, region): the start of the newest complete minute its
+        # per tier: when it was last asked (on the monotonic clock); per (tier, account, region): the start of the newest complete minute its
         # last successful poll asked for, where the next poll's window starts (the poll thread's alone)
         self._asked: dict[str, float] = {}
         self._since: dict[tuple[str, AwsAccount, str], float] = {}
@@ -338,7 +331,7 @@ class AwsMonitor:
     def due_tiers(self) -> tuple[str, ...]:
         """The tiers whose interval has passed since they were last asked (half a wake-up early, so a tier of 15 minutes
         polled by a 5-minute poller is asked every third poll, not every fourth)."""
-        now = self._clock()
+        now = self._monotonic()
         slack = self.config.poll_interval / 2
         return tuple(tier for tier in TIERS if tier not in self._asked or now - self._asked[tier] >= self.tier_interval(tier) - slack)
 
@@ -409,8 +402,9 @@ class AwsMonitor:
         # their INFO stopped (or asking them again failed): CloudWatch's copy is asked now, whatever the tier
         caught_up = (self._on_info | self._catch_up) - on_info
         failed: set[NodeKey] = set()
+        asked_at = self._monotonic()
         for tier in tiers:
-            self._asked[tier] = now
+            self._asked[tier] = asked_at
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
             queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up, extras)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
@@ -434,7 +428,7 @@ class AwsMonitor:
             self._by_instance = by_instance if self._names is names_now else _instance_index(merged, self._names)
             self._implied, self._bursts, self._sustained = kept.implied, kept.bursts, kept.sustained
             self._rising, self._windows = kept.rising, kept.windows
-            if poll.fresh or not poll.queried:
+            if poll.fresh:  # a poll that asked nothing, or whose answers brought nothing, is no success
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = poll.queries
@@ -510,9 +504,10 @@ class AwsMonitor:
                 query = by_id.get(query_id)
                 if query is not None:
                     poll.fresh[keys[query_id]] = CachedValue(query, datapoint)
-        if complete:  # the next poll starts at this one's newest complete minute; after a failure, where this one started
+        if complete:  # the next poll asks this one's newest minutes again (late ones, a clock ahead of AWS's); after a
+            # failure, it starts where this one started
             for tier in tiers:
-                self._since[(tier, account, region)] = span[1].timestamp() - self.config.period
+                self._since[(tier, account, region)] = span[1].timestamp() - ASKED_AGAIN_SECONDS
         return complete
 
     def _rest(self, poll: _Poll) -> None:

@@ -95,8 +95,9 @@ AWS = [
         "CloudWatch", "time of that datapoint"),
     Doc("elasticache_cloudwatch_rising_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
-        "of the last 5 minutes of an allowance-exceeded series (`metric`), those above the minute before, each minute "
-        "counted once however often a poll brings it; the allowance alerts read it"),
+        "of the windows of 5 minutes ending at each minute the last poll brought, the most minutes of an allowance-exceeded "
+        "series (`metric`) above the minute before, each minute counted once however often a poll brings it; the allowance alerts "
+        "read it (2 or more: shaped in more than one minute, as their CloudWatch alarms count)"),
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
         "minutes held of the newest window of a gauge an alert holds (`metric`): the newest 1 of DurabilityBufferExceededErrorCount "
@@ -112,8 +113,8 @@ AWS = [
     Doc("elasticache_cloudwatch_window_highest", "gauge", "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`",
         "CloudWatch, kept by minute", "of the same windows, the lowest highest value (for a `<` alert: FreeableMemory)"),
     Doc("elasticache_cloudwatch_fresh_seconds", "gauge", "`metric`, `tier`", "the configuration",
-        "how old that datapoint may be while its poller is healthy: the tier's interval, the delay, two periods and a minute "
-        "(docs/cloudwatch-cost.md); older, ElastiCacheCloudWatchDataStale fires"),
+        "how old that datapoint may be while its poller is healthy: two of the tier's intervals as polled, the delay, two periods and "
+        "a minute (docs/cloudwatch-cost.md); every CloudWatch guard of the rules reads it, and older, ElastiCacheCloudWatchDataStale fires"),
     Doc("elasticache_node_info", "gauge", f"{T}, `account_id`, `region`, `node`, `replication_group`, `shard`, `role`, `node_type`, `engine`, "
         "`engine_version`, `az`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `tag_<key>` (each of `aws.export_tags`)", "discovery",
         "always 1, one per discovered node, for joins; `instance` is the CacheClusterId, or `account/region/id` where the id clashes"),

@@ -8,7 +8,7 @@ import time
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name, tier_of
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.engine_support import SupportRow, cluster_support, load_support_table
-from exporter.aws.minute_window import MinuteWindow
+from exporter.aws.minutes import MinuteWindow
 from exporter.aws.monitor import AwsMonitor, series_key
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
@@ -53,8 +53,8 @@ class AwsCollector(FamilyCollector):
                 out.add(
                     "elasticache_cloudwatch_rising_minutes",
                     GAUGE,
-                    "Of the last 5 CloudWatch minutes of each allowance-exceeded series, those above the minute before "
-                    "(each minute once, however often the exporter polls).",
+                    "Of the windows of 5 CloudWatch minutes ending at each minute the last poll brought, the most minutes of "
+                    "each allowance-exceeded series above the minute before (each minute once, however often the exporter polls).",
                     {**labels, "metric": name},
                     counted.rising,
                 )

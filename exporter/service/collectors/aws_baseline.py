@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from exporter.aws.minutes import BurstWindow, SustainedWindow
 from exporter.aws.monitor import AwsMonitor
-from exporter.aws.network_baseline import DIRECTIONS, BurstWindow, SustainedWindow
+from exporter.aws.network_baseline import DIRECTIONS
 from exporter.baselines.table import BaselineTable
 from exporter.common.families import GAUGE, FamilySet
 
