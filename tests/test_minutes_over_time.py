@@ -11,7 +11,7 @@ import time
 
 import boto3
 import pytest
-from helpers import parse_samples, sample
+from helpers import call, parse_samples, sample
 from moto import mock_aws
 
 from exporter.aws.api import AwsApi, AwsCallError
@@ -217,3 +217,51 @@ def test_a_minute_aws_publishes_late_is_asked_again_and_kept(aws_credentials):
     assert sample(served, "elasticache_cloudwatch_datapoint_timestamp_seconds", **swap) == first + 24 * 60
     # the highest lowest of the windows of 5 ending at 17..24 is that of 15..19, full only with the late minutes held
     assert sample(served, "elasticache_cloudwatch_window_lowest", **swap) == 2000.0 - 19
+
+
+def test_a_reload_keeps_what_the_process_learned_and_its_counters_never_fall(aws_credentials, monkeypatch):
+    """SIGHUP's reload, as serve runs it: with the same AWS settings the running monitor is handed over whole (no poll
+    asked again at once, the same windows, the same counters); with other AWS settings the old poller is stopped before
+    the new one starts, and the API counters go on from where they were."""
+    from servers import wait_until
+
+    from exporter.cli.serve import _reloader
+    from exporter.service.collectors.exporter import ConfigReloads
+    from exporter.service.server import ExporterApp, make_http_server
+
+    handed: list[tuple[ExporterApp, list[str]]] = []  # each app's discovered nodes, as discovery hands them over
+    on_discovery = ExporterApp._on_discovery
+    monkeypatch.setattr(ExporterApp, "_on_discovery", lambda app, named: handed.append((app, [n for n, _ in named])) or on_discovery(app, named))
+    first = math.floor(time.time() / 60) * 60 - 20 * 60
+    raw = {"redis": {"addr": ""}, "aws": {"regions": [REGION]}}
+    changed = {**raw, "aws": {**raw["aws"], "cloudwatch": {"interval": "10m"}}}
+    swap = {**NODE, "metric": prometheus_name("SwapUsage", "Maximum")}
+    with mock_aws():
+        boto3.client("elasticache", region_name=REGION).create_cache_cluster(
+            CacheClusterId="node", CacheNodeType="cache.r6g.large", Engine="redis", NumCacheNodes=1
+        )
+        _put({first + 60.0 * m: {"SwapUsage": 2e8} for m in range(20)})
+        server = make_http_server(ExporterApp(build_config(raw, environ={})), "127.0.0.1:0")  # not serving: only its app
+        try:
+            monitor = server.app.aws_monitor
+            wait_until(lambda: monitor.polls >= 1, timeout=30, what="the first poll")
+            before = parse_samples(call(server.app, "/metrics").text)
+            asked = sample(before, "elasticache_exporter_cloudwatch_metrics_requested_total")
+            assert asked > 0
+            _reloader(server, lambda: build_config(raw, environ={}), ConfigReloads(time.time()))()
+            assert server.app.aws_monitor is monitor
+            assert monitor.polls == 1
+            after = parse_samples(call(server.app, "/metrics").text)
+            for family in ("elasticache_cloudwatch_window_lowest", "elasticache_cloudwatch_datapoint_timestamp_seconds"):
+                assert sample(after, family, **swap) == sample(before, family, **swap)
+            assert sample(after, "elasticache_exporter_cloudwatch_metrics_requested_total") == asked
+            assert (server.app, ["node"]) in handed  # the new app's targets have the node at once, not at the next discovery
+            _reloader(server, lambda: build_config(changed, environ={}), ConfigReloads(time.time()))()
+            assert server.app.aws_monitor is not monitor
+            assert not any(thread.is_alive() for thread in monitor._threads)  # stopped before the new one started
+            wait_until(lambda: server.app.aws_monitor.polls >= 1, timeout=30, what="the new monitor's first poll")
+            again = parse_samples(call(server.app, "/metrics").text)
+            assert sample(again, "elasticache_exporter_cloudwatch_metrics_requested_total") >= 2 * asked
+        finally:
+            server.server_close()
+            server.app.close()

@@ -118,10 +118,11 @@ def test_each_arm_renders_with_its_own_series_freshness(tmp_path):
     assert rendered.count(" or ") == 1
     cloudwatch_node = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
     assert f"label_replace((aws_elasticache_a >= 3) and on ({cloudwatch_node})" in rendered
-    # a series no known metric gives is a trend, asked hourly: fresh for 65 minutes (the delay, two periods, a poll)
-    assert '{metric="aws_elasticache_a"} < 3900), "op", "a", "", "")' in rendered
+    # each arm younger than the limit the exporter serves for its own series
+    served = 'on (metric) group_left () max by (metric) (elasticache_cloudwatch_fresh_seconds{{metric="{0}"}})'
+    assert '{metric="aws_elasticache_a"} < ' + served.format("aws_elasticache_a") + '), "op", "a", "", "")' in rendered
     assert f"(aws_elasticache_b > 4) and on ({cloudwatch_node})" in rendered
-    assert '{metric="aws_elasticache_b"} < 3900)' in rendered
+    assert '{metric="aws_elasticache_b"} < ' + served.format("aws_elasticache_b") + ")" in rendered
 
 
 @pytest.mark.unit

@@ -18,7 +18,7 @@ from typing import Any
 
 from exporter.common.records import field, record
 
-from .api import AwsApi, AwsCallError
+from .api import ApiStats, AwsApi, AwsCallError
 from .budget import BudgetPlan, describe, plan
 from .cloudwatch import (
     DURABILITY_METRICS,
@@ -109,6 +109,7 @@ class AwsMonitor:
         info_answers: Callable[[str, Node, float], bool] | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        stats: ApiStats | None = None,
     ) -> None:
         self.config = config
         self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
@@ -120,7 +121,10 @@ class AwsMonitor:
         self._on_info: set[NodeKey] = set()  # nodes whose INFO-equivalents the last poll left out (written under the lock)
         self._catch_up: set[NodeKey] = set()  # nodes off INFO whose asking them again failed: asked at the next poll too
         self._log_failures = log_failures  # off for a command, which reports failures itself
-        self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id) for account in config.accounts}
+        # every account's calls counted in one record: a process's own (``stats``), which outlives this monitor, so the
+        # counters of a monitor built anew on a reload go on from where the last one's were
+        stats = stats or ApiStats()
+        self.apis = apis or {account: AwsApi(role_arn=account.role_arn, external_id=account.external_id, stats=stats) for account in config.accounts}
         self._on_nodes = on_nodes
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -179,10 +183,31 @@ class AwsMonitor:
         for thread in self._threads:
             thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 2.0) -> bool:
+        """Stop the loops: a poll ends at its next batch, discovery at its next region. Whether both ended within
+        ``timeout`` (a reload that builds a new monitor waits longer: never two pollers at once)."""
         self._stop.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=2)
+            if thread.is_alive():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self._threads)
+
+    def attach(
+        self,
+        on_nodes: Callable[[list[tuple[str, Node]]], None] | None,
+        owns: Callable[[str], bool] | None,
+        info_answers: Callable[[str, Node, float], bool] | None,
+    ) -> None:
+        """Serve another app with what this monitor knows (a reload whose AWS settings did not change): its discovery
+        callback, its shard and its targets' INFO from now on; the nodes found so far handed to it at once. The minutes,
+        the poll marks, the counters and the schedule go on as they were."""
+        with self._lock:
+            self._on_nodes = on_nodes
+            self.owns = owns or (lambda _cluster_id: True)
+            self._info_answers = info_answers if self.config.info_first else None
+        if on_nodes is not None and self._discovered.is_set():
+            on_nodes(self.named_nodes())
 
     def _loop(self, work: Callable[[], None], interval: float) -> None:
         while not self._stop.is_set():
@@ -234,6 +259,8 @@ class AwsMonitor:
         for account in self.config.accounts:
             api = self.apis[account]
             for region in account.regions:
+                if self._stop.is_set():
+                    return failures
                 try:
                     nodes, serverless = discover_region(api, region, self.config.tag_filters, api.account_id, bool(self.config.export_tags))
                 except AwsCallError as err:
@@ -484,6 +511,8 @@ class AwsMonitor:
             return False
         complete = True
         for batch in batches(queries):
+            if self._stop.is_set():  # stopped (a reload): the next poll, of this monitor or the next, asks these again
+                return False
             self._rest(poll)
             keys = {query.id: series_key(query) for query in batch}
             poll.queried.update(keys.values())

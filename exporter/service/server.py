@@ -38,14 +38,21 @@ log = logging.getLogger(__name__)
 Reply = tuple[int, list[tuple[str, str]], bytes | bytearray]  # status, headers, body
 SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
 DEADLINE_MARGIN = 0.1  # seconds kept back from Prometheus' timeout to write the reply
+AWS_STOP_SECONDS = 60.0  # how long a reload waits for the AWS calls under way to end (each has its own timeout)
 
 
 class ExporterApp:
     """Routes: the telemetry path, /scrape?target=, /-/healthy and the status page."""
 
     def __init__(
-        self, config: Config, targets: TargetSet | None = None, reloads: ConfigReloads | None = None, running_shard: Shard | None = None
+        self,
+        config: Config,
+        targets: TargetSet | None = None,
+        reloads: ConfigReloads | None = None,
+        running_shard: Shard | None = None,
+        running: ExporterApp | None = None,
     ) -> None:
+        """``running``: the app a reload replaces; what the process learned from AWS passes from it to this one."""
         self.config = config
         self.reloads = reloads or ConfigReloads(time.time())  # a reload hands the new app the process's record
         self.targets = targets or TargetSet(config)
@@ -103,22 +110,48 @@ class ExporterApp:
             self.slot_stats_profiler = self._start_profiler(
                 SlotStatsProfiler(config.slot_stats, self._profiled_targets, config.scrape_max_reply_bytes), SlotStatsCollector
             )
+        self._start_aws(config, running)
+
+    def _start_aws(self, config: Config, running: ExporterApp | None) -> None:
+        """Discovery and CloudWatch in the background, served by the AWS collector. On a reload whose AWS settings did
+        not change, the running monitor is taken over whole (its minutes, poll marks, schedule and counters); otherwise
+        it is stopped before a new one starts, which counts on from its counters."""
         self.aws_monitor: Any = None
         self._aws_collector: Any = None
-        if config.aws.enabled:
-            self._start_aws(config)
-
-    def _start_aws(self, config: Config) -> None:
-        """Discovery and CloudWatch in the background, served by the AWS collector."""
+        # the AWS calls' counters, the process's: a monitor built anew on a reload counts on from them
+        self.aws_stats: Any = running.aws_stats if running is not None else None
+        if not config.aws.enabled:
+            if running is not None:
+                running.stop_aws()
+            return
+        from exporter.aws.api import ApiStats
         from exporter.aws.monitor import AwsMonitor
 
         from .collectors.aws import AwsCollector
 
-        self.aws_monitor = AwsMonitor(config.aws, on_nodes=self._on_discovery, owns=self.targets.owns, info_answers=self.targets.answered_lately)
+        kept = running.aws_monitor if running is not None else None
+        if kept is not None and kept.config == config.aws:
+            assert running is not None
+            running.aws_monitor = None  # handed over: closing the old app leaves it polling
+            self.aws_monitor = kept
+            kept.attach(self._on_discovery, self.targets.owns, self.targets.answered_lately)
+        else:
+            if running is not None:
+                running.stop_aws()
+            self.aws_stats = self.aws_stats or ApiStats()
+            self.aws_monitor = AwsMonitor(
+                config.aws, on_nodes=self._on_discovery, owns=self.targets.owns, info_answers=self.targets.answered_lately, stats=self.aws_stats
+            )
+            self.aws_monitor.start()
         self.targets.credentials_for = self.aws_monitor.credentials_for
         self._aws_collector = AwsCollector(self.aws_monitor, self._baselines)
         self._extra_collectors.append(self._aws_collector)
-        self.aws_monitor.start()
+
+    def stop_aws(self) -> None:
+        """Stop this app's AWS monitor and wait for its poll to end (at its next batch): a new one never polls beside it."""
+        monitor, self.aws_monitor = self.aws_monitor, None
+        if monitor is not None and not monitor.stop(timeout=AWS_STOP_SECONDS):
+            log.warning("AWS: the last poll had not ended %.0f s after it was asked to stop", AWS_STOP_SECONDS)
 
     def _start_shard_count(self, config: Config, running_shard: Shard | None) -> None:
         """scrape.shard INDEX/auto: the count read from the pod's StatefulSet in the background. A reload keeps the count
