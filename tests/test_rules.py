@@ -1460,6 +1460,37 @@ def test_annotations_of_a_baseline_alert_render_with_value_node_type_and_suggest
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
 
 
+def test_a_redis_down_page_says_why_without_becoming_a_second_alert_when_the_reason_changes(tmp_path):
+    """The kind of the last error (elasticache_exporter_target_last_error) is in the page's text; it changes from timeout
+    to refused during the outage, and the alert stays one alert (the same labels) whose text says the newer kind. A node
+    whose exporter serves no kind says "unknown"."""
+    down = {"instance": "a", "severity": "critical", **OURS}
+    unknown = {"instance": "b", "severity": "critical", **OURS}
+
+    def page(labels: dict[str, str], kind: str) -> dict:
+        text = f"{labels['instance']} has been down for the exporter for 1 minute (last error: {kind}; the kinds are in the runbook)."
+        annotations = {"summary": "A Redis target does not answer the exporter.", "description": text, "runbook_url": "docs/runbooks.md#redis-down"}
+        return {"exp_labels": labels, "exp_annotations": annotations}
+
+    test = {
+        "interval": "1m",
+        "input_series": [
+            {"series": series("redis_up", instance="a"), "values": "0x20"},
+            {"series": series("elasticache_exporter_target_last_error", instance="a", kind="timeout"), "values": "1x9 _x11"},
+            {"series": series("elasticache_exporter_target_last_error", instance="a", kind="refused"), "values": "_x9 1x11"},
+            {"series": series("redis_up", instance="b"), "values": "0x20"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "5m", "alertname": "RedisDown", "exp_alerts": [page(down, "timeout"), page(unknown, "unknown")]},
+            {"eval_time": "15m", "alertname": "RedisDown", "exp_alerts": [page(down, "refused"), page(unknown, "unknown")]},
+        ],
+    }
+    test_file = tmp_path / "down.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": [test]}, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+
+
 def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
     """RedisDown carries the shard its node had before it went down, its replica's RedisMasterLinkDown that shard and the
     discovered node's account, region and group, and a CloudWatch alert its node's group: so Alertmanager's equal labels
