@@ -326,7 +326,7 @@ def window_case(
                     (series("elasticache_node_info", **labels, instance=labels[name_label], replication_group=joined, role="primary"), f"1x{minutes}")
                 )
             if name == "held":
-                firing.append(labels if joined is None else {**labels, "replication_group": joined})
+                firing.append(labels if joined is None else {**labels, "replication_group": joined, "instance": labels[name_label]})
     # held from minute 0: a full window from minute length-1 (every minute) or the first poll after it; none by minute 0
     case(alert, inputs, f"{first_full + 2}m", "0m", firing, silent)
 
@@ -668,7 +668,18 @@ case(
     + host_cpu_inputs({**CW, "account_id": "222222222222"}, {**NODE, **OTHER_ACCOUNT}, [5.0] * 16),
     "11m",
     "8m",
-    [{**CW, "dimension_CacheClusterId": f"rg-001-every-{every}m", "node_type": "cache.r6g.large"} for every in (1, 5)],
+    # named as the Redis side names the node: its instance, group and shard from its elasticache_node_info
+    [
+        {
+            **CW,
+            "dimension_CacheClusterId": f"rg-001-every-{every}m",
+            "node_type": "cache.r6g.large",
+            "instance": "rg-001",
+            "replication_group": "rg",
+            "shard": "0001",
+        }
+        for every in (1, 5)
+    ],
     # under it one minute in 10: never held for the whole window, though a 5-minute poller serves minutes above it
     host_cpu_inputs(
         {**CW, "dimension_CacheClusterId": "q"}, {**NODE, "instance": "q", "node": "q"}, [40.0 if m % 10 == 9 else 50.0 for m in range(16)]
@@ -1493,8 +1504,9 @@ def test_a_redis_down_page_says_why_without_becoming_a_second_alert_when_the_rea
 
 def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
     """RedisDown carries the shard its node had before it went down, its replica's RedisMasterLinkDown that shard and the
-    discovered node's account, region and group, and a CloudWatch alert its node's group: so Alertmanager's equal labels
-    find them (tests/test_alertmanager.py). A node without membership or discovery still alerts, without them."""
+    discovered node's account, region and group, and a CloudWatch alert its node's instance and group (one alert, though
+    two exporter replicas serve its series, each under its own instance): so Alertmanager's equal labels find them
+    (tests/test_alertmanager.py). A node without membership or discovery still alerts, without them."""
     rules = tmp_path / "rules.yml"
     rules.write_text(_without_annotations(RULES.read_text()))
     shard = {"replication_group": "orders", "shard": "0001"}
@@ -1511,8 +1523,14 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
         (series("redis_up", instance="orders-002"), "1x20"),
         (series("redis_master_link_up", instance="orders-002"), "1 1 1 0x20"),
         (series("elasticache_node_info", instance="orders-002", **node, **dims), "1x20"),
-        (series("elasticache_cloudwatch_window_lowest", **replica_dims, metric=lag), "45x20"),
-        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **replica_dims, metric=lag), "0+60x20"),
+        *(
+            (series(family, **replica_dims, metric=lag, instance=f"exporter-{replica}:9769"), values)
+            for replica in "ab"
+            for family, values in (
+                ("elasticache_cloudwatch_window_lowest", "45x20"),
+                ("elasticache_cloudwatch_datapoint_timestamp_seconds", "0+60x20"),
+            )
+        ),
     ]
     checks = [
         {
@@ -1531,7 +1549,7 @@ def test_the_labels_inhibitions_match_are_joined_into_the_alerts(tmp_path):
         {
             "eval_time": "6m",
             "alertname": "ElastiCacheReplicationLag",
-            "exp_alerts": [{"exp_labels": {**replica_dims, "replication_group": "orders", "severity": "warning", **OURS}}],
+            "exp_alerts": [{"exp_labels": {**replica_dims, "instance": "orders-002", "replication_group": "orders", "severity": "warning", **OURS}}],
         },
     ]
     test_file = tmp_path / "joins.test.yml"
@@ -1677,7 +1695,7 @@ def test_rules_rendered_with_tags_carry_the_node_s_tags_and_still_alert_without_
                     "eval_time": "5m",
                     "alertname": "ElastiCacheBandwidthOutAllowanceExceeded",
                     "exp_alerts": [
-                        {"exp_labels": {**cw_known, "tag_team": "payments", "severity": "critical", **OURS}},
+                        {"exp_labels": {**cw_known, "instance": "orders-001", "tag_team": "payments", "severity": "critical", **OURS}},
                         {"exp_labels": {**cw_other, "severity": "critical", **OURS}},
                     ],
                 },

@@ -52,6 +52,7 @@ def expression(alert: Alert) -> str | None:
 
 
 # what an alert's series share with elasticache_node_info, by the guard its expression has
+NODE_NAMES = ("instance", "replication_group", "shard")  # how every alert about a node names it
 _NODE_JOIN = {"redis": "instance", "utilization": "instance", "cloudwatch": "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId"}
 
 # the shard each node is in, with where its name comes from (shard_source): as the exporter serves it, which for a node
@@ -102,8 +103,11 @@ RECORDED = (
 
 
 def _joined(expr: str, on: str, labels: tuple[str, ...], right: str) -> str:
-    """``labels`` joined into the expression from ``right`` on ``on``; a series without a match keeps alerting, without them."""
-    return f"({expr}) * on ({on}) group_left ({', '.join(labels)}) {right} or on ({on}) ({expr})"
+    """``labels`` joined into the expression from ``right`` on ``on``; a series without a match keeps alerting, without them.
+    A label joined that the series has already (a CloudWatch series' ``instance``: the exporter's) is taken off first, so
+    that exporter replicas serving the same series make one alert, not two of the same labels."""
+    left = f"max without (instance) ({expr})" if "instance" in labels else f"({expr})"
+    return f"{left} * on ({on}) group_left ({', '.join(labels)}) {right} or on ({on}) ({expr})"
 
 
 def with_joins(expr: str, guard: str, joins: tuple[str, ...], tags: tuple[str, ...]) -> str:
@@ -115,7 +119,10 @@ def with_joins(expr: str, guard: str, joins: tuple[str, ...], tags: tuple[str, .
     if on is None:
         return expr
     keys = on.split(", ")
-    labels = tuple(label for label in (*(JOINED_LABELS["node"] if "node" in joins else ()), *tags) if label not in keys)
+    # an alert computed from CloudWatch alone names its node as the Redis side does: instance, group and shard
+    named = NODE_NAMES if guard == "cloudwatch" else ()
+    wanted = (*named, *(JOINED_LABELS["node"] if "node" in joins else ()), *tags)
+    labels = tuple(label for label in dict.fromkeys(wanted) if label not in keys)
     if not labels:
         return expr
     # one per node whatever other labels its scrape adds (exporter replicas), so the join is never many-to-many
