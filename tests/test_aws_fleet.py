@@ -283,6 +283,14 @@ def test_instance_names_are_unique_and_stable_for_unique_ids():
         (DEV, EU, "b", "0001"): "b",
         (DEV, US, "c", "0001"): "c",
     }
+    # a node of the same id appears in another account: the node that was there first keeps its name, the newcomer is
+    # qualified; once the first is gone, the newcomer keeps the name it was served under
+    later = instance_names([*nodes, node(PROD, US, "b")], names)
+    assert later[(DEV, EU, "b", "0001")] == "b"
+    assert later[(PROD, US, "b", "0001")] == f"{PROD}/{US}/b"
+    assert instance_names([node(PROD, US, "b")], later) == {(PROD, US, "b", "0001"): f"{PROD}/{US}/b"}
+    # a fresh process knows no names served before: ids shared now are qualified on both sides
+    assert instance_names([node(DEV, EU, "b"), node(PROD, US, "b")])[(DEV, EU, "b", "0001")] == f"{DEV}/{EU}/b"
 
 
 @pytest.mark.unit

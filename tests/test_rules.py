@@ -1866,6 +1866,22 @@ def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_pat
     _promtool_test(tmp_path, inputs, _every("ElastiCacheConntrackAllowanceExceeded", range(0, 119), firing))
 
 
+def test_one_promotion_is_one_failover_alert_though_the_node_restarted_before_it(tmp_path):
+    """A replica restarts at minute 25 (its series stale, then back at 27) and is promoted at 30: RedisFailover fires
+    from 30 for as long as a replica sample is within its 10 minutes, without a gap; a node that was always a master,
+    or a replica that restarted and stayed one, never fires."""
+    promoted = "1x24 stale _ 1x2 _x90"
+    inputs = [
+        (series("redis_instance_role", instance="a", role="slave"), promoted),
+        (series("redis_instance_role", instance="a", role="master"), "_x30 1x89"),
+        (series("redis_instance_role", instance="q", role="master"), "1x120"),
+        (series("redis_instance_role", instance="r", role="slave"), "1x24 stale _ 1x93"),
+        *((series("redis_up", instance=name), up) for name, up in (("a", "1x24 0x2 1x93"), ("q", "1x120"), ("r", "1x24 0x2 1x93"))),
+    ]
+    firing = {minute: [{"instance": "a", "role": "master", "severity": "warning", **OURS}] for minute in range(30, 39)}
+    _promtool_test(tmp_path, inputs, _every("RedisFailover", range(0, 61), firing))
+
+
 def test_the_exporter_leaving_service_discovery_pages_and_a_rollout_does_not(tmp_path):
     """Three hours: a rollout at 1h replaces the exporter's pod (the old one's series ends, the new one's starts 2 minutes
     later under another instance): nothing; at 2h the exporter leaves service discovery: absent 5 minutes later

@@ -27,6 +27,12 @@ NETWORK_ALARMS = ("percentage", "bytes")  # the CloudWatch alarm families for ne
 SEVERITIES = ("critical", "warning", "info")
 CLOUDWATCH_SERIES = re.compile(r"\baws_elasticache_[a-z0-9_]+")
 UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(percent|ratio))\b")
+# a utilization series' selector, with its matchers if any: served from INFO and from CloudWatch for a node both scraped
+# and polled, so an alert reads one source per node (one saturation, one alert)
+UTILIZATION_SELECTOR = re.compile(
+    r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b(\{[^}]*\})?(?!\s*\[)"
+)
+PREFERRED_SOURCES = ("info", "cloudwatch")  # INFO's figure where the exporter reads the node, else CloudWatch's
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
 CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
 SERVED_WHILE_FRESH = re.compile(
@@ -392,6 +398,20 @@ def cloudwatch_fresh(series: str) -> str:
         f'time() - elasticache_cloudwatch_datapoint_timestamp_seconds{{metric="{series}"}}'
         f' < on (metric) group_left () max by (metric) (elasticache_cloudwatch_fresh_seconds{{metric="{series}"}})'
     )
+
+
+def one_source(expr: str) -> str:
+    """Every utilization series the expression reads, from one source per node: INFO's where the exporter reads it,
+    else CloudWatch's (a selector that names its source keeps it)."""
+
+    def preferred(match: re.Match[str]) -> str:
+        name, matchers = match.group(1), (match.group(2) or "{}")[1:-1].strip()
+        if re.search(r"\bsource\s*[!=]", matchers):
+            return match.group(0)
+        first, then = (name + "{" + ", ".join(filter(None, (matchers, f'source="{source}"'))) + "}" for source in PREFERRED_SOURCES)
+        return f"({first} or on (instance, direction) {then})"
+
+    return UTILIZATION_SELECTOR.sub(preferred, expr)
 
 
 def guarded(expr: str, guard: str) -> str:

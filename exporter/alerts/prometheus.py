@@ -16,6 +16,7 @@ from .catalog import (
     checked_exporter_job,
     checked_source,
     guarded,
+    one_source,
 )
 from .inhibitions import JOINED_LABELS
 from .templating import render
@@ -48,7 +49,7 @@ def expression(alert: Alert) -> str | None:
         expr = alert.expr
     else:
         return None
-    return guarded(" ".join(expr.split()), alert.guard)
+    return guarded(one_source(" ".join(expr.split())), alert.guard)
 
 
 # what an alert's series share with elasticache_node_info, by the guard its expression has

@@ -74,16 +74,24 @@ DURABLE_MODES = frozenset({"sync", "async"})
 NodeKey = tuple[str, str, str, str]  # account, region, CacheClusterId, CacheNodeId
 
 
-def instance_names(nodes: Iterable[Node]) -> dict[NodeKey, str]:
-    """The ``instance`` of each node: its CacheClusterId where that is unique in the fleet, else
-    ``<account>/<region>/<CacheClusterId>`` for every node sharing it (every environment account has its ``sessions-001``)."""
+def instance_names(nodes: Iterable[Node], served: Mapping[NodeKey, str] | None = None) -> dict[NodeKey, str]:
+    """The ``instance`` of each node: the name it was ``served`` under before, if any (once served, a name stays: its
+    history, silences and links go on); else its CacheClusterId where that is unique in the fleet and no node keeps it,
+    or ``<account>/<region>/<CacheClusterId>`` (every environment account has its ``sessions-001``: the newcomer is
+    qualified, the node that was there first keeps its name)."""
     nodes = list(nodes)
+    served = served or {}
+    kept = {node.key: served[node.key] for node in nodes if node.key in served}
+    taken = set(kept.values())
     places: dict[str, set[tuple[str, str]]] = {}
     for node in nodes:
         places.setdefault(node.cluster_id, set()).add((node.account_id, node.region))
-    return {
-        node.key: node.cluster_id if len(places[node.cluster_id]) == 1 else f"{node.account_id}/{node.region}/{node.cluster_id}" for node in nodes
-    }
+    names = dict(kept)
+    for node in nodes:
+        if node.key not in names:
+            unique = len(places[node.cluster_id]) == 1 and node.cluster_id not in taken
+            names[node.key] = node.cluster_id if unique else f"{node.account_id}/{node.region}/{node.cluster_id}"
+    return names
 
 
 def arn_account(arn: str) -> str:

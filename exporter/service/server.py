@@ -136,11 +136,17 @@ class ExporterApp:
             self.aws_monitor = kept
             kept.attach(self._on_discovery, self.targets.owns, self.targets.answered_lately)
         else:
+            names = kept.served_names() if kept is not None else None
             if running is not None:
                 running.stop_aws()
             self.aws_stats = self.aws_stats or ApiStats()
             self.aws_monitor = AwsMonitor(
-                config.aws, on_nodes=self._on_discovery, owns=self.targets.owns, info_answers=self.targets.answered_lately, stats=self.aws_stats
+                config.aws,
+                on_nodes=self._on_discovery,
+                owns=self.targets.owns,
+                info_answers=self.targets.answered_lately,
+                stats=self.aws_stats,
+                served_names=names,
             )
             self.aws_monitor.start()
         self.targets.credentials_for = self.aws_monitor.credentials_for
