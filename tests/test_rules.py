@@ -1866,6 +1866,45 @@ def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_pat
     _promtool_test(tmp_path, inputs, _every("ElastiCacheConntrackAllowanceExceeded", range(0, 119), firing))
 
 
+def test_a_node_scraped_and_polled_saturates_in_one_alert_from_one_source(tmp_path):
+    """Engine CPU and network served from INFO and from CloudWatch for the same node: the alerts read INFO's figure where
+    the exporter reads the node, else CloudWatch's: one alert each, never one per source."""
+    both, polled = {"instance": "a", "node_type": "cache.r6g.large"}, {"instance": "p", "node_type": "cache.r6g.large"}
+    cpu, net = "elasticache_engine_cpu_utilization_percent", "elasticache_network_bytes_per_second"
+    inputs = [
+        *((series(cpu, **both, source=source), "95x20") for source in ("info", "cloudwatch")),
+        (series(cpu, **polled, source="cloudwatch"), "95x20"),
+        *((series(net, **both, direction="out", source=source), "90000000x20") for source in ("info", "cloudwatch")),
+        (series("elasticache_baseline_network_bytes_per_second", node_type="cache.r6g.large", level="100", source="published"), "93750000x20"),
+        (series("redis_up", instance="a"), "1x20"),
+    ]
+    page = {"severity": "critical", **OURS}
+    checks = [
+        {
+            "eval_time": "10m",
+            "alertname": "ElastiCacheEngineCPUSaturated",
+            "exp_alerts": [{"exp_labels": {**both, "source": "info", **page}}, {"exp_labels": {**polled, "source": "cloudwatch", **page}}],
+        },
+        {
+            "eval_time": "10m",
+            "alertname": "ElastiCacheNetworkOutAtBaseline",
+            "exp_alerts": [
+                {
+                    "exp_labels": {
+                        **both,
+                        "direction": "out",
+                        "source": "info",
+                        "baseline": "published",
+                        "suggested_node_type": R6G["suggested_node_type"],
+                        **page,
+                    }
+                }
+            ],
+        },
+    ]
+    _promtool_test(tmp_path, inputs, checks)
+
+
 def test_one_promotion_is_one_failover_alert_though_the_node_restarted_before_it(tmp_path):
     """A replica restarts at minute 25 (its series stale, then back at 27) and is promoted at 30: RedisFailover fires
     from 30 for as long as a replica sample is within its 10 minutes, without a gap; a node that was always a master,
