@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -46,13 +45,14 @@ from .cloudwatch import (
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
 from .fleet_watch import FleetWatch
 from .global_datastores import GlobalDatastore, describe_global_datastores, merge_global_datastores, secondary_groups
-from .minutes import RISING_SERIES, WINDOW_SERIES, BurstMinutes, BurstWindow, MinuteWindow, Rising, RisingMinutes, SustainedWindow, WindowMinutes
-from .network_baseline import BURST_SERIES, DIRECTIONS, HISTORY_SECONDS, HISTORY_SERIES, ImpliedMinutes, burst_series_names, datapoints, series_names
+from .held import Held, MinutesHeld, SeriesKey
+from .minutes import RISING_SERIES, WINDOW_SERIES, BurstWindow, MinuteWindow, Rising, SustainedWindow
+from .network_baseline import BURST_SERIES, HISTORY_SECONDS, HISTORY_SERIES
+from .schedule import PollSchedule
 from .settings import AwsAccount, AwsConfig
 
 log = logging.getLogger(__name__)
 
-SeriesKey = tuple[str, str, str, str, str, str]  # account, region, CacheClusterId (or serverless cache), CacheNodeId, metric, statistic
 
 # A node whose INFO answered a scrape this recently is "on INFO": its INFO-equivalent CloudWatch metrics are not asked.
 # Three scrapes at Prometheus' default minute, so one failed scrape does not buy them again.
@@ -61,27 +61,12 @@ INFO_FRESH_SECONDS = 180.0
 # as the batch's decoding and keeping took, within the poll's deadline. A poll's work is pure Python, so without the
 # rest a scrape running meanwhile gets half the interpreter (a poll of 1,000 nodes doubled /metrics' latency).
 POLL_CPU_SHARE = 0.25
-# The newest minutes of a poll that the next poll of its tier asks again: a minute AWS publishes a few minutes late, or
-# one that was not complete yet because the exporter's clock runs ahead of AWS's, is still asked (GetMetricData bills
-# the metrics asked, not their datapoints; a minute brought twice is kept once, by its timestamp).
-ASKED_AGAIN_SECONDS = 300.0
 
 
 @record(frozen=True)
 class CachedValue:
     query: Query
     datapoint: Datapoint
-
-
-@record(frozen=True)
-class _Kept:
-    """What a poll's minutes make, for the scrapes to read: computed outside the monitor's lock, swapped in under it."""
-
-    implied: dict[tuple[str, str], float]
-    bursts: dict[tuple[str, str], BurstWindow]
-    sustained: dict[tuple[str, str], SustainedWindow]
-    rising: dict[SeriesKey, Rising]
-    windows: dict[SeriesKey, MinuteWindow]
 
 
 @record
@@ -114,7 +99,6 @@ class AwsMonitor:
     ) -> None:
         self.config = config
         self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
-        self._monotonic = monotonic  # what the poll schedule counts on: a step of the wall clock never stalls or rushes it
         # a sharded exporter polls and describes only its own share of the nodes (all are still discovered)
         self.owns = owns or (lambda _cluster_id: True)
         # whether the exporter read a node's INFO in the last seconds given (by its instance name); None: it reads none
@@ -138,19 +122,9 @@ class AwsMonitor:
         self._names: dict[NodeKey, str] = dict(served_names or {})  # each node's instance, as served (kept: discovery)
         # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
         self._by_instance: dict[tuple[str, str, str], CachedValue] = {}
-        # the last hour's implied baseline per minute, by (node, direction)
-        self._implied_minutes: dict[tuple[NodeKey, str], ImpliedMinutes] = {}
-        self._implied: dict[tuple[str, str], float] = {}  # (instance, direction) → bytes/s, recomputed each poll
-        # the last 10 CloudWatch minutes of each node's busiest seconds and averages, by (node, direction)
-        self._burst_minutes: dict[tuple[NodeKey, str], BurstMinutes] = {}
-        self._bursts: dict[tuple[str, str], BurstWindow] = {}  # (instance, direction) → its window, recomputed each poll
-        self._sustained: dict[tuple[str, str], SustainedWindow] = {}  # (instance, direction) → its last 15 minutes' averages
-        # the allowance-exceeded counters' last minutes, and how many of the last 5 rose, by series
-        self._rising_minutes: dict[SeriesKey, RisingMinutes] = {}
-        self._rising: dict[SeriesKey, Rising] = {}
-        # the paging gauges' last minutes and their lowest and highest, by series (minute_window.WINDOW_SERIES)
-        self._window_minutes: dict[SeriesKey, WindowMinutes] = {}
-        self._windows: dict[SeriesKey, MinuteWindow] = {}
+        self._held = MinutesHeld(config.period)  # every minute polled that alerts reason about (the poll thread's)
+        # what the held minutes made at the last poll, for the scrapes (swapped in whole under the lock)
+        self._made = Held({}, {}, {}, {}, {})
         self.node_metrics = polled_metrics(config.metrics, config.exclude_groups)
         self.last_discovery = 0.0
         self.last_poll = 0.0
@@ -158,10 +132,7 @@ class AwsMonitor:
         self.last_queries = 0
         self.polls = 0
         self.nodes_on_info = 0  # of the last poll
-        # per tier: when it was last asked (on the monotonic clock); per (tier, account, region): the start of the newest complete minute its
-        # last successful poll asked for, where the next poll's window starts (the poll thread's alone)
-        self._asked: dict[str, float] = {}
-        self._since: dict[tuple[str, AwsAccount, str], float] = {}
+        self._schedule = PollSchedule(monotonic)  # when each tier is asked, from which minute (the poll thread's)
         self._warned: set[str] = set()
         # how often each tier is asked, for the fleet of the moment and the budget (budget.plan): replanned after each
         # discovery and poll
@@ -364,9 +335,7 @@ class AwsMonitor:
     def due_tiers(self) -> tuple[str, ...]:
         """The tiers whose interval has passed since they were last asked (half a wake-up early, so a tier of 15 minutes
         polled by a 5-minute poller is asked every third poll, not every fourth)."""
-        now = self._monotonic()
-        slack = self.config.poll_interval / 2
-        return tuple(tier for tier in TIERS if tier not in self._asked or now - self._asked[tier] >= self.tier_interval(tier) - slack)
+        return self._schedule.due(self.tier_interval, self.config.poll_interval / 2)
 
     def tier_interval(self, tier: str) -> float:
         """How often ``tier`` is asked: its configured interval as the poller's wake-ups make it, or longer to keep the
@@ -435,9 +404,7 @@ class AwsMonitor:
         # their INFO stopped (or asking them again failed): CloudWatch's copy is asked now, whatever the tier
         caught_up = (self._on_info | self._catch_up) - on_info
         failed: set[NodeKey] = set()
-        asked_at = self._monotonic()
-        for tier in tiers:
-            self._asked[tier] = asked_at
+        self._schedule.asking(tiers)
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
             queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up, extras)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
@@ -455,12 +422,13 @@ class AwsMonitor:
         merged = {key: value for key, value in self._cache.items() if self._kept(key, live, on_info) and key not in poll.fresh}
         merged.update(poll.fresh)
         by_instance = _instance_index(merged, names_now)
-        kept = self._keep_history(poll.minutes, live, on_info, names_now)
+        kept = self._held.keep(
+            poll.minutes, live, lambda key: self._kept(key, live, on_info), names_now, self._minutes_a_poll(), self._clock() - HISTORY_SECONDS
+        )
         with self._lock:
             self._cache = merged
             self._by_instance = by_instance if self._names is names_now else _instance_index(merged, self._names)
-            self._implied, self._bursts, self._sustained = kept.implied, kept.bursts, kept.sustained
-            self._rising, self._windows = kept.rising, kept.windows
+            self._made = kept
             if poll.fresh:  # a poll that asked nothing, or whose answers brought nothing, is no success
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
@@ -506,8 +474,8 @@ class AwsMonitor:
     def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> bool:
         """One account's and region's queries, over the window since their tiers' last poll there (the widest of them);
         whether every batch was answered."""
-        sinces = [self._since[(tier, account, region)] for tier in tiers if (tier, account, region) in self._since]
-        span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=min(sinces, default=None))
+        since = self._schedule.since(tiers, (account, region))
+        span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=since)
         api = self.apis[account]
         try:
             client = api.client("cloudwatch", region)  # assumes the account's role when it is due: may fail alone
@@ -539,10 +507,8 @@ class AwsMonitor:
                 query = by_id.get(query_id)
                 if query is not None:
                     poll.fresh[keys[query_id]] = CachedValue(query, datapoint)
-        if complete:  # the next poll asks this one's newest minutes again (late ones, a clock ahead of AWS's); after a
-            # failure, it starts where this one started
-            for tier in tiers:
-                self._since[(tier, account, region)] = span[1].timestamp() - ASKED_AGAIN_SECONDS
+        if complete:  # after a failure, the next poll starts where this one started
+            self._schedule.answered(tiers, (account, region), span[1].timestamp())
         return complete
 
     def _rest(self, poll: _Poll) -> None:
@@ -558,70 +524,6 @@ class AwsMonitor:
                 self._stop.wait(rest)
         poll.cpu_mark = time.thread_time()
 
-    def _keep_history(
-        self, minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]], live: set[NodeKey], on_info: set[NodeKey], names: dict[NodeKey, str]
-    ) -> _Kept:
-        """Add this poll's minutes to the keepers (the poll thread's); drop minutes over an hour old, nodes gone, and the
-        kept minutes of what a node on INFO no longer gets from CloudWatch; what they make, by instance ``names``."""
-        oldest = self._clock() - HISTORY_SECONDS
-        polled: dict[tuple[NodeKey, str, str], dict[float, float]] = {}
-        for key, result in minutes:
-            polled.setdefault(key, {}).update(datapoints(result.get("Timestamps", []), result.get("Values", [])))
-        for node_key in {key[0] for key in polled}:
-            for direction in DIRECTIONS:
-                traffic_metric, share_metric = series_names(direction)
-                traffic, share = polled.get((node_key, traffic_metric, "Sum")), polled.get((node_key, share_metric, "Average"))
-                if traffic and share:
-                    self._implied_minutes.setdefault((node_key, direction), ImpliedMinutes()).merge(traffic, share, self.config.period, oldest)
-        implied: dict[tuple[str, str], float] = {}
-        for (node_key, direction), kept in list(self._implied_minutes.items()):
-            if node_key not in live or not kept.merge({}, {}, self.config.period, oldest):
-                del self._implied_minutes[(node_key, direction)]
-            else:
-                implied[(names.get(node_key, node_key[2]), direction)] = statistics.median(kept.values)
-        bursts, sustained = self._keep_burst_minutes(polled, live, names)
-        return _Kept(implied, bursts, sustained, self._keep_rising(polled, live, on_info), self._keep_windows(polled, live, on_info))
-
-    def _keep_windows(
-        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]
-    ) -> dict[SeriesKey, MinuteWindow]:
-        """Add this poll's minutes of the paging gauges alerts hold for minutes; drop nodes gone; their windows now."""
-
-        def keeper(metric: str, statistic: str) -> WindowMinutes | None:
-            length = WINDOW_SERIES.get((metric, statistic))
-            return None if length is None else WindowMinutes(length, self._minutes_a_poll())
-
-        return self._keep_by_minute(polled, live, on_info, self._window_minutes, keeper)
-
-    def _keep_by_minute(
-        self,
-        polled: dict[tuple[NodeKey, str, str], dict[float, float]],
-        live: set[NodeKey],
-        on_info: set[NodeKey],
-        store: dict[SeriesKey, Any],
-        keeper: Callable[[str, str], Any],
-    ) -> dict[SeriesKey, Any]:
-        """Add this poll's minutes to each series' keeper (``keeper`` makes one for a series kept by minute, None for the
-        others), once a poll each (a keeper looks at the windows ending at each minute new since its last merge), drop the
-        keepers of nodes gone, and return what each holds now."""
-        brought: dict[SeriesKey, dict[float, float]] = {}
-        for (node_key, metric, statistic), values in polled.items():
-            key: SeriesKey = (*node_key, metric, statistic)
-            if key not in store:
-                made = keeper(metric, statistic)
-                if made is None:
-                    continue
-                store[key] = made
-            brought[key] = values
-        held: dict[SeriesKey, Any] = {}
-        for key, kept in list(store.items()):
-            now = kept.merge(brought.get(key, {}), self.config.period) if self._kept(key, live, on_info) else None
-            if now is None:
-                del store[key]
-            else:
-                held[key] = now
-        return held
-
     def _minutes_a_poll(self) -> int:
         """The CloudWatch minutes a poll of the paging tier brings: the windows ending at each of them are looked at."""
         return max(1, math.ceil(self.config.tier_interval("paging") / self.config.period))
@@ -629,67 +531,27 @@ class AwsMonitor:
     def windows(self) -> dict[SeriesKey, MinuteWindow]:
         """The paging gauges' lowest and highest of the last minutes held (``minute_window``), by series."""
         with self._lock:
-            return dict(self._windows)
-
-    def _keep_rising(
-        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], on_info: set[NodeKey]
-    ) -> dict[SeriesKey, Rising]:
-        """Add this poll's minutes of the allowance-exceeded counters; drop nodes gone; their counts now."""
-
-        def keeper(metric: str, statistic: str) -> RisingMinutes | None:
-            return RisingMinutes(self._minutes_a_poll()) if (metric, statistic) in RISING_SERIES else None
-
-        return self._keep_by_minute(polled, live, on_info, self._rising_minutes, keeper)
+            return dict(self._made.windows)
 
     def rising(self) -> dict[SeriesKey, Rising]:
         """The allowance-exceeded counters' count of rising minutes among their last 5 (``rising_minutes``), by series."""
         with self._lock:
-            return dict(self._rising)
-
-    def _keep_burst_minutes(
-        self, polled: dict[tuple[NodeKey, str, str], dict[float, float]], live: set[NodeKey], names: dict[NodeKey, str]
-    ) -> tuple[dict[tuple[str, str], BurstWindow], dict[tuple[str, str], SustainedWindow]]:
-        """Add this poll's minutes of the busiest seconds and averages, once a poll each; drop nodes gone; the microburst
-        and sustained windows now, by (instance, direction)."""
-        brought: dict[tuple[NodeKey, str], tuple[dict[float, float], dict[float, float]]] = {}
-        for node_key in {key[0] for key in polled}:
-            for direction in DIRECTIONS:
-                peak_metric, usage_metric = burst_series_names(direction)
-                peaks, usage = polled.get((node_key, peak_metric, "Maximum")), polled.get((node_key, usage_metric, "Average"))
-                if peaks or usage:
-                    self._burst_minutes.setdefault((node_key, direction), BurstMinutes(self._minutes_a_poll()))
-                    brought[(node_key, direction)] = (peaks or {}, usage or {})
-        bursts: dict[tuple[str, str], BurstWindow] = {}
-        sustained: dict[tuple[str, str], SustainedWindow] = {}
-        for (node_key, direction), kept in list(self._burst_minutes.items()):
-            if node_key not in live:
-                del self._burst_minutes[(node_key, direction)]
-                continue
-            name = (names.get(node_key, node_key[2]), direction)
-            window_now = kept.merge(*brought.get((node_key, direction), ({}, {})))
-            held = kept.sustained()
-            if window_now is not None:
-                bursts[name] = window_now
-            if held is not None:
-                sustained[name] = held
-            if window_now is None and held is None:
-                del self._burst_minutes[(node_key, direction)]
-        return bursts, sustained
+            return dict(self._made.rising)
 
     def burst_window(self, instance: str, direction: str) -> BurstWindow | None:
         """The node's last 10 CloudWatch minutes of busiest seconds (``network_baseline.burst_window``), or None."""
         with self._lock:
-            return self._bursts.get((instance, direction))
+            return self._made.bursts.get((instance, direction))
 
     def sustained_window(self, instance: str, direction: str) -> SustainedWindow | None:
         """The node's last 15 CloudWatch minutes of average share of the baseline (``network_baseline``), or None."""
         with self._lock:
-            return self._sustained.get((instance, direction))
+            return self._made.sustained.get((instance, direction))
 
     def implied_baseline(self, instance: str, direction: str) -> float | None:
         """The bandwidth (bytes/s) AWS counts as the node's baseline over the last hour (``network_baseline``), or None."""
         with self._lock:
-            return self._implied.get((instance, direction))
+            return self._made.implied.get((instance, direction))
 
     @property
     def serverless_metrics(self) -> tuple[MetricSpec, ...]:
