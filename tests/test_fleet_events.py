@@ -174,7 +174,7 @@ def test_events_are_counted_once_across_overlapping_paginated_polls_in_two_accou
         samples = served(monitor)
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="failover") == 2
         assert value(samples, "elasticache_events_total", **dev, source_type="cache-cluster", source_id="sessions-001", category="node_replaced") == 2
-        calls = sum(api.stats.snapshot()[0].get("describe_events", 0) for api in monitor.apis.values())
+        calls = sum(stats.snapshot()[0].get("describe_events", 0) for stats in monitor.api_stats())
         page = render_status_page(build_config({"redis": {"addr": ""}}, environ={}), [], 0.0, load_table, None, monitor.fleet.newest_events())
         assert page.index("Failover to replica node sessions-001 completed") < page.index("Recovering cache nodes 0001")  # newest first
         assert "Finished recovery" not in page  # only the newest of each source

@@ -33,6 +33,7 @@ UTILIZATION_SELECTOR = re.compile(
     r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b(\{[^}]*\})?(?!\s*\[)"
 )
 PREFERRED_SOURCES = ("info", "cloudwatch")  # INFO's figure where the exporter reads the node, else CloudWatch's
+LABEL_LOOKUP = re.compile(r"\bgroup by \([^)]*\) \([a-z_:]+(?:\{[^}]*\})?\)")  # reads labels only: any source will do
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
 CLOUDWATCH_DIMENSIONS = "account_id, region, dimension_CacheClusterId, dimension_CacheNodeId, dimension_clusterId"
 SERVED_WHILE_FRESH = re.compile(
@@ -411,7 +412,11 @@ def one_source(expr: str) -> str:
         first, then = (name + "{" + ", ".join(filter(None, (matchers, f'source="{source}"'))) + "}" for source in PREFERRED_SOURCES)
         return f"({first} or on (instance, direction) {then})"
 
-    return UTILIZATION_SELECTOR.sub(preferred, expr)
+    parts, start = [], 0
+    for lookup in LABEL_LOOKUP.finditer(expr):
+        parts += [UTILIZATION_SELECTOR.sub(preferred, expr[start : lookup.start()]), lookup.group(0)]
+        start = lookup.end()
+    return "".join([*parts, UTILIZATION_SELECTOR.sub(preferred, expr[start:])])
 
 
 def guarded(expr: str, guard: str) -> str:

@@ -298,6 +298,10 @@ class AwsMonitor:
         with self._lock:
             return [node for nodes in self._nodes.values() for node in nodes]
 
+    def api_stats(self) -> list[ApiStats]:
+        """The records of the calls, each once: the accounts' clients share the process's."""
+        return list({id(api.stats): api.stats for api in self.apis.values()}.values())
+
     def served_names(self) -> dict[NodeKey, str]:
         """Each node's instance name as served: a monitor that replaces this one (a reload) keeps them."""
         with self._lock:

@@ -209,7 +209,7 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
     calls: dict[str, int] = {}
     errors: dict[tuple[str, str], int] = {}
     metrics_requested = 0
-    for stats in {id(api.stats): api.stats for api in monitor.apis.values()}.values():  # accounts may share one record
+    for stats in monitor.api_stats():
         api_calls, api_errors, api_metrics = stats.snapshot()
         for name, count in api_calls.items():
             calls[name] = calls.get(name, 0) + count

@@ -7,7 +7,6 @@ from __future__ import annotations
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.slot_stats import SlotProfile, SlotStatsProfiler
-from exporter.redis.slots import shard_name
 
 from .profiles import add_failures
 
@@ -27,8 +26,8 @@ class SlotStatsCollector(FamilyCollector):
         for name, result in profiles.items():
             target = members.get(name)
             group = target.replication_group if target is not None else ""
-            # configured, else the slots it serves (a failover keeps them), else the primary's node id
-            shard = (target.shard if target is not None else "") or shard_name(result.node_id, result.counters.slots)
+            # configured, else the primary's node id: a slot moved (what the shares are read for) never renames a shard
+            shard = (target.shard if target is not None else "") or result.node_id
             kept = groups.setdefault(group, {}).get(shard)
             if kept is None or kept.read_at < result.read_at:  # just after a failover, the new primary's read is the later
                 groups[group][shard] = result
