@@ -199,6 +199,8 @@ def test_every_inhibit_rule_holds_by_its_reason():
         ("RedisDown", ("instance",)),
         ("RedisDown", ("replication_group", "shard")),
         ("RedisDown", ("shard",)),
+        ("RedisMasterLinkDown", ("replication_group", "shard")),
+        ("RedisMasterLinkDown", ("shard",)),
         ("ElastiCacheDiscoveryFailing", ("instance",)),
     ]
 
