@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import itertools
 import random
-import subprocess
 from typing import Any
 
 import pytest
 import yaml
-from helpers import with_served_freshness
-from test_rules import OURS, RULES, TEMPLATE, _without_annotations, series
-from tools import promtool
+from test_rule_guards import run_promtool
+from test_rules import OURS, TEMPLATE, series
 
 from exporter.alerts.catalog import load_catalog
 from exporter.aws.cloudwatch import prometheus_name
@@ -144,13 +142,7 @@ def test_each_allowance_alert_fires_on_the_minutes_its_cloudwatch_alarm_does(tmp
         tests.append({"interval": "1m", "input_series": inputs, "alert_rule_test": checks})
     assert fired > 100  # some patterns alarm, others do not
     assert 0 < alarmed < 4 * len(sequences())
-    rules = tmp_path / "rules.yml"
-    rules.write_text(_without_annotations(RULES.read_text()))
-    test_file = tmp_path / "twins.test.yml"
-    document = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": with_served_freshness(tests)}
-    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    run_promtool(tmp_path, tests)  # the shipped rules, each test's CloudWatch series with its served freshness
 
 
 @pytest.mark.unit

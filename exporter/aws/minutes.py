@@ -12,10 +12,12 @@ the scrapes to read."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Generic, TypeVar
 
 from exporter.common.records import record
 
 PERIOD = 60.0
+Made = TypeVar("Made")
 
 # (metric, statistic) → the minutes its alert wants held (the alert's `for` in the catalog before it read the window)
 WINDOW_SERIES: dict[tuple[str, str], int] = {
@@ -116,30 +118,53 @@ def minute_window(values: Mapping[float, float], length: int, ending: int = 1, p
     return MinuteWindow(held, max(lows) if lows else None, min(highs) if highs else None, newest)
 
 
-class WindowMinutes:
-    """One node's minutes of one gauge, and its windows as the last poll with a newer minute made them."""
+class _SeriesKeeper(Generic[Made]):
+    """One node's minutes of one series, and what the last poll with a newer minute made of them: a merge that brings
+    none serves that again."""
 
-    __slots__ = ("first", "held", "length", "made")
+    __slots__ = ("first", "held", "made")
 
-    def __init__(self, length: int, first: int = 1) -> None:
-        self.length = length
+    def __init__(self, first: int = 1) -> None:
         self.first = max(1, first)  # the minutes the first poll is taken to bring
         self.held = Minutes()
-        self.made: MinuteWindow | None = None
+        self.made: Made | None = None
 
     @property
     def values(self) -> dict[float, float]:
         return self.held.values
 
-    def merge(self, values: Mapping[float, float], period: float = PERIOD) -> MinuteWindow | None:
-        """Add a poll's minutes; the windows ending at each newer minute it brought, or those of before when none."""
+    def merge(self, values: Mapping[float, float], period: float = PERIOD) -> Made | None:
+        """Add a poll's minutes; what the windows ending at each newer minute it brought make, keeping the minutes they
+        need (``_span`` before the newest); what they made before when it brought none."""
         ending = self.held.merge(values, self.first, period)
         if ending:
             newest = self.held.newest
             assert newest is not None
-            self.held.keep_after(newest - (self.length + ending - 1) * period)
-            self.made = minute_window(self.held.values, self.length, ending, period)
+            self.held.keep_after(newest - self._span(ending, period))
+            self.made = self._make(ending, period)
         return self.made
+
+    def _span(self, ending: int, period: float) -> float:
+        raise NotImplementedError
+
+    def _make(self, ending: int, period: float) -> Made | None:
+        raise NotImplementedError
+
+
+class WindowMinutes(_SeriesKeeper[MinuteWindow]):
+    """A gauge's windows of ``length`` minutes."""
+
+    __slots__ = ("length",)
+
+    def __init__(self, length: int, first: int = 1) -> None:
+        super().__init__(first)
+        self.length = length
+
+    def _span(self, ending: int, period: float) -> float:
+        return (self.length + ending - 1) * period
+
+    def _make(self, ending: int, period: float) -> MinuteWindow | None:
+        return minute_window(self.held.values, self.length, ending, period)
 
 
 # --- a counter's rising minutes -----------------------------------------------------------------------------------
@@ -166,30 +191,17 @@ def rising(values: Mapping[float, float], period: float = PERIOD, seconds: float
     return Rising(sum(1 for stamp in values if stamp > newest - seconds), count, newest)
 
 
-class RisingMinutes:
-    """One node's minutes of one counter, and how many of 5 rose, in the windows ending at each minute a poll brought."""
+class RisingMinutes(_SeriesKeeper[Rising]):
+    """A counter's rising minutes among 5, in the windows ending at each minute a poll brought (and the minute before
+    the oldest of them, which a first minute rises over)."""
 
-    __slots__ = ("first", "held", "made")
+    __slots__ = ()
 
-    def __init__(self, first: int = 1) -> None:
-        self.first = max(1, first)
-        self.held = Minutes()
-        self.made: Rising | None = None
+    def _span(self, ending: int, period: float) -> float:
+        return RISING_WINDOW_SECONDS + ending * period
 
-    @property
-    def values(self) -> dict[float, float]:
-        return self.held.values
-
-    def merge(self, values: Mapping[float, float], period: float = PERIOD) -> Rising | None:
-        """Add a poll's minutes; the windows of 5 ending at each newer minute it brought, keeping their minutes and the
-        minute before; the count of before when it brought no newer minute."""
-        ending = self.held.merge(values, self.first, period)
-        if ending:
-            newest = self.held.newest
-            assert newest is not None
-            self.held.keep_after(newest - RISING_WINDOW_SECONDS - ending * period)
-            self.made = rising(self.held.values, period, RISING_WINDOW_SECONDS, ending)
-        return self.made
+    def _make(self, ending: int, period: float) -> Rising | None:
+        return rising(self.held.values, period, RISING_WINDOW_SECONDS, ending)
 
 
 # --- a node's microbursts and sustained share, per direction ------------------------------------------------------
