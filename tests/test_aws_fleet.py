@@ -138,8 +138,11 @@ def test_the_same_cluster_id_in_two_accounts_and_two_regions_loses_nothing(aws_c
     }
     assert set(info) == expected_nodes
     assert len([n for n, _ in samples if n == "elasticache_node_info"]) == len(expected_nodes)
-    # instance: the CacheClusterId where unique in the fleet, qualified where another account or region has it too
-    assert info[(DEV, EU, "sessions-001")]["instance"] == f"{DEV}/{EU}/sessions-001"
+    # instance: the CacheClusterId where unique in the fleet, qualified where another account or region has it too, but
+    # for the cluster created first (seeded first: dev in eu-west-1)
+    assert info[(DEV, EU, "sessions-001")]["instance"] == "sessions-001"
+    assert info[(DEV, US, "sessions-001")]["instance"] == f"{DEV}/{US}/sessions-001"
+    assert info[(PROD, EU, "sessions-001")]["instance"] == f"{PROD}/{EU}/sessions-001"
     assert info[(PROD, EU, "sessions-002")]["instance"] == f"{PROD}/{EU}/sessions-002"
     assert info[(DEV, US, "flags-001")]["instance"] == "flags-001"
     assert len({labels["instance"] for labels in info.values()}) == len(expected_nodes)
@@ -237,7 +240,7 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
     assert carts["labels"]["__meta_elasticache_account_id"] == PROD
     assert carts["labels"]["__meta_elasticache_node_type"] == "serverless"
     assert carts["labels"]["__meta_elasticache_engine"] == "valkey"
-    dev_eu = by_node[f"{DEV}/{EU}/sessions-001"]["labels"]
+    dev_eu = by_node["sessions-001"]["labels"]
     assert dev_eu["__meta_elasticache_account_id"] == DEV
     assert dev_eu["__meta_elasticache_region"] == EU
     assert dev_eu["__meta_elasticache_cluster"] == "sessions-001"
@@ -260,7 +263,7 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
         if name == "elasticache_baseline_network_bytes_per_second" and dict(labels)["level"] == "100"
     }
     node_type = dev_eu["__meta_elasticache_node_type"]
-    assert ratios[f"{DEV}/{EU}/sessions-001"] == pytest.approx(1_000_000 / baselines[node_type])
+    assert ratios["sessions-001"] == pytest.approx(1_000_000 / baselines[node_type])
     prod_type = by_node[f"{PROD}/{EU}/sessions-001"]["labels"]["__meta_elasticache_node_type"]
     assert ratios[f"{PROD}/{EU}/sessions-001"] == pytest.approx(1_000_000 / baselines[prod_type])
     assert baselines[node_type] != baselines[prod_type]
@@ -269,6 +272,7 @@ def test_discovery_is_served_by_default_and_every_discovered_node_gets_utilizati
 @pytest.mark.unit
 def test_instance_names_are_unique_and_stable_for_unique_ids():
     from exporter.aws.discovery import Node
+    from exporter.common.records import replace
 
     def node(account, region, cluster_id):
         return Node(
@@ -283,14 +287,16 @@ def test_instance_names_are_unique_and_stable_for_unique_ids():
         (DEV, EU, "b", "0001"): "b",
         (DEV, US, "c", "0001"): "c",
     }
-    # a node of the same id appears in another account: the node that was there first keeps its name, the newcomer is
-    # qualified; once the first is gone, the newcomer keeps the name it was served under
-    later = instance_names([*nodes, node(PROD, US, "b")], names)
+    # a cluster of the same id created later in another account: the one created first keeps its name, the newcomer is
+    # qualified, whichever exporter (a shard, a restarted one) names them
+    older = [replace(n, created=1000.0) for n in nodes]
+    later = instance_names([*older, replace(node(PROD, US, "b"), created=2000.0)])
     assert later[(DEV, EU, "b", "0001")] == "b"
     assert later[(PROD, US, "b", "0001")] == f"{PROD}/{US}/b"
-    assert instance_names([node(PROD, US, "b")], later) == {(PROD, US, "b", "0001"): f"{PROD}/{US}/b"}
-    # a fresh process knows no names served before: ids shared now are qualified on both sides
-    assert instance_names([node(DEV, EU, "b"), node(PROD, US, "b")])[(DEV, EU, "b", "0001")] == f"{DEV}/{EU}/b"
+    assert instance_names(reversed([*older, replace(node(PROD, US, "b"), created=2000.0)])) == later
+    assert instance_names([replace(node(PROD, US, "b"), created=2000.0)]) == {(PROD, US, "b", "0001"): "b"}  # alone again
+    # creation times that do not tell one oldest (equal, or not given): every node sharing the id is qualified
+    assert instance_names([*older, replace(node(PROD, US, "b"), created=1000.0)])[(DEV, EU, "b", "0001")] == f"{DEV}/{EU}/b"
 
 
 @pytest.mark.unit
@@ -426,7 +432,7 @@ def test_capacity_projects_each_node_of_a_shared_id_from_its_own_history(aws_cre
     assert len(reports) == 6
     assert reports[f"{DEV}/{US}/sessions-001"]["network_out_p90_bytes_per_second"] == pytest.approx(3e6)
     assert reports[f"{DEV}/{US}/sessions-001"]["cluster_id"] == "sessions-001"
-    for other in (f"{DEV}/{EU}/sessions-001", f"{PROD}/{EU}/sessions-001", "flags-001"):
+    for other in ("sessions-001", f"{PROD}/{EU}/sessions-001", "flags-001"):
         assert reports[other]["network_out_p90_bytes_per_second"] == pytest.approx(1e6), other
 
 

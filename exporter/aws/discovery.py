@@ -42,6 +42,7 @@ class Node:
     maintenance_window: str = ""  # PreferredMaintenanceWindow, as ElastiCache gives it (ddd:hh:mm-ddd:hh:mm, UTC)
     pending_modifications: tuple[str, ...] = ()  # the fields of the cluster's and its group's PendingModifiedValues
     durability: str = ""  # the replication group's EffectiveDurability (sync, async, disabled); "" where it says none
+    created: float = 0.0  # the cluster's CacheClusterCreateTime (Unix seconds; 0: not given)
 
     @property
     def key(self) -> NodeKey:
@@ -74,23 +75,28 @@ DURABLE_MODES = frozenset({"sync", "async"})
 NodeKey = tuple[str, str, str, str]  # account, region, CacheClusterId, CacheNodeId
 
 
-def instance_names(nodes: Iterable[Node], served: Mapping[NodeKey, str] | None = None) -> dict[NodeKey, str]:
-    """The ``instance`` of each node: the name it was ``served`` under before, if any (once served, a name stays: its
-    history, silences and links go on); else its CacheClusterId where that is unique in the fleet and no node keeps it,
-    or ``<account>/<region>/<CacheClusterId>`` (every environment account has its ``sessions-001``: the newcomer is
-    qualified, the node that was there first keeps its name)."""
+def instance_names(nodes: Iterable[Node]) -> dict[NodeKey, str]:
+    """The ``instance`` of each node: its CacheClusterId where that is unique in the fleet, else
+    ``<account>/<region>/<CacheClusterId>`` for every node sharing it (every environment account has its ``sessions-001``)
+    but the oldest cluster, by its creation time, which keeps the bare name: a cluster of the same id created in another
+    account or region later does not rename the one that was there first (its history, silences and links go on). The
+    names come from the fleet alone, so every exporter of a sharded fleet, and the same one after a restart, gives a node
+    the same name. Where the creation times do not tell one oldest, every node sharing the id is qualified."""
     nodes = list(nodes)
-    served = served or {}
-    kept = {node.key: served[node.key] for node in nodes if node.key in served}
-    taken = set(kept.values())
-    places: dict[str, set[tuple[str, str]]] = {}
+    created: dict[str, dict[tuple[str, str], float]] = {}
     for node in nodes:
-        places.setdefault(node.cluster_id, set()).add((node.account_id, node.region))
-    names = dict(kept)
+        place = (node.account_id, node.region)
+        known = created.setdefault(node.cluster_id, {})
+        known[place] = min(known.get(place, node.created), node.created)
+    keeps: dict[str, tuple[str, str] | None] = {}
+    for cluster_id, places in created.items():
+        first = sorted(places.items(), key=lambda item: item[1])
+        alone = len(first) == 1 or (first[0][1] > 0 and first[0][1] < first[1][1])
+        keeps[cluster_id] = first[0][0] if alone else None
+    names = {}
     for node in nodes:
-        if node.key not in names:
-            unique = len(places[node.cluster_id]) == 1 and node.cluster_id not in taken
-            names[node.key] = node.cluster_id if unique else f"{node.account_id}/{node.region}/{node.cluster_id}"
+        bare = keeps[node.cluster_id] == (node.account_id, node.region)
+        names[node.key] = node.cluster_id if bare else f"{node.account_id}/{node.region}/{node.cluster_id}"
     return names
 
 
@@ -190,9 +196,15 @@ def build_nodes(
                     maintenance_window=str(cluster.get("PreferredMaintenanceWindow") or ""),
                     pending_modifications=_pending(cluster, group),
                     durability=_durability(group),
+                    created=_seconds(cluster.get("CacheClusterCreateTime")),
                 )
             )
     return sorted(nodes, key=lambda n: (n.account_id, n.region, n.cluster_id, n.node_id))
+
+
+def _seconds(when: Any) -> float:
+    """A time the API gives (a datetime from boto3), in Unix seconds; 0 where it gives none."""
+    return float(when.timestamp()) if hasattr(when, "timestamp") else 0.0
 
 
 def _durability(group: Mapping[str, Any]) -> str:

@@ -95,7 +95,6 @@ class AwsMonitor:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         stats: ApiStats | None = None,
-        served_names: dict[NodeKey, str] | None = None,
     ) -> None:
         self.config = config
         self._clock = clock  # what "now" is for the CloudWatch windows and the datapoints' age
@@ -119,7 +118,7 @@ class AwsMonitor:
         self._global_datastores: dict[tuple[AwsAccount, str], list[GlobalDatastore]] = {}
         self._secondaries: set[tuple[str, str, str]] = set()  # (account, region, replication group) of global secondaries
         self._cache: dict[SeriesKey, CachedValue] = {}
-        self._names: dict[NodeKey, str] = dict(served_names or {})  # each node's instance, as served (kept: discovery)
+        self._names: dict[NodeKey, str] = {}
         # (instance, metric, statistic) → the cached value: a scrape's lookups are dict reads, not scans of the cache
         self._by_instance: dict[tuple[str, str, str], CachedValue] = {}
         self._held = MinutesHeld(config.period)  # every minute polled that alerts reason about (the poll thread's)
@@ -248,7 +247,7 @@ class AwsMonitor:
                     with self._lock:
                         self._global_datastores[(account, region)] = datastores
         with self._lock:
-            self._names = instance_names((node for nodes in self._nodes.values() for node in nodes), self._names)
+            self._names = instance_names(node for nodes in self._nodes.values() for node in nodes)
             self._secondaries = secondary_groups(d for listing in self._global_datastores.values() for d in listing)
             self._index()
         if ok:
@@ -301,11 +300,6 @@ class AwsMonitor:
     def api_stats(self) -> list[ApiStats]:
         """The records of the calls, each once: the accounts' clients share the process's."""
         return list({id(api.stats): api.stats for api in self.apis.values()}.values())
-
-    def served_names(self) -> dict[NodeKey, str]:
-        """Each node's instance name as served: a monitor that replaces this one (a reload) keeps them."""
-        with self._lock:
-            return dict(self._names)
 
     def named_nodes(self) -> list[tuple[str, Node]]:
         """Every discovered node with its ``instance`` name (unique in the fleet), sorted by name."""

@@ -136,7 +136,6 @@ class ExporterApp:
             self.aws_monitor = kept
             kept.attach(self._on_discovery, self.targets.owns, self.targets.answered_lately)
         else:
-            names = kept.served_names() if kept is not None else None
             if running is not None:
                 running.stop_aws()
             self.aws_stats = self.aws_stats or ApiStats()
@@ -146,7 +145,6 @@ class ExporterApp:
                 owns=self.targets.owns,
                 info_answers=self.targets.answered_lately,
                 stats=self.aws_stats,
-                served_names=names,
             )
             self.aws_monitor.start()
         self.targets.credentials_for = self.aws_monitor.credentials_for
@@ -291,8 +289,11 @@ class ExporterApp:
         aws.scrape_discovered is on)."""
         from exporter.aws.discovery import serverless_as_nodes
 
+        monitor = self.aws_monitor
+        if monitor is None:  # handed over on a reload while this discovery ran: the new app's targets get its nodes
+            return
         taken = {name for name, _ in named}
-        self.targets.set_discovered(named + serverless_as_nodes(self.aws_monitor.serverless(), taken))
+        self.targets.set_discovered(named + serverless_as_nodes(monitor.serverless(), taken))
 
     def _discovery(self) -> Reply:
         """Prometheus HTTP service discovery: one group per target the exporter found (a discovered node or serverless
