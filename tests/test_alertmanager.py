@@ -181,7 +181,7 @@ def test_every_inhibit_rule_holds_by_its_reason():
         if why.scope == "shard":
             assert (rule.equal, rule.source_labels) in {
                 (("replication_group", "shard"), ()),
-                (("shard",), (("shard_source", "replication"),)),
+                (("shard",), (("shard_source", "cluster|replication"),)),
             }, rule
         else:
             assert (rule.equal, rule.source_labels) == (("instance",), ()), rule

@@ -265,3 +265,23 @@ def test_a_reload_keeps_what_the_process_learned_and_its_counters_never_fall(aws
         finally:
             server.server_close()
             server.app.close()
+
+
+def test_a_shard_that_owns_no_node_polls_healthily_and_a_wake_up_with_nothing_due_is_no_success(aws_credentials):
+    """A sharded exporter left with no node (a reshard moved them all): each poll of a due tier has nothing to ask and is
+    a success, so ElastiCacheCloudWatchPollFailing stays quiet; a wake-up with no tier due moves nothing."""
+    first = math.floor(time.time() / 60) * 60 - 3 * 3600
+    with mock_aws():
+        monitor, wall, monotonic = _monitor(first + 20 * 60 + 150)
+        monitor.poll_once(monitor.due_tiers())
+        assert monitor.last_poll == 0.0  # the node's series brought nothing: no data is no success
+        monitor.attach(None, lambda _name: False, None)  # this shard now owns no node
+        for _ in range(3):
+            wall.now += 300
+            monotonic.now += 300
+            monitor.poll_once(monitor.due_tiers())
+            assert (monitor.last_queries, monitor.last_poll) == (0, wall.now)
+        wall.now += 60
+        monotonic.now += 60
+        monitor.poll_once(monitor.due_tiers())  # nothing due
+        assert monitor.last_poll == wall.now - 60

@@ -256,3 +256,21 @@ def test_the_table_of_recorded_series_in_the_metrics_doc_is_up_to_date():
     document = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
     assert "<!-- BEGIN GENERATED: recorded -->" in document
     assert replace_recorded(document) == document, "run: python -m exporter.alerts.recorded_doc docs/metrics.md"
+
+
+@pytest.mark.unit
+def test_utilization_is_read_from_one_source_per_node_in_instant_selectors_only():
+    """INFO's figure, else CloudWatch's; a selector that names its source, a range, an offset and a label lookup stay as
+    written (each still parses: promtool checks the shipped rules)."""
+    from exporter.alerts.catalog import one_source
+
+    cpu = "elasticache_engine_cpu_utilization_percent"
+    assert one_source(f"{cpu} > 90") == f'({cpu}{{source="info"}} or on (instance, direction) {cpu}{{source="cloudwatch"}}) > 90'
+    for kept in (
+        f'{cpu}{{source="cloudwatch"}} > 90',
+        'min_over_time(elasticache_network_utilization_ratio{direction="out"}[10m]) > 1',
+        f"{cpu} offset 5m > 1",
+        f"{cpu} @ 100 > 1",
+        f'x * on (instance) group_left (node_type) group by (instance, node_type) ({cpu}{{node_type!=""}})',
+    ):
+        assert one_source(kept) == kept

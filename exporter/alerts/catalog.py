@@ -30,8 +30,10 @@ UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|networ
 # a utilization series' selector, with its matchers if any: served from INFO and from CloudWatch for a node both scraped
 # and polled, so an alert reads one source per node (one saturation, one alert)
 UTILIZATION_SELECTOR = re.compile(
-    r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b(\{[^}]*\})?(?!\s*\[)"
+    r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b(\{[^}]*\})?"
 )
+# what makes a selector more than an instant one: a range, an offset, an @ time (it stays as written)
+NOT_INSTANT = re.compile(r"\s*(\[|offset\b|@)")
 PREFERRED_SOURCES = ("info", "cloudwatch")  # INFO's figure where the exporter reads the node, else CloudWatch's
 LABEL_LOOKUP = re.compile(r"\bgroup by \([^)]*\) \([a-z_:]+(?:\{[^}]*\})?\)")  # reads labels only: any source will do
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both
@@ -407,7 +409,7 @@ def one_source(expr: str) -> str:
 
     def preferred(match: re.Match[str]) -> str:
         name, matchers = match.group(1), (match.group(2) or "{}")[1:-1].strip()
-        if re.search(r"\bsource\s*[!=]", matchers):
+        if re.search(r"\bsource\s*[!=]", matchers) or NOT_INSTANT.match(match.string, match.end()):
             return match.group(0)
         first, then = (name + "{" + ", ".join(filter(None, (matchers, f'source="{source}"'))) + "}" for source in PREFERRED_SOURCES)
         return f"({first} or on (instance, direction) {then})"

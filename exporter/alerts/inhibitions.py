@@ -20,12 +20,11 @@ JOINED_LABELS = {"shard": ("replication_group", "shard", "shard_source"), "node"
 
 # Where an inhibition holds: the labels its source and targets must share. A node is its instance (for the exporter's
 # own alerts, the exporter's instance); a shard is its name within its replication group, or its name alone where the
-# name is unique by itself: a shard learnt from replication is named by its replication id (shard_source, as the exporter
-# serves it), so a self-managed primary and its replicas without a configured group are matched too. A cluster-mode
-# shard is named by its slot ranges, which a failover keeps but every cluster has: it is matched within its group (the
-# seed's name for a cluster found from one endpoint; a configured one for nodes listed one by one).
+# name is unique by itself: a cluster-mode shard is named by its primary's node id and a shard learnt from replication by
+# its replication id (shard_source, as the exporter serves it), so a self-managed cluster without a configured group
+# is matched too.
 SCOPES = {"node": ("instance",), "shard": ("replication_group", "shard"), "exporter": ("instance",)}
-UNIQUE_SHARD_SOURCES = ("replication",)
+UNIQUE_SHARD_SOURCES = ("cluster", "replication")
 # the data an alert is computed from: the exporter's reads of the node (redis), CloudWatch, AWS's records of the fleet
 # as the exporter's discovery keeps them (aws), the exporter's own state
 DATA = ("redis", "cloudwatch", "aws", "exporter")

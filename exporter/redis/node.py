@@ -34,7 +34,7 @@ from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
 from .settings import Credentials, TlsOptions
-from .slots import cluster_name, cluster_shard, key_slot, owned_slots
+from .slots import key_slot, owned_slots, shard_primary
 
 if TYPE_CHECKING:
     import ssl
@@ -78,8 +78,7 @@ class RedisNode:
         self._cluster_enabled = False
         self._slots: frozenset[int] | None = None  # slots this node serves reads of (cluster mode); None: not known
         self._slots_read = 0.0
-        self.cluster_shard: str | None = None  # cluster mode: the name of this node's shard (its slot ranges)
-        self.cluster_name: str | None = None  # cluster mode: its cluster's name (slots.cluster_name)
+        self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
         # the commands LATENCY HISTOGRAM asks for: the most called ones of the last INFO commandstats
         self.histogram_commands: tuple[str, ...] = ()
         self.histograms: dict[str, Any] = {}  # command → its latest LATENCY HISTOGRAM (latency.py), reused while its calls stand
@@ -196,8 +195,7 @@ class RedisNode:
             raise RespFailure("protocol", f"CLUSTER NODES answered {kind_of(reply)}")
         text = reply.decode("utf-8", errors="replace")
         self._slots = owned_slots(text)
-        self.cluster_shard = cluster_shard(text)
-        self.cluster_name = cluster_name(text)
+        self.shard_primary = shard_primary(text)
         self._slots_read = self.clock()
 
     def owns(self, key: str) -> bool:

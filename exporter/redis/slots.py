@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 SLOTS = 16384
 
 
@@ -49,47 +47,15 @@ def is_replica(fields: list[str]) -> bool:
     return "slave" in flags or "replica" in flags
 
 
-def slot_ranges(slots: Iterable[int]) -> str:
-    """Slots as their ranges (``0-5460``, ``0-100,5461``): the name of a cluster-mode shard, which a failover keeps."""
-    ordered = sorted(set(slots))
-    ranges: list[str] = []
-    start = previous = None
-    for slot in [*ordered, None]:
-        if start is not None and slot != (previous or 0) + 1:
-            ranges.append(str(start) if start == previous else f"{start}-{previous}")
-            start = None
-        if start is None:
-            start = slot
-        previous = slot
-    return ",".join(ranges)
-
-
-def shard_name(primary_id: str, slots: Iterable[int]) -> str:
-    """A cluster-mode shard's name: its slot ranges, the same on every node of the shard and through a failover (a
-    replica promoted serves the same slots); the primary's node id for a shard that serves no slot yet."""
-    return slot_ranges(slots) or primary_id
-
-
-def cluster_shard(cluster_nodes: str) -> str | None:
-    """The name of this node's shard (``shard_name``), from ``CLUSTER NODES``: its own slots for a primary, its
-    primary's for a replica."""
-    lines, myself = node_lines(cluster_nodes)
+def shard_primary(cluster_nodes: str) -> str | None:
+    """The node id of the primary of this node's shard (its own id for a primary), from ``CLUSTER NODES``:
+    the same for every node of a shard, and unique across clusters."""
+    _, myself = node_lines(cluster_nodes)
     if myself is None:
         return None
-    if not is_replica(myself):
-        return shard_name(myself[0], slot_entries(myself[8:]))
-    primary = next((fields for fields in lines if fields[0] == myself[3]), None)
-    if primary is None:
+    if is_replica(myself):
         return myself[3] if len(myself[3]) == 40 else None
-    return shard_name(primary[0], slot_entries(primary[8:]))
-
-
-def cluster_name(cluster_nodes: str) -> str | None:
-    """A name for the cluster a node is in, for the nodes of a cluster configured one by one without a replication group:
-    ``cluster-`` and the start of the lowest node id it lists (a failed node stays listed until the cluster forgets it,
-    so a failover keeps the name; every cluster has its own). Slot ranges name a shard within it."""
-    ids = [fields[0] for fields in node_lines(cluster_nodes)[0] if len(fields) >= 8 and len(fields[0]) == 40]
-    return f"cluster-{min(ids)[:12]}" if ids else None
+    return myself[0]
 
 
 def owned_slots(cluster_nodes: str) -> frozenset[int]:

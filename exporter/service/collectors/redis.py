@@ -200,12 +200,10 @@ def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> N
     """A node that answers is in the shard it is configured or discovered in, else the one it says, with its role; one
     that does not (``info`` None) stays in the shard it is known in or last answered in, without a role, so the alerts
     joined with its shard (RedisDown) keep their labels and inhibitions for as long as it is down."""
-    if target.kind is MEMBER:  # its shard is the cluster's (its slot ranges), as discovery last read it
+    if target.kind is MEMBER:  # its shard is the cluster's (its primary's node id), as discovery last read it
         membership = Membership(target.replication_group, "", target.shard)
     else:
-        # a cluster's node configured without a group is in its cluster's: slot ranges name a shard within one cluster
-        group = target.replication_group or (target.node.cluster_name if target.node.cluster_shard else None) or ""
-        membership = Membership(group, target.shard, target.node.cluster_shard)
+        membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
     with target.lock:
         if info is None:
             shard = shard_of(None, membership) or target.state.shard

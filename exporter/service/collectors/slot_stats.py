@@ -26,7 +26,6 @@ class SlotStatsCollector(FamilyCollector):
         for name, result in profiles.items():
             target = members.get(name)
             group = target.replication_group if target is not None else ""
-            # configured, else the primary's node id: a slot moved (what the shares are read for) never renames a shard
             shard = (target.shard if target is not None else "") or result.node_id
             kept = groups.setdefault(group, {}).get(shard)
             if kept is None or kept.read_at < result.read_at:  # just after a failover, the new primary's read is the later
