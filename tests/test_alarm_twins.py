@@ -59,15 +59,18 @@ def _template_alarms(node: Any) -> dict[str, dict[str, Any]]:
     return found
 
 
-def alarm_minutes(values: list[float], alarm: dict[str, Any]) -> set[int]:
-    """The minutes at which CloudWatch holds the alarm in ALARM: of the last EvaluationPeriods datapoints of the returned
-    expression (DIFF of the metric: each minute's value less the one before; the first minute has none), at least
-    DatapointsToAlarm breach the threshold. Every minute of ``values`` is published (no missing data)."""
+def alarm_minutes(values: list[float | None], alarm: dict[str, Any]) -> set[int]:
+    """The minutes at which CloudWatch holds the alarm in ALARM: of the datapoints of the returned expression in the last
+    EvaluationPeriods periods (DIFF of the metric: each datapoint's value less the one before it, across a minute not
+    published; the first has none), at least DatapointsToAlarm breach the threshold (TreatMissingData: missing counts
+    the datapoints there are)."""
     returned = [metric for metric in alarm["Metrics"] if metric.get("ReturnData")]
     assert [metric["Expression"] for metric in returned] == ["DIFF(m1)"]
+    assert alarm["TreatMissingData"] == "missing"
     breaches = COMPARISONS[alarm["ComparisonOperator"]]
     threshold, periods, needed = float(alarm["Threshold"]), int(alarm["EvaluationPeriods"]), int(alarm["DatapointsToAlarm"])
-    diffs = {minute: values[minute] - values[minute - 1] for minute in range(1, len(values))}
+    published = [(minute, value) for minute, value in enumerate(values) if value is not None]
+    diffs = {minute: value - before for (_, before), (minute, value) in itertools.pairwise(published)}
     alarming = set()
     for minute in range(len(values)):
         window = [diffs[m] for m in range(minute - periods + 1, minute + 1) if m in diffs]
@@ -76,7 +79,7 @@ def alarm_minutes(values: list[float], alarm: dict[str, Any]) -> set[int]:
     return alarming
 
 
-def served_rising(values: list[float], every: int) -> list[float | None]:
+def served_rising(values: list[float | None], every: int) -> list[float | None]:
     """What the exporter serves each minute from the counter's minutes (minute i published at minute i), polled every
     ``every`` minutes."""
     kept = RisingMinutes(every)
@@ -84,17 +87,21 @@ def served_rising(values: list[float], every: int) -> list[float | None]:
     now = None
     for minute in range(len(values)):
         if minute % every == 0:
-            now = kept.merge({60.0 * i: values[i] for i in range(minute + 1)})
+            now = kept.merge({60.0 * i: value for i in range(minute + 1) if (value := values[i]) is not None})
         served.append(None if now is None else float(now.rising))
     return served
 
 
-def sequences() -> list[list[float]]:
+def sequences() -> list[list[float | None]]:
     """Per-minute counts: every pattern of shaped minutes in minutes 3..8, and counts that rise, hold and fall at random
-    (a held count does not rise: DIFF 0)."""
-    shaped = [[3.0 if 3 <= m <= 8 and pattern[m - 3] else 0.0 for m in range(MINUTES)] for pattern in itertools.product((0, 1), repeat=6)]
+    (a held count does not rise: DIFF 0). Every minute published: where AWS leaves one out, CloudWatch evaluates the most
+    recent datapoints of a range a little longer than the alarm's periods, and the rule the windows of 5 minutes ending at
+    each minute held; they can differ by a minute there."""
+    shaped: list[list[float | None]] = [
+        [3.0 if 3 <= m <= 8 and pattern[m - 3] else 0.0 for m in range(MINUTES)] for pattern in itertools.product((0, 1), repeat=6)
+    ]
     rng = random.Random(4)
-    wandering = [[0.0, 0.0, *(rng.choice((0.0, 3.0, 6.0)) for _ in range(MINUTES - 2))] for _ in range(24)]
+    wandering: list[list[float | None]] = [[0.0, 0.0, *(rng.choice((0.0, 3.0, 6.0)) for _ in range(MINUTES - 2))] for _ in range(24)]
     return shaped + wandering
 
 

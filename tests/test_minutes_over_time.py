@@ -63,6 +63,18 @@ def test_the_rising_count_is_what_a_2_of_5_alarm_sees_at_the_minutes_a_poll_brou
     assert [count.rising for count in counts if count is not None] == [1, 2, 1, 0]
 
 
+@pytest.mark.unit
+def test_a_minute_rises_over_the_minute_held_before_it_as_diff_counts_it():
+    """A minute AWS did not publish between two: the later rises over the earlier, as CloudWatch's DIFF across the gap;
+    the oldest minute held rises over nothing."""
+    from exporter.aws.minutes import rising
+
+    gap, full, alone = rising({0.0: 0.0, 120.0: 3.0}), rising({0.0: 0.0, 60.0: 0.0, 120.0: 3.0}), rising({0.0: 5.0})
+    assert (gap.minutes, gap.rising) == (2, 1)  # type: ignore[union-attr]
+    assert (full.minutes, full.rising) == (3, 1)  # type: ignore[union-attr]
+    assert (alone.minutes, alone.rising) == (1, 0)  # type: ignore[union-attr]
+
+
 class _Clock:
     def __init__(self, now: float) -> None:
         self.now = now

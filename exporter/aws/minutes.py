@@ -11,6 +11,7 @@ the scrapes to read."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Generic, TypeVar
 
@@ -181,11 +182,13 @@ def rising(values: Mapping[float, float], period: float = PERIOD, seconds: float
     """A count of the minute above a calm one, or a cumulative counter that grew: either way packets were shaped in that
     minute. Of the windows of ``seconds`` ending at each of the newest ``ending`` minutes, the most minutes that rose, as
     a CloudWatch alarm on the counter's DIFF above 0 in M of N datapoints counts them at each minute. Each minute once,
-    by its timestamp; a minute whose minute before is not held does not count as rising."""
+    by its timestamp, against the minute held before it (as DIFF, across a minute AWS did not publish); the oldest minute
+    held rises over nothing."""
     if not values:
         return None
     newest = max(values)
-    rose = [stamp for stamp in values if stamp - period in values and values[stamp] > values[stamp - period]]
+    stamps = sorted(values)
+    rose = [stamp for before, stamp in itertools.pairwise(stamps) if values[stamp] > values[before]]
     ends = [newest - step * period for step in range(max(1, ending))]
     count = max(sum(1 for stamp in rose if end - seconds < stamp <= end) for end in ends)
     return Rising(sum(1 for stamp in values if stamp > newest - seconds), count, newest)
