@@ -96,7 +96,7 @@ AWS = [
     Doc("elasticache_cloudwatch_rising_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",
         "of the windows of 5 minutes ending at each minute the last poll brought, the most minutes of an allowance-exceeded "
-        "series (`metric`) above the minute before, each minute counted once however often a poll brings it; the allowance alerts "
+        "series (`metric`) above the minute held before it (as DIFF), each minute counted once however often a poll brings it; the allowance alerts "
         "read it (2 or more: shaped in more than one minute, as their CloudWatch alarms count)"),
     Doc("elasticache_cloudwatch_window_minutes", "gauge",
         "`account_id`, `region`, `dimension_CacheClusterId`, `dimension_CacheNodeId`, `metric`", "CloudWatch, kept by minute",

@@ -54,7 +54,7 @@ class AwsCollector(FamilyCollector):
                     "elasticache_cloudwatch_rising_minutes",
                     GAUGE,
                     "Of the windows of 5 CloudWatch minutes ending at each minute the last poll brought, the most minutes of "
-                    "each allowance-exceeded series above the minute before (each minute once, however often the exporter polls).",
+                    "each allowance-exceeded series above the minute held before it (each minute once, however often the exporter polls).",
                     {**labels, "metric": name},
                     counted.rising,
                 )
