@@ -729,3 +729,20 @@ def test_the_background_poll_rests_between_batches_leaving_scrapes_most_of_the_i
     assert sum(stop.rests[1:]) >= 2.5 * sum(work), (stop.rests, work)
     assert all(rest >= 2.5 * batch for rest, batch in zip(stop.rests[1:], work, strict=True)), (stop.rests, work)
     assert monitor.last_queries == 2400
+
+
+@pytest.mark.unit
+def test_each_windowed_alert_declares_the_window_the_exporter_holds():
+    """The catalog's `window` of an alert on a window series is the length the exporter holds it at
+    (minutes.WINDOW_SERIES), a window of one minute being any minute: the two declarations cannot drift apart."""
+    from exporter.alerts.catalog import duration_seconds
+    from exporter.aws.minutes import WINDOW_SERIES
+
+    lengths = {prometheus_name(metric, statistic): length for (metric, statistic), length in WINDOW_SERIES.items()}
+    checked = 0
+    for alert in load_catalog():
+        for metric in re.findall(r'elasticache_cloudwatch_window_(?:lowest|highest)\{metric="([a-z0-9_]+)"\}', alert.expr or ""):
+            declared = duration_seconds(alert.window) // 60 if alert.window else 1
+            assert declared == lengths[metric], (alert.name, alert.window, lengths[metric])
+            checked += 1
+    assert checked >= 15
