@@ -295,8 +295,11 @@ def test_instance_names_are_unique_and_stable_for_unique_ids():
     assert later[(PROD, US, "b", "0001")] == f"{PROD}/{US}/b"
     assert instance_names(reversed([*older, replace(node(PROD, US, "b"), created=2000.0)])) == later
     assert instance_names([replace(node(PROD, US, "b"), created=2000.0)]) == {(PROD, US, "b", "0001"): "b"}  # alone again
-    # creation times that do not tell one oldest (equal, or not given): every node sharing the id is qualified
+    # creation times that do not tell one oldest (equal, or none given): every node sharing the id is qualified
     assert instance_names([*older, replace(node(PROD, US, "b"), created=1000.0)])[(DEV, EU, "b", "0001")] == f"{DEV}/{EU}/b"
+    assert instance_names([node(DEV, EU, "b"), node(PROD, US, "b")])[(DEV, EU, "b", "0001")] == f"{DEV}/{EU}/b"
+    # a newcomer whose creation time is not given yet (being created) does not rename the one that was there
+    assert instance_names([*older, node(PROD, US, "b")])[(DEV, EU, "b", "0001")] == "b"
 
 
 @pytest.mark.unit

@@ -73,6 +73,12 @@ def test_a_minute_rises_over_the_minute_held_before_it_as_diff_counts_it():
     assert (gap.minutes, gap.rising) == (2, 1)  # type: ignore[union-attr]
     assert (full.minutes, full.rising) == (3, 1)  # type: ignore[union-attr]
     assert (alone.minutes, alone.rising) == (1, 0)  # type: ignore[union-attr]
+    # polled a minute at a time, the keeper keeps the minute held before its windows, however far back: the same counts
+    minutes = {0.0: 0.0, **{60.0 * m: (3.0 if m == 6 else 0.0) for m in range(2, 12)}}  # minute 1 never published
+    kept = RisingMinutes(1)
+    for stamp in sorted(minutes):
+        counted = kept.merge({stamp: minutes[stamp]})
+        assert counted == rising({m: v for m, v in minutes.items() if m <= stamp}), stamp
 
 
 class _Clock:

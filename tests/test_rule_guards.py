@@ -266,10 +266,15 @@ def test_utilization_is_read_from_one_source_per_node_in_instant_selectors_only(
 
     cpu = "elasticache_engine_cpu_utilization_percent"
     assert one_source(f"{cpu} > 90") == f'({cpu}{{source="info"}} or on (instance, direction) {cpu}{{source="cloudwatch"}}) > 90'
+    braces = 'instance=~"node-[0-9]{3}"'  # a quoted value with braces is one matcher
+    assert one_source(f"{cpu}{{{braces}}} > 1") == (
+        f'({cpu}{{{braces}, source="info"}} or on (instance, direction) {cpu}{{{braces}, source="cloudwatch"}}) > 1'
+    )
     for kept in (
         f'{cpu}{{source="cloudwatch"}} > 90',
         'min_over_time(elasticache_network_utilization_ratio{direction="out"}[10m]) > 1',
         f"{cpu} offset 5m > 1",
+        f"{cpu} OFFSET 5m > 1",
         f"{cpu} @ 100 > 1",
         f'x * on (instance) group_left (node_type) group by (instance, node_type) ({cpu}{{node_type!=""}})',
     ):

@@ -1866,6 +1866,41 @@ def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_pat
     _promtool_test(tmp_path, inputs, _every("ElastiCacheConntrackAllowanceExceeded", range(0, 119), firing))
 
 
+def test_a_node_two_exporters_name_differently_for_a_discovery_interval_still_alerts_once(tmp_path):
+    """A cluster of the same id created elsewhere renames a node on the exporter that discovered it first, not yet on
+    the other: for a discovery interval its elasticache_node_info carries two names. The CloudWatch alert's join takes
+    one of them (no many-to-many error, which would fail the rule for every node) and the alert fires once."""
+    dims = {**CW, "dimension_CacheClusterId": "orders-002"}
+    lag = "aws_elasticache_replication_lag_maximum"
+    names = ("orders-002", f"{CW['account_id']}/{CW['region']}/orders-002")
+    inputs = [
+        *((series("elasticache_node_info", **dims, instance=name, replication_group="orders", role="replica"), "1x20") for name in names),
+        (series("elasticache_cloudwatch_window_lowest", **dims, metric=lag), "45x20"),
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **dims, metric=lag), "0+60x20"),
+        (series("elasticache_cloudwatch_window_lowest", **{**dims, "dimension_CacheClusterId": "other-001"}, metric=lag), "45x20"),
+        (series("elasticache_cloudwatch_datapoint_timestamp_seconds", **{**dims, "dimension_CacheClusterId": "other-001"}, metric=lag), "0+60x20"),
+    ]
+    firing = 'count by (dimension_CacheClusterId) (ALERTS{alertname="ElastiCacheReplicationLag", alertstate="firing"})'
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in inputs],
+        "promql_expr_test": [
+            {
+                "expr": firing,
+                "eval_time": "6m",
+                "exp_samples": [{"labels": f'{{dimension_CacheClusterId="{name}"}}', "value": 1} for name in ("orders-002", "other-001")],
+            }
+        ],
+    }
+    rules = tmp_path / "rules.yml"
+    rules.write_text(_without_annotations(RULES.read_text()))
+    test_file = tmp_path / "names.test.yml"
+    document = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": with_served_freshness([test])}
+    test_file.write_text(yaml.safe_dump(document, sort_keys=False))
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
+
+
 def test_a_node_scraped_and_polled_saturates_in_one_alert_from_one_source(tmp_path):
     """Engine CPU and network served from INFO and from CloudWatch for the same node: the alerts read INFO's figure where
     the exporter reads the node, else CloudWatch's: one alert each, never one per source."""

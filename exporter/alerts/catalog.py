@@ -30,10 +30,11 @@ UTILIZATION_SERIES = re.compile(r"\belasticache_(network_bytes_per_second|networ
 # a utilization series' selector, with its matchers if any: served from INFO and from CloudWatch for a node both scraped
 # and polled, so an alert reads one source per node (one saturation, one alert)
 UTILIZATION_SELECTOR = re.compile(
-    r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b(\{[^}]*\})?"
+    r"\b(elasticache_(?:network_bytes_per_second|network_utilization_ratio|engine_cpu_utilization_(?:percent|ratio)))\b"
+    r'(\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\})?'
 )
 # what makes a selector more than an instant one: a range, an offset, an @ time (it stays as written)
-NOT_INSTANT = re.compile(r"\s*(\[|offset\b|@)")
+NOT_INSTANT = re.compile(r"\s*(\[|offset\b|@)", re.IGNORECASE)
 PREFERRED_SOURCES = ("info", "cloudwatch")  # INFO's figure where the exporter reads the node, else CloudWatch's
 LABEL_LOOKUP = re.compile(r"\bgroup by \([^)]*\) \([a-z_:]+(?:\{[^}]*\})?\)")  # reads labels only: any source will do
 # a node's series have the first four, a serverless cache's the account, region and clusterId: the guard matches both

@@ -126,8 +126,9 @@ def with_joins(expr: str, guard: str, joins: tuple[str, ...], tags: tuple[str, .
     labels = tuple(label for label in dict.fromkeys(wanted) if label not in keys)
     if not labels:
         return expr
-    # one per node whatever other labels its scrape adds (exporter replicas), so the join is never many-to-many
-    right = f"max by ({on}, {', '.join(labels)}) (elasticache_node_info)"
+    # one per node whatever other labels its scrape adds (exporter replicas), and one of its names while two exporters
+    # disagree for a discovery interval (a node renamed as a cluster of its id comes or goes): never many-to-many
+    right = f"topk by ({on}) (1, max by ({on}, {', '.join(labels)}) (elasticache_node_info))"
     return _joined(expr, on, labels, right)
 
 

@@ -7,6 +7,7 @@ paginated calls through an :class:`~exporter.aws.AwsApi`.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -90,8 +91,9 @@ def instance_names(nodes: Iterable[Node]) -> dict[NodeKey, str]:
         known[place] = min(known.get(place, node.created), node.created)
     keeps: dict[str, tuple[str, str] | None] = {}
     for cluster_id, places in created.items():
-        first = sorted(places.items(), key=lambda item: item[1])
-        alone = len(first) == 1 or (first[0][1] > 0 and first[0][1] < first[1][1])
+        # a creation time not given (0) is the newest: a cluster being created does not rename the one that was there
+        first = sorted(places.items(), key=lambda item: item[1] or math.inf)
+        alone = len(first) == 1 or (first[0][1] > 0 and first[0][1] < (first[1][1] or math.inf))
         keeps[cluster_id] = first[0][0] if alone else None
     names = {}
     for node in nodes:

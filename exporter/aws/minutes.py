@@ -83,9 +83,11 @@ class Minutes:
         self.values.update(values)
         return windows_ended(before, self.newest, first, period)
 
-    def keep_after(self, oldest: float) -> None:
-        """Drop the minutes at or before ``oldest``."""
-        self.values = {stamp: value for stamp, value in self.values.items() if stamp > oldest}
+    def keep_after(self, oldest: float, one_before: bool = False) -> None:
+        """Drop the minutes at or before ``oldest``; ``one_before``: but the newest of those, which the first minute
+        kept is compared with (across a minute not published)."""
+        before = max((stamp for stamp in self.values if stamp <= oldest), default=None) if one_before else None
+        self.values = {stamp: value for stamp, value in self.values.items() if stamp > oldest or stamp == before}
 
 
 # --- a gauge's windows --------------------------------------------------------------------------------------------
@@ -124,6 +126,7 @@ class _SeriesKeeper(Generic[Made]):
     none serves that again."""
 
     __slots__ = ("first", "held", "made")
+    keeps_one_before = False  # whether the newest minute before the span is kept too
 
     def __init__(self, first: int = 1) -> None:
         self.first = max(1, first)  # the minutes the first poll is taken to bring
@@ -141,7 +144,7 @@ class _SeriesKeeper(Generic[Made]):
         if ending:
             newest = self.held.newest
             assert newest is not None
-            self.held.keep_after(newest - self._span(ending, period))
+            self.held.keep_after(newest - self._span(ending, period), self.keeps_one_before)
             self.made = self._make(ending, period)
         return self.made
 
@@ -199,9 +202,10 @@ class RisingMinutes(_SeriesKeeper[Rising]):
     the oldest of them, which a first minute rises over)."""
 
     __slots__ = ()
+    keeps_one_before = True
 
     def _span(self, ending: int, period: float) -> float:
-        return RISING_WINDOW_SECONDS + ending * period
+        return RISING_WINDOW_SECONDS + (ending - 1) * period
 
     def _make(self, ending: int, period: float) -> Rising | None:
         return rising(self.held.values, period, RISING_WINDOW_SECONDS, ending)

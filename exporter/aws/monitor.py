@@ -427,9 +427,9 @@ class AwsMonitor:
             self._cache = merged
             self._by_instance = by_instance if self._names is names_now else _instance_index(merged, self._names)
             self._made = kept
-            # a success: a poll that brought data, or one of tiers due that had nothing to ask (this shard owns no node);
-            # a wake-up with no tier due, or answers that brought nothing, is none
-            if poll.fresh or (tiers and not poll.queries):
+            # a success: a poll that brought data, or one of tiers due with nothing to ask of a fleet discovery found (this
+            # shard owns no node); a wake-up with no tier due, answers that brought nothing, or no discovery yet, is none
+            if poll.fresh or (tiers and not poll.queries and self.last_discovery > 0):
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = poll.queries

@@ -232,7 +232,7 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
     out.add(
         "elasticache_exporter_cloudwatch_last_success_timestamp_seconds",
         GAUGE,
-        "When a CloudWatch poll last brought data (0: never).",
+        "When a CloudWatch poll last brought data, or had nothing to ask of the fleet discovery found (0: never).",
         {},
         monitor.last_poll,
     )
