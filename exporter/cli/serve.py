@@ -94,7 +94,7 @@ def _reloader(server: Any, reload: Callable[[], Config] | None, reloads: ConfigR
         try:
             try:
                 new_config = reload()
-                new_app = ExporterApp(new_config, reloads=reloads, running_shard=server.app.targets.shard, running=server.app)
+                new_app = ExporterApp(new_config, reloads=reloads, running=server.app)
             except ConfigErrors as err:  # every problem, on the one log line
                 log.error("reload: configuration not changed: %s", " | ".join(str(error) for error in err.errors))
                 return

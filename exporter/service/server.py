@@ -52,7 +52,8 @@ class ExporterApp:
         running_shard: Shard | None = None,
         running: ExporterApp | None = None,
     ) -> None:
-        """``running``: the app a reload replaces; what the process learned from AWS passes from it to this one."""
+        """``running``: the app a reload replaces; what the process learned from AWS, and its shard, pass from it to this one
+        (``running_shard``: that shard alone)."""
         self.config = config
         self.reloads = reloads or ConfigReloads(time.time())  # a reload hands the new app the process's record
         self.targets = targets or TargetSet(config)
@@ -60,7 +61,7 @@ class ExporterApp:
             self.targets.prepare_passwords()  # a secret that cannot be read, or IAM without credentials, stops the start
         self.shard_count: Any = None
         if config.shard is not None and config.shard.auto:
-            self._start_shard_count(config, running_shard)
+            self._start_shard_count(config, running_shard or (running.targets.shard if running is not None else None))
         self.pool = ScrapePool(config.scrape_concurrency)
         self.formats = FormatCache()  # the format each Accept value gets, as Prometheus repeats it every scrape
         self.http: HttpServer | None = None
