@@ -558,6 +558,10 @@ class AwsMonitor:
         metrics = self.config.serverless_metrics
         return SERVERLESS_METRICS if metrics is None else metrics
 
+    def now(self) -> float:
+        """The wall clock the minutes are asked by: a datapoint's age is measured on it."""
+        return self._clock()
+
     def fresh_seconds(self, tier: str = "paging") -> float:
         """How old the newest datapoint of a tier's metric may be while it still describes the node now."""
         config = self.config

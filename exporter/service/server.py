@@ -242,7 +242,7 @@ class ExporterApp:
 
                     from .collectors.aws_baseline import aws_shares
 
-                    fresh_after = time.time() - monitor.fresh_seconds()
+                    fresh_after = monitor.now() - monitor.fresh_seconds()
                     shares = lambda name: aws_shares(monitor, name, fresh_after)  # noqa: E731 - read once per target
                     support = affected_rows(cluster_support(monitor.nodes(), self._aws_collector.support_table), time.time())
                 body = render_status_page(

@@ -3,8 +3,6 @@ caches against their limits, and the AWS calls' own health. Reads the cache only
 
 from __future__ import annotations
 
-import time
-
 from exporter.aws.cloudwatch import NAMESPACE, dimensions, prometheus_name, tier_of
 from exporter.aws.discovery import ServerlessCache
 from exporter.aws.engine_support import SupportRow, cluster_support, load_support_table
@@ -96,7 +94,7 @@ class AwsCollector(FamilyCollector):
                 _add_serverless(monitor, cache, out)
         add_aws_baseline(monitor, self._baselines, out)
         # fleet-wide families: each on the one shard that owns the name of the group it describes
-        add_fleet(monitor, time.time(), out)
+        add_fleet(monitor, monitor.now(), out)
         add_global_datastores(monitor.global_datastores(), out, monitor.owns)
         add_engine_support(cluster_support(monitor.nodes(), self.support_table), out, monitor.owns)
         _add_api_health(monitor, out)

@@ -4,7 +4,6 @@ busiest second), the baseline that share implies, and how the table's figure com
 from __future__ import annotations
 
 import statistics
-import time
 
 from exporter.aws.minutes import BurstWindow, SustainedWindow
 from exporter.aws.monitor import AwsMonitor
@@ -27,7 +26,7 @@ def aws_shares(monitor: AwsMonitor, instance: str, fresh_after: float) -> dict[s
 
 
 def add_aws_baseline(monitor: AwsMonitor, table: BaselineTable | None, out: FamilySet) -> None:
-    fresh_after = time.time() - monitor.fresh_seconds()
+    fresh_after = monitor.now() - monitor.fresh_seconds()
     implied_by_type: dict[tuple[str, str], list[float]] = {}
     for name, node in monitor.named_nodes():
         if not monitor.owns(name):

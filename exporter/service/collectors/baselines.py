@@ -122,7 +122,7 @@ class BaselineCollector(FamilyCollector):
         if self._aws is None:
             return None
         period = self._aws.config.period
-        fresh_after = time.time() - self._aws.fresh_seconds()
+        fresh_after = self._aws.now() - self._aws.fresh_seconds()
         out, received, cpu = (
             _fresh(self._aws.latest(instance, metric, statistic), fresh_after)
             for metric, statistic in (("NetworkBytesOut", "Sum"), ("NetworkBytesIn", "Sum"), ("EngineCPUUtilization", "Average"))
