@@ -218,10 +218,11 @@ THRESHOLD_ALERTS = {
 
 
 def alert_level(alert: dict) -> float:
-    """The level an alert fires at: a baseline alert's percent, else the first comparison with a number in its expression."""
+    """The level an alert fires at: a baseline alert's percent, else the first comparison with a number in its expression
+    that is not a filter inside parentheses (``(redis_memory_max_bytes > 0)``)."""
     if "baseline" in alert:
         return alert["baseline"]["level"]
-    match = re.search(r"(?:>=?|<=?)\s*([\d.]+)", alert["prometheus"]["expr"])
+    match = re.search(r"(?:>=?|<=?)\s*([\d.]+)(?![\d.]|\s*\))", alert["prometheus"]["expr"])
     assert match, alert["name"]
     return float(match.group(1))
 

@@ -1848,6 +1848,39 @@ def test_a_replica_restart_pages_no_one_and_a_lost_replica_does_over_hours(tmp_p
     _promtool_test(tmp_path, inputs, checks)
 
 
+def test_a_restarted_replica_resyncing_pages_no_one_and_a_resync_loop_pages_after_15_minutes(tmp_path):
+    """Three hours of three replicas whose link drops at 1h: one restarts and resyncs in full for 9 minutes (its link
+    down all that time, as Redis reports it), one stays in a resync that never ends, one loses its link without a resync.
+    The first never pages; the second pages once its link has been down 15 minutes (and 2 more of ``for``); the third at
+    2 minutes, as before."""
+    link = {"quick": "1x59 0x9 1x111", "loop": "1x59 0x120", "lost": "1x59 0x120"}
+    syncing = {"quick": "0x59 1x9 0x111", "loop": "0x59 1x120", "lost": "0x180"}
+    inputs = [(series("redis_master_link_up", instance=name), values) for name, values in link.items()]
+    inputs += [(series("redis_master_sync_in_progress", instance=name), values) for name, values in syncing.items()]
+    inputs += [(series("redis_up", instance=name), "1x180") for name in link]
+    alert = {"severity": "critical", **OURS}
+    firing = {m: [{**alert, "instance": "lost"}] + ([{**alert, "instance": "loop"}] if m >= 76 else []) for m in range(62, 180)}
+    firing = {m: sorted(alerts, key=lambda a: a["instance"]) for m, alerts in firing.items()}
+    _promtool_test(tmp_path, inputs, _every("RedisMasterLinkDown", range(0, 180, 2), firing))
+
+
+def test_memory_at_maxmemory_outlasts_the_evictions_it_explains_when_the_limit_is_lifted(tmp_path):
+    """Memory at 95 % of maxmemory and evicting from 10m to 40m, then the limit raised (or lifted: 0): the memory alert
+    keeps firing while the evictions' 5-minute rate still shows them, so its inhibition outlasts RedisEvictions."""
+    inputs = []
+    for name, limit_after in (("raised", "1000+0x140"), ("lifted", "0+0x140")):
+        inputs += [
+            (series("redis_memory_used_bytes", instance=name), "50+0x9 95+0x30 95+0x140"),
+            (series("redis_memory_max_bytes", instance=name), "100+0x40 " + limit_after),
+            (series("redis_evicted_keys_total", instance=name), "0+0x9 0+100x30 3000+0x140"),
+            (series("redis_up", instance=name), "1x180"),
+        ]
+    memory = {m: [{"instance": name, "severity": "warning", **OURS} for name in ("lifted", "raised")] for m in range(12, 45)}
+    evictions = {m: [{"instance": name, "severity": "warning", **OURS} for name in ("lifted", "raised")] for m in range(16, 44)}
+    checks = _every("RedisOutOfConfiguredMaxmemory", range(0, 60), memory) + _every("RedisEvictions", range(0, 60), evictions)
+    _promtool_test(tmp_path, inputs, checks)
+
+
 def test_connection_tracking_pages_on_drops_in_more_than_one_minute_only(tmp_path):
     """Two hours of AWS's cumulative counter, polled every minute: a one-minute reconnect storm every 20 minutes never
     pages; drops in 3 minutes running (100 to 102) page at the second of them, while 2 of the last 5 minutes rose, as

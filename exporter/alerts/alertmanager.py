@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from .catalog import DEFAULT_SOURCE, SEVERITIES, SOURCE_LABEL, Alert, RenderError, checked_source
-from .inhibitions import InhibitRule, resolve
+from .inhibitions import InhibitRule, baseline_ladder, resolve
 
 GROUP_BY = ("account_id", "region", "replication_group", "alertname")
 RECEIVER_PREFIX = "elasticache-"  # a receiver per severity: elasticache-critical, elasticache-warning, elasticache-info
@@ -45,7 +45,8 @@ def inhibit_rules(alerts: list[Alert]) -> list[InhibitRule]:
             if outranking:
                 raise RenderError(f"{where}: a {alert.severity} alert may not silence the higher {', '.join(outranking)}")
             rules += resolved
-    return rules
+    ladder = [(alert.name, alert.baseline.signal, alert.baseline.level) for alert in alerts if alert.name in routed and alert.baseline is not None]
+    return rules + list(baseline_ladder(ladder))
 
 
 Matcher = tuple[str, str, str]  # label, operator, value

@@ -26,8 +26,10 @@ JOINED_LABELS = {"shard": ("replication_group", "shard", "shard_source"), "node"
 SCOPES = {"node": ("instance",), "shard": ("replication_group", "shard"), "exporter": ("instance",)}
 UNIQUE_SHARD_SOURCES = ("cluster", "replication")
 # the data an alert is computed from: the exporter's reads of the node (redis), CloudWatch, AWS's records of the fleet
-# as the exporter's discovery keeps them (aws), the exporter's own state
-DATA = ("redis", "cloudwatch", "aws", "exporter")
+# as the exporter's discovery keeps them (aws), the exporter's own state, or the node's INFO where the exporter reads it
+# and CloudWatch where it does not (one-source: the utilization selectors, catalog.one_source), the same for every alert
+DATA = ("redis", "cloudwatch", "aws", "exporter", "one-source")
+LADDER_WHY = "the same signal of the node against the same baseline at a higher level: a node above {level} % is above {lower} % too"
 
 
 @record(frozen=True)
@@ -105,3 +107,21 @@ def resolve(source: str, inhibition: Inhibition, names: Iterable[str], where: st
         return (rule,)
     unique = InhibitRule(source, ordered, ("shard",), inhibition, (("shard_source", "|".join(UNIQUE_SHARD_SOURCES)),))
     return (rule, unique)
+
+
+def baseline_ladder(alerts: Iterable[tuple[str, str, int]]) -> tuple[InhibitRule, ...]:
+    """The inhibitions the catalog's structure gives: of the alerts on one baseline signal (name, signal, level), each
+    silences those of lower levels on the same node, so one saturation notifies once, at the highest level it reached."""
+    by_signal: dict[str, list[tuple[int, str]]] = {}
+    for name, signal, level in alerts:
+        by_signal.setdefault(signal, []).append((level, name))
+    rules = []
+    for signal in sorted(by_signal):
+        ladder = sorted(by_signal[signal])
+        for index, (level, name) in enumerate(ladder):
+            lower = ladder[:index]
+            if lower:
+                why = LADDER_WHY.format(level=level, lower=", ".join(str(below) for below, _ in lower))
+                inhibition = Inhibition(tuple(below for _, below in lower), "node", "one-source", why)
+                rules.append(InhibitRule(name, inhibition.alerts, SCOPES["node"], inhibition))
+    return tuple(rules)
