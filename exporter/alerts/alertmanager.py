@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from .catalog import DEFAULT_SOURCE, SEVERITIES, SOURCE_LABEL, Alert, RenderError, checked_source
-from .inhibitions import InhibitRule, baseline_ladder, resolve
+from .inhibitions import InhibitRule, SignalAlert, resolve, signal_ladder
 
 GROUP_BY = ("account_id", "region", "replication_group", "alertname")
 RECEIVER_PREFIX = "elasticache-"  # a receiver per severity: elasticache-critical, elasticache-warning, elasticache-info
@@ -45,8 +45,12 @@ def inhibit_rules(alerts: list[Alert]) -> list[InhibitRule]:
             if outranking:
                 raise RenderError(f"{where}: a {alert.severity} alert may not silence the higher {', '.join(outranking)}")
             rules += resolved
-    ladder = [(alert.name, alert.baseline.signal, alert.baseline.level) for alert in alerts if alert.name in routed and alert.baseline is not None]
-    return rules + list(baseline_ladder(ladder))
+    on_signals = [
+        SignalAlert(alert.name, *level, alert.wait_seconds, rank[alert.name], "one-source" if alert.baseline else "cloudwatch")
+        for alert in alerts
+        if alert.name in routed and (level := alert.signal_level) is not None
+    ]
+    return rules + list(signal_ladder(on_signals))
 
 
 Matcher = tuple[str, str, str]  # label, operator, value

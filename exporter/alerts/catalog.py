@@ -95,6 +95,8 @@ CLOUDWATCH_KEYS = (
     "per_node_type",
     "node_types",
 )
+# AWS's view of a node's traffic against its instance's baseline, as the table's baseline signals name it
+AWS_BASELINE_SIGNALS = {"NetworkBaselineUsageOutPercentage": "network_out", "NetworkBaselineUsageInPercentage": "network_in"}
 PER_NODE_TYPE = ("host_cpu",)  # thresholds a CloudWatch alarm reads from the node type, not from the catalog
 
 
@@ -175,6 +177,22 @@ class Alert:
     # how long the expression's condition must already have held before it is true at all (a window series the exporter
     # computes, such as every minute of the last 15 above a level): declared, so that a check never guesses it
     window: str | None = None
+
+    @property
+    def signal_level(self) -> tuple[str, int] | None:
+        """The baseline signal this alert watches and the percent of a baseline it fires at: the table's (``baseline``)
+        or AWS's own (a NetworkBaselineUsage*Percentage alarm's threshold); None for any other alert."""
+        if self.baseline is not None:
+            return self.baseline.signal, self.baseline.level
+        cloudwatch = self.cloudwatch
+        if cloudwatch is not None and cloudwatch.metric in AWS_BASELINE_SIGNALS and cloudwatch.threshold is not None:
+            return AWS_BASELINE_SIGNALS[cloudwatch.metric], int(cloudwatch.threshold)
+        return None
+
+    @property
+    def wait_seconds(self) -> int:
+        """How long a condition holds before the alert fires: its ``for`` or its declared ``window``."""
+        return max(duration_seconds(self.duration), duration_seconds(self.window) if self.window else 0)
 
     @property
     def network_alarms(self) -> str | None:

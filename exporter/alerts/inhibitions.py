@@ -29,7 +29,10 @@ UNIQUE_SHARD_SOURCES = ("cluster", "replication")
 # as the exporter's discovery keeps them (aws), the exporter's own state, or the node's INFO where the exporter reads it
 # and CloudWatch where it does not (one-source: the utilization selectors, catalog.one_source), the same for every alert
 DATA = ("redis", "cloudwatch", "aws", "exporter", "one-source")
-LADDER_WHY = "the same signal of the node against the same baseline at a higher level: a node above {level} % is above {lower} % too"
+LADDER_WHY = (
+    "one saturation of the node's {signal}, told first by this alert ({level} % of the baseline for {wait} minutes): the"
+    " alerts on the same signal and baseline that would tell it later or at a lower level are its echoes"
+)
 
 
 @record(frozen=True)
@@ -109,19 +112,41 @@ def resolve(source: str, inhibition: Inhibition, names: Iterable[str], where: st
     return (rule, unique)
 
 
-def baseline_ladder(alerts: Iterable[tuple[str, str, int]]) -> tuple[InhibitRule, ...]:
-    """The inhibitions the catalog's structure gives: of the alerts on one baseline signal (name, signal, level), each
-    silences those of lower levels on the same node, so one saturation notifies once, at the highest level it reached."""
-    by_signal: dict[str, list[tuple[int, str]]] = {}
-    for name, signal, level in alerts:
-        by_signal.setdefault(signal, []).append((level, name))
+@record(frozen=True)
+class SignalAlert:
+    """An alert on a baseline signal (``catalog.Alert.signal_level``): its level in percent, how long it waits, its
+    severity's rank (0 the highest) and whether it reads the table's baseline (one source: INFO, else CloudWatch) or
+    AWS's (CloudWatch)."""
+
+    name: str
+    signal: str
+    level: int
+    wait_seconds: int
+    rank: int
+    data: str
+
+
+def signal_ladder(alerts: Iterable[SignalAlert]) -> tuple[InhibitRule, ...]:
+    """The inhibitions the catalog's structure gives: one saturation of a node's signal is told by one alert. Of two
+    alerts on the same signal against the same baseline, the one of at least the other's severity that fires first (a
+    shorter wait, or the same wait at a higher level) silences the other on the same node: the table's 90 % its 80 %,
+    AWS's 100 % its 90 and 80 %. Never both ways. (Of the two baselines, AWS's alerts are silent by construction where the
+    table covers the node type: an inhibition would end with the table's alert, before AWS's slower minutes do.)"""
+    alerts = list(alerts)
     rules = []
-    for signal in sorted(by_signal):
-        ladder = sorted(by_signal[signal])
-        for index, (level, name) in enumerate(ladder):
-            lower = ladder[:index]
-            if lower:
-                why = LADDER_WHY.format(level=level, lower=", ".join(str(below) for below, _ in lower))
-                inhibition = Inhibition(tuple(below for _, below in lower), "node", "one-source", why)
-                rules.append(InhibitRule(name, inhibition.alerts, SCOPES["node"], inhibition))
+    for source in alerts:
+        targets = tuple(
+            sorted(
+                target.name
+                for target in alerts
+                if (target.signal, target.data) == (source.signal, source.data)
+                and target.name != source.name
+                and target.rank >= source.rank
+                and (source.wait_seconds, -source.level) < (target.wait_seconds, -target.level)
+            )
+        )
+        if targets:
+            why = LADDER_WHY.format(signal=source.signal, level=source.level, wait=source.wait_seconds // 60)
+            inhibition = Inhibition(targets, "node", source.data, why)
+            rules.append(InhibitRule(source.name, targets, SCOPES["node"], inhibition))
     return tuple(rules)

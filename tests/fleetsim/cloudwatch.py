@@ -59,9 +59,15 @@ def published_minute(the_plan: Plan, minute: int) -> dict[str, dict[str, float]]
         if "CloudWatch gap 20 min" in active:
             continue
         level = 1.0 if "network over baseline 60 min" in active else 0.35 * wave(minute)
+        into = 0.2 * wave(minute)
         out[node] = {
             "NetworkBytesOut": level * BASELINE_OUT * 60,
-            "NetworkBytesIn": 0.2 * wave(minute) * BASELINE_OUT * 60,
+            "NetworkBytesIn": into * BASELINE_OUT * 60,
+            # AWS's own view: the share of the instance's baseline (r6g.large's is the table's), its busiest second higher
+            "NetworkBaselineUsageOutPercentage": 100.0 * level,
+            "NetworkBaselineMaxUsageOutPercentage": 130.0 * level,
+            "NetworkBaselineUsageInPercentage": 100.0 * into,
+            "NetworkBaselineMaxUsageInPercentage": 130.0 * into,
             "NetworkBandwidthOutAllowanceExceeded": 40.0 * shaped[node],
             "EngineCPUUtilization": 30.0 * wave(minute),
             "CPUUtilization": 10.0 * wave(minute),
