@@ -1054,14 +1054,14 @@ for alert, direction, level in (
         silent += sustained_inputs({**labels, "instance": f"calm-{every}m"}, [below] * 30, every)
         silent += sustained_inputs({**labels, "direction": other}, [above] * 30, every)
         silent += sustained_inputs({**labels, "instance": f"dip-{every}m"}, dip, every)
-        # the table's alert of the same severity tells it (10 minutes earlier): silent; where the table is off (its
-        # ratio low while AWS counts the node near its baseline), AWS's alert speaks
+        # the table's alert of the same severity tells it (10 minutes earlier): silent; where the table's does not fire
+        # (its baseline off for this node type, or its source reading less), AWS's alert speaks
         extra_firing = []
         for name, ratio, speaks in (("told", min(level, 0.9) + 0.05, False), ("table-off", 0.5, True)):
             node = {**labels, "instance": f"{name}-{every}m"}
             node_inputs = sustained_inputs(node, [above] * 30, every)
-            utilization = {"instance": node["instance"], "direction": direction, "source": "cloudwatch", "node_type": "cache.r6g.large"}
-            node_inputs.append((series("elasticache_network_utilization_ratio", **utilization), f"{ratio}+0x30"))
+            traffic = {"instance": node["instance"], "direction": direction, "source": "cloudwatch", "node_type": "cache.r6g.large"}
+            node_inputs.append((series("elasticache_network_bytes_per_second", **traffic), f"{ratio * 93_750_000:.0f}+0x30"))
             if speaks:
                 firing.append(node)
                 extra_firing += node_inputs
@@ -1404,7 +1404,6 @@ def test_every_rule_reading_per_node_data_has_its_guard():
         "elasticache_network_aws_baseline_window_max_usage_ratio",
         "elasticache_network_aws_baseline_sustained_min_usage_ratio",
         "elasticache_network_aws_baseline_sustained_minutes",
-        "elasticache_network_utilization_ratio",  # from INFO while the node answers, from CloudWatch while fresh
     }
     rules = {rule["alert"]: rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"] if "alert" in rule}
     unguarded = set()
@@ -1863,34 +1862,41 @@ def test_a_replica_restart_pages_no_one_and_a_lost_replica_does_over_hours(tmp_p
 
 
 def test_a_restarted_replica_resyncing_pages_no_one_and_a_resync_loop_pages_after_15_minutes(tmp_path):
-    """Three hours of three replicas whose link drops at 1h: one restarts and resyncs in full for 9 minutes (its link
-    down all that time, as Redis reports it), one stays in a resync that never ends, one loses its link without a resync.
-    The first never pages; the second pages once its link has been down 15 minutes (and 2 more of ``for``); the third at
-    2 minutes, as before."""
-    link = {"quick": "1x59 0x9 1x111", "loop": "1x59 0x120", "lost": "1x59 0x120"}
-    syncing = {"quick": "0x59 1x9 0x111", "loop": "0x59 1x120", "lost": "0x180"}
+    """Three hours of replicas whose link drops at 1h: one restarts and resyncs in full for 9 minutes (its link down all
+    that time, as Redis reports it), one stays in a resync that never ends, one loses its link without a resync, one
+    resyncs in a loop (each sync done, its link up a minute, then dropped again). The first never pages; the second
+    pages once its link has been down 15 minutes (and 2 more of ``for``); the third at 2 minutes, as before; the loop
+    once its link was down a quarter of the hour."""
+    cycles = " ".join(["0x7 1"] * 13)  # down 8 minutes, up 1, from 1h: each full sync done, then dropped again
+    link = {"quick": "1x59 0x9 1x111", "loop": "1x59 0x120", "lost": "1x59 0x120", "cycles": f"1x59 {cycles}"}
+    syncing = {"quick": "0x59 1x9 0x111", "loop": "0x59 1x120", "lost": "0x180", "cycles": "0x59 " + " ".join(["1x7 0"] * 13)}
     inputs = [(series("redis_master_link_up", instance=name), values) for name, values in link.items()]
     inputs += [(series("redis_master_sync_in_progress", instance=name), values) for name, values in syncing.items()]
     inputs += [(series("redis_up", instance=name), "1x180") for name in link]
     alert = {"severity": "critical", **OURS}
     firing = {m: [{**alert, "instance": "lost"}] + ([{**alert, "instance": "loop"}] if m >= 76 else []) for m in range(62, 180)}
+    # the cycles: once the link was down a quarter of the hour (at 75m), each down run pages from its third minute
+    for run in range(2, 13):
+        for m in range(60 + 9 * run + 2, 68 + 9 * run):
+            firing[m].append({**alert, "instance": "cycles"})
     firing = {m: sorted(alerts, key=lambda a: a["instance"]) for m, alerts in firing.items()}
     _promtool_test(tmp_path, inputs, _every("RedisMasterLinkDown", range(0, 180, 2), firing))
 
 
-def test_memory_at_maxmemory_outlasts_the_evictions_it_explains_when_the_limit_is_lifted(tmp_path):
+def test_evictions_of_a_node_at_its_maxmemory_are_told_by_the_memory_alert_alone(tmp_path):
     """Memory at 95 % of maxmemory and evicting from 10m to 40m, then the limit raised (or lifted: 0): the memory alert
-    keeps firing while the evictions' 5-minute rate still shows them, so its inhibition outlasts RedisEvictions."""
+    fires while memory is at the limit, and RedisEvictions stays silent, also while its 5-minute rate outlasts the
+    limit; evictions on a node far from its maxmemory (a volatile policy's expiries) still alert."""
     inputs = []
-    for name, limit_after in (("raised", "1000+0x140"), ("lifted", "0+0x140")):
+    for name, used, limit_after in (("raised", 95, "1000+0x140"), ("lifted", 95, "0+0x140"), ("roomy", 50, "100+0x140")):
         inputs += [
-            (series("redis_memory_used_bytes", instance=name), "50+0x9 95+0x30 95+0x140"),
+            (series("redis_memory_used_bytes", instance=name), f"50+0x9 {used}+0x30 {used}+0x140"),
             (series("redis_memory_max_bytes", instance=name), "100+0x40 " + limit_after),
             (series("redis_evicted_keys_total", instance=name), "0+0x9 0+100x30 3000+0x140"),
             (series("redis_up", instance=name), "1x180"),
         ]
-    memory = {m: [{"instance": name, "severity": "warning", **OURS} for name in ("lifted", "raised")] for m in range(12, 45)}
-    evictions = {m: [{"instance": name, "severity": "warning", **OURS} for name in ("lifted", "raised")] for m in range(16, 44)}
+    memory = {m: [{"instance": name, "severity": "warning", **OURS} for name in ("lifted", "raised")] for m in range(12, 41)}
+    evictions = {m: [{"instance": "roomy", "severity": "warning", **OURS}] for m in range(16, 44)}
     checks = _every("RedisOutOfConfiguredMaxmemory", range(0, 60), memory) + _every("RedisEvictions", range(0, 60), evictions)
     _promtool_test(tmp_path, inputs, checks)
 

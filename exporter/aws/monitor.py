@@ -251,7 +251,7 @@ class AwsMonitor:
             self._secondaries = secondary_groups(d for listing in self._global_datastores.values() for d in listing)
             self._index()
         if ok:
-            self.last_discovery = time.time()
+            self.last_discovery = self._clock()
         if self.fleet is not None:
             for where, update_error in self.fleet.poll_updates():
                 self._report(update_error, f"service updates in {where}")

@@ -40,7 +40,7 @@ def simulate(workdir: Path, *, days: int = 1, shards: int = 25, polled: int = 6,
     took("capture")
     down = the_plan.minutes_of("exporter restart")
     end = math.floor(time.time() / 60) * 60
-    series = compose_redis(states, the_plan, down)
+    series = compose_redis(states, the_plan, down, end - 60 * the_plan.minutes)
     took("Redis series")
     with mock_aws():
         series.update(compose_cloudwatch(the_plan, down, end))

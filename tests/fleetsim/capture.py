@@ -25,6 +25,7 @@ Samples = dict[Sample, float]
 class State:
     samples: Samples
     rates: Samples  # a counter's increase a second while in this state (traffic, evictions)
+    captured_at: float = 0.0  # the Unix time of the capture: a timestamp sample keeps its age from it
 
 
 def exposition(text: str) -> tuple[Samples, set[str]]:
@@ -134,7 +135,7 @@ class _Shard:
             elapsed = time.monotonic() - started
             rates = {s: max(0.0, (later[s] - v) / elapsed) for s, v in samples.items() if s[0] in counters and s in later}
             samples = later
-        self.states[name] = State(samples, rates)
+        self.states[name] = State(samples, rates, time.time())
 
     def wait_linked(self, what: str, timeout: float = 60) -> None:
         wait_until(lambda: self.linked(self.scrape()[0]), timeout=timeout, what=what)
@@ -144,8 +145,16 @@ class _Shard:
         return next((v for (n, labels), v in samples.items() if n == name and ("instance", node) in labels), None)
 
     def linked(self, s: Samples) -> bool:
+        """Both nodes up, the replica linked and caught up (a lag caught mid-sync would be held for hours)."""
         p, r = CAPTURED
-        return self.of(s, "redis_up", p) == 1 and self.of(s, "redis_master_link_up", r) == 1 and self.of(s, "redis_connected_slaves", p) == 1
+        lags = [v for (name, _), v in s.items() if name == "elasticache_replication_lag_bytes"]
+        caught_up = all(lag < 100_000 for lag in lags)
+        return (
+            self.of(s, "redis_up", p) == 1
+            and self.of(s, "redis_master_link_up", r) == 1
+            and self.of(s, "redis_connected_slaves", p) == 1
+            and caught_up
+        )
 
     def memory_full(self) -> None:
         primary = self.primary.client()
@@ -181,7 +190,14 @@ class _Shard:
         p, r = CAPTURED
         self.replica.client().execute_command("REPLICAOF", "NO", "ONE")
         self.primary.client().execute_command("REPLICAOF", "127.0.0.1", str(self.replica.port))
-        self.capture("swapped", lambda s: self.of(s, "redis_master_link_up", p) == 1 and self.of(s, "redis_connected_slaves", r) == 1)
+        self.capture(
+            "swapped",
+            lambda s: (
+                self.of(s, "redis_master_link_up", p) == 1
+                and self.of(s, "redis_connected_slaves", r) == 1
+                and all(v < 100_000 for (name, _), v in s.items() if name == "elasticache_replication_lag_bytes")
+            ),
+        )
         self.primary.client().execute_command("REPLICAOF", "NO", "ONE")
         self.replica.client().execute_command("REPLICAOF", "127.0.0.1", str(self.primary.port))
         self.wait_linked("the roles back")
@@ -207,7 +223,11 @@ def capture_states(workdir: Path) -> dict[str, State]:
         ports = {str(shard.primary.port): "6379", str(shard.replica.port): "6380", str(dead): "6381"}
         shard.primary_down()
         return {
-            name: State({renamed(s, {}, ports): v for s, v in state.samples.items()}, {renamed(s, {}, ports): v for s, v in state.rates.items()})
+            name: State(
+                {renamed(s, {}, ports): v for s, v in state.samples.items()},
+                {renamed(s, {}, ports): v for s, v in state.rates.items()},
+                state.captured_at,
+            )
             for name, state in shard.states.items()
         }
     finally:

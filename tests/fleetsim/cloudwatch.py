@@ -109,7 +109,7 @@ class _Exporter:
         self.wall.now = self.wall_of(minute) + 30.0 + ahead
         self.monotonic.now = 1000.0 + 60.0 * minute + 30.0
         monitor = self.app.aws_monitor
-        if minute % 60 == 0:
+        if minute % max(1, round(self.config.aws.discovery_interval / 60)) == 0:  # as its discovery loop does
             monitor.discover_once()
         self.api.failing = failing
         tiers = monitor.due_tiers()

@@ -46,11 +46,16 @@ def notified(firing: Firing, config: dict[str, Any] | None = None) -> Firing:
     rules = [(_all(r["source_matchers"]), _all(r["target_matchers"]), r.get("equal", [])) for r in _config(config)["inhibit_rules"]]
 
     def silenced(alert: Alert, alerts: list[Alert]) -> bool:
-        return any(
-            target(alert)
-            and any(source(other) and other is not alert and all(other.get(k, "") == alert.get(k, "") for k in equal) for other in alerts)
-            for source, target, equal in rules
-        )
+        for source, target, equal in rules:
+            if not target(alert):
+                continue
+            two_sided = source(alert)  # then, as Alertmanager does, only sources that are no targets of the rule count
+            for other in alerts:
+                if other is alert or not source(other) or (two_sided and target(other)):
+                    continue
+                if all(other.get(k, "") == alert.get(k, "") for k in equal):
+                    return True
+        return False
 
     return {minute: [alert for alert in alerts if not silenced(alert, alerts)] for minute, alerts in firing.items()}
 
@@ -108,7 +113,8 @@ class Verdict:
 
 def judge(the_plan: Plan, sent: list[Notification]) -> tuple[list[Verdict], list[Notification]]:
     """Each page and warning to the incident it names (its node or shard, from the incident's start to GRACE minutes
-    after its end); one that names no node to an exporter event under way. What is left is unexplained."""
+    after its end); one that names no node to an exporter event under way. What is left is unexplained. Info
+    notifications go to a receiver nobody is woken by or handed: not judged."""
     verdicts = [Verdict(i) for i in the_plan.incidents]
     unexplained = []
     for note in sent:

@@ -71,14 +71,14 @@ def firing_alerts(series: Series, minutes: int, start: float, workdir: Path, rul
     test = {"interval": "1m", "start_timestamp": int(start), "input_series": inputs, "promql_expr_test": checks}
     test_file = workdir / "fleet.test.yml"
     test_file.write_text(yaml.safe_dump({"rule_files": [str(workdir / "rules.yml")], "evaluation_interval": "1m", "tests": [test]}, width=1_000_000))
-    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=3600, check=False)
+    result = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True, timeout=1800, check=False)
     firing = parse_promtool(result.stdout + result.stderr)
     if result.returncode != 0 and not firing:  # promtool failed for another reason than alerts firing
         raise AssertionError(f"promtool exited with {result.returncode}:\n" + (result.stdout + result.stderr)[-3000:])
     return firing
 
 
-_FAILURE = re.compile(r'expr: "ALERTS\{alertstate=\\"firing\\"\}", time: ([0-9hms]+),')
+_FAILURE = re.compile(r'expr: "ALERTS\{alertstate=\\"firing\\"\}", time: ([0-9ywdhms]+),')  # a Prometheus duration
 _SAMPLE = re.compile(r'\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\} 1E\+00')  # how promtool prints each sample it got
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -87,8 +87,12 @@ def unquoted(text: str) -> str:
     return re.sub(r'\\(["\\])', r"\1", text)
 
 
+UNIT_MINUTES = {"y": 525_600, "w": 10_080, "d": 1440, "h": 60, "m": 1, "s": 0, "ms": 0}
+
+
 def _minutes(duration: str) -> int:
-    return sum(int(amount) * {"h": 60, "m": 1, "s": 0}[unit] for amount, unit in re.findall(r"(\d+)([hms])", duration))
+    """A Prometheus duration as promtool prints it (``1d1h``, ``1w``, ``59m``) in whole minutes."""
+    return sum(int(amount) * UNIT_MINUTES[unit] for amount, unit in re.findall(r"(\d+)(ms|[ywdhms])", duration))
 
 
 def parse_promtool(output: str) -> Firing:
