@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+import yaml
 from tools import alertmanager, prometheus_3, require
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -459,6 +460,22 @@ class AlertmanagerProcess:
         self.process.terminate()
         self.process.wait(timeout=20)
         shutil.rmtree(self.data, ignore_errors=True)
+
+
+def start_rendered_alertmanager(directory: Path, fragment: dict) -> AlertmanagerProcess:
+    """A real Alertmanager whose configuration is a rendered routing fragment under a default root route, as the
+    fragment's header says to merge it."""
+    config = directory / "alertmanager.yml"
+    merged = {"route": {"receiver": "default", "routes": [fragment["route"]]}, "receivers": [{"name": "default"}, *fragment["receivers"]]}
+    config.write_text(yaml.safe_dump({**merged, "inhibit_rules": fragment["inhibit_rules"]}, sort_keys=False))
+    return start_alertmanager(config)
+
+
+def post_firing(manager: AlertmanagerProcess, alerts: list[dict[str, str]]) -> None:
+    """``alerts`` (their labels) firing from now for an hour; an empty label is no label."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    window = {"startsAt": now.isoformat(), "endsAt": (now + datetime.timedelta(hours=1)).isoformat()}
+    manager.api("/alerts", [{"labels": {k: v for k, v in labels.items() if v}, **window} for labels in alerts])
 
 
 def start_alertmanager(config: Path) -> AlertmanagerProcess:

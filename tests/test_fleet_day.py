@@ -7,7 +7,6 @@ without an incident. A rule change that adds a false page or loses a page fails 
 from __future__ import annotations
 
 import contextlib
-import datetime
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from fleetsim import simulate
 from fleetsim.oncall import ALERTMANAGER, Report, judge, notifications, notified
 from fleetsim.plan import CLASSES, Incident, Plan
 from fleetsim.replay import expanded, parse_promtool
-from servers import start_alertmanager, wait_until
+from servers import post_firing, start_rendered_alertmanager, wait_until
 
 
 @pytest.mark.timeout(900)
@@ -45,15 +44,9 @@ def expected_states(alerts: list[dict[str, str]]) -> dict[tuple, str]:
 def alertmanager_states(tmp_path, alerts: list[dict[str, str]]) -> dict[tuple, str]:
     """Each alert's state in a real Alertmanager running the rendered configuration, once it shows what the verdict
     expects (or after 15 s: the comparison shows what differs)."""
-    fragment = yaml.safe_load(ALERTMANAGER.read_text())
-    config = tmp_path / "alertmanager.yml"
-    merged = {"route": {"receiver": "default", "routes": [fragment["route"]]}, "receivers": [{"name": "default"}, *fragment["receivers"]]}
-    config.write_text(yaml.safe_dump({**merged, "inhibit_rules": fragment["inhibit_rules"]}, sort_keys=False))
-    manager = start_alertmanager(config)
+    manager = start_rendered_alertmanager(tmp_path, yaml.safe_load(ALERTMANAGER.read_text()))
     try:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        window = {"startsAt": now.isoformat(), "endsAt": (now + datetime.timedelta(hours=1)).isoformat()}
-        manager.api("/alerts", [{"labels": {k: v for k, v in labels.items() if v}, **window} for labels in alerts])
+        post_firing(manager, alerts)
         want = _without_empty(expected_states(alerts))
 
         def listed() -> dict[tuple, str]:

@@ -5,14 +5,13 @@ Alertmanager, and only RedisDown is left to notify."""
 
 from __future__ import annotations
 
-import datetime
 import math
 import subprocess
 from pathlib import Path
 
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from servers import start_alertmanager, start_exporter, start_redis, wait_until
+from servers import post_firing, start_exporter, start_redis, start_rendered_alertmanager, wait_until
 from tools import promtool
 
 from exporter.alerts.alertmanager import routing
@@ -150,15 +149,9 @@ def promtool_test(tmp_path: Path, inputs: list[dict[str, str]], alerts: list[dic
 
 def notified_after_inhibitions(tmp_path: Path, alerts: list[dict[str, str]]) -> dict[str, str]:
     """Each alert's state in a real Alertmanager configured with the rendered routing and inhibit rules."""
-    fragment = routing(load_catalog())
-    config = tmp_path / "alertmanager.yml"
-    merged = {"route": {"receiver": "default", "routes": [fragment["route"]]}, "receivers": [{"name": "default"}, *fragment["receivers"]]}
-    config.write_text(yaml.safe_dump({**merged, "inhibit_rules": fragment["inhibit_rules"]}, sort_keys=False))
-    manager = start_alertmanager(config)
+    manager = start_rendered_alertmanager(tmp_path, routing(load_catalog()))
     try:
-        now = datetime.datetime.now(datetime.timezone.utc)
-        window = {"startsAt": now.isoformat(), "endsAt": (now + datetime.timedelta(hours=1)).isoformat()}
-        manager.api("/alerts", [{"labels": labels, **window} for labels in alerts])
+        post_firing(manager, alerts)
 
         def states() -> dict[str, str]:
             return {alert["labels"]["alertname"]: alert["status"]["state"] for alert in manager.api("/alerts")}  # type: ignore[union-attr]
