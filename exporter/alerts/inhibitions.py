@@ -130,8 +130,9 @@ def signal_ladder(alerts: Iterable[SignalAlert]) -> tuple[InhibitRule, ...]:
     """The inhibitions the catalog's structure gives: one saturation of a node's signal is told by one alert. Of two
     alerts on the same signal against the same baseline, the one of at least the other's severity that fires first (a
     shorter wait, or the same wait at a higher level) silences the other on the same node: the table's 90 % its 80 %,
-    AWS's 100 % its 90 and 80 %. Never both ways. (Of the two baselines, AWS's alerts are silent by construction where the
-    table covers the node type: an inhibition would end with the table's alert, before AWS's slower minutes do.)"""
+    AWS's 100 % its 90 and 80 %. Never both ways. (Of the two baselines, AWS's alerts are silent by their expression
+    where the table's alert fired in the last 20 minutes: an inhibition would end with the table's alert, before AWS's
+    slower minutes do.)"""
     alerts = list(alerts)
     rules = []
     for source in alerts:
