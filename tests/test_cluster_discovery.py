@@ -4,6 +4,7 @@ and /discovery, following a failover; tested on real 3-primary, 3-replica cluste
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from servers import ENGINES, fail_over, start_cluster, wait_until
 from tools import missing
 
 from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
+from exporter.redis.slots import shard_name
 from exporter.service.cluster_discovery import EARLIEST as EARLIEST_READ
 
 NODES_TEXT = """\
@@ -23,14 +25,22 @@ ddd 10.0.0.4:6379@16379 slave,fail ccc 0 0 2 connected
 
 
 @pytest.mark.unit
+def test_a_shard_is_named_by_its_slot_ranges():
+    assert shard_name(frozenset(range(5461)), "aaa") == "0-5460"
+    assert shard_name(frozenset({1, 2, 3, 7, 9, 10}), "aaa") == "1-3,7,9-10"
+    assert shard_name(frozenset({1, 3, 5, 7, 9}), "aaa") == "1,+4"  # past three ranges: the first and how many more
+    assert shard_name(frozenset(), "aaa") == "aaa"
+
+
+@pytest.mark.unit
 def test_members_from_cluster_nodes_and_cluster_shards():
     members = parse_cluster_nodes(NODES_TEXT)
     assert [(m.name, m.role, m.shard, m.answering) for m in members] == [
-        ("10.0.0.1:6379", "primary", "aaa", True),
-        ("10.0.0.2:6379", "replica", "aaa", True),
-        ("10.0.0.3:6379", "primary", "ccc", True),
-        ("10.0.0.4:6379", "replica", "ccc", False),
-    ]  # the failed replica is still a member of its shard, not answering
+        ("10.0.0.1:6379", "primary", "0-5460", True),
+        ("10.0.0.2:6379", "replica", "0-5460", True),
+        ("10.0.0.3:6379", "primary", "5461-16383", True),
+        ("10.0.0.4:6379", "replica", "5461-16383", False),
+    ]  # the failed replica is still a member of its shard, not answering; a shard is named by its slots
     shards = [
         [b"slots", [0, 5460], b"nodes", [
             [b"id", b"aaa", b"port", 6379, b"ip", b"10.0.0.1", b"endpoint", b"n1.example", b"role", b"master", b"health", b"online"],
@@ -40,11 +50,11 @@ def test_members_from_cluster_nodes_and_cluster_shards():
         ]],
     ]  # fmt: skip
     assert [(m.name, m.role, m.shard, m.answering) for m in parse_cluster_shards(shards, tls=False)] == [
-        ("n1.example:6379", "primary", "aaa", True),
-        ("n2.example:6379", "replica", "aaa", True),
-        ("n9.example:6379", "replica", "aaa", False),
+        ("n1.example:6379", "primary", "0-5460", True),
+        ("n2.example:6379", "replica", "0-5460", True),
+        ("n9.example:6379", "replica", "0-5460", False),
     ]
-    # after a failover the failed old primary is still listed as a master: the shard is named by the online one
+    # after a failover the failed old primary is still listed as a master: the shard keeps its name, its slots
     failed_over = [
         [b"slots", [0, 5460], b"nodes", [
             [b"id", b"aaa", b"port", 6379, b"ip", b"10.0.0.1", b"role", b"master", b"health", b"fail"],
@@ -52,9 +62,11 @@ def test_members_from_cluster_nodes_and_cluster_shards():
         ]],
     ]  # fmt: skip
     assert [(m.name, m.shard, m.answering) for m in parse_cluster_shards(failed_over, tls=False)] == [
-        ("10.0.0.1:6379", "bbb", False),
-        ("10.0.0.2:6379", "bbb", True),
+        ("10.0.0.1:6379", "0-5460", False),
+        ("10.0.0.2:6379", "0-5460", True),
     ]
+    slotless = [[b"slots", [], b"nodes", [[b"id", b"eee", b"port", 6379, b"ip", b"10.0.0.5", b"role", b"master", b"health", b"online"]]]]
+    assert [m.shard for m in parse_cluster_shards(slotless, tls=False)] == ["eee"]  # no slots yet: its primary's node id
     assert parse_cluster_shards(shards, tls=True)[1].port == 6380  # the TLS port where the seed speaks TLS
 
 
@@ -84,19 +96,19 @@ def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
         assert "orders" not in {dict(labels).get("instance") for _, labels in samples}  # the endpoint itself is no target
         replica = next(node for node in nodes if node.info()["role"] == "slave")
         replica_name = f"127.0.0.1:{replica.port}"
-        replica_id = replica.client().execute_command("CLUSTER", "MYID").decode()
+        shard = found[replica_name]["__meta_elasticache_shard"]
+        assert re.fullmatch(r"\d+-\d+", shard)  # its slot range, the same on the replica as on its primary
         fail_over(replica)
 
         def new_primary_found() -> bool:
-            # for a moment both may be listed as masters, the shard still named by the old one: wait until it settles
-            labels = _discovered(app)[replica_name]
-            return labels["__meta_elasticache_role"] == "primary" and labels["__meta_elasticache_shard"] == replica_id
+            return _discovered(app)[replica_name]["__meta_elasticache_role"] == "primary"
 
-        wait_until(new_primary_found, timeout=60, interval=1.0, what="the new primary found, its shard named by it")
+        wait_until(new_primary_found, timeout=60, interval=1.0, what="the new primary found")
+        assert _discovered(app)[replica_name]["__meta_elasticache_shard"] == shard  # a failover keeps the shard's name
         samples = call(app, "/metrics").samples()
         member = [labels for name, labels in samples if name == "elasticache_shard_member_info" and ("instance", replica_name) in labels]
         assert dict(member[0])["role"] == "master"
-        assert dict(member[0])["shard"] == replica_id
+        assert dict(member[0])["shard"] == shard
     finally:
         app.close()
         for node in nodes:
@@ -141,12 +153,14 @@ def test_a_stopped_node_stays_down_in_its_shard_until_the_cluster_forgets_it():
         gone_id = gone.client().execute_command("CLUSTER", "MYID").decode()
         name = f"127.0.0.1:{gone.port}"
 
-        def membership() -> dict[str, str]:
+        def membership(of: str = name) -> dict[str, str]:
             samples = call(app, "/metrics").samples()
-            found = [dict(labels) for metric, labels in samples if metric == "elasticache_shard_member_info" and ("instance", name) in labels]
+            found = [dict(labels) for metric, labels in samples if metric == "elasticache_shard_member_info" and ("instance", of) in labels]
             return found[0] if found else {}
 
-        assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": gone_id, "shard_source": "cluster", "role": "master"}
+        shard = membership()["shard"]
+        assert re.fullmatch(r"\d+-\d+", shard)  # its slot range
+        assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "cluster", "role": "master"}
         replica = next(node for node in nodes if node.info().get("master_port") == gone.port)
         gone.stop()
         survivors = [node for node in nodes if node is not gone]
@@ -165,7 +179,9 @@ def test_a_stopped_node_stays_down_in_its_shard_until_the_cluster_forgets_it():
             call(app, "/metrics")
             assert name in _discovered(app)
             assert sample(call(app, "/metrics").samples(), "redis_up", instance=name) == 0
-            assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": gone_id, "shard_source": "cluster", "role": ""}
+            assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "cluster", "role": ""}
+            promoted = membership(f"127.0.0.1:{replica.port}")
+            assert (promoted["shard"], promoted["role"]) == (shard, "master")  # the shard kept its name through the failover
             time.sleep(EARLIEST_READ)  # the cluster is read at most every 5 s: a read happens between two looks
         for node in survivors:
             node.client().execute_command("CLUSTER", "FORGET", gone_id)

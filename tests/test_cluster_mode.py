@@ -157,3 +157,32 @@ def test_the_keyspace_profile_counts_each_key_once(cluster):
     assert set(profiled) == primaries
     assert sum(profiled.values()) == pytest.approx(30_000, rel=0.05)  # each primary's sample is most of its ~10,000 keys
     assert [client.info("stats")["total_error_replies"] for client in clients] == before
+
+
+def _shards(app) -> dict[str, tuple[str, str]]:
+    samples = call(app, "/metrics").samples()
+    found = [dict(labels) for metric, labels in samples if metric == "elasticache_shard_member_info"]
+    return {labels["instance"]: (labels["shard"], labels["role"]) for labels in found if labels["shard_source"] == "cluster"}
+
+
+def test_a_shard_in_a_named_group_is_named_by_its_slots_and_without_one_by_its_primary(cluster):
+    """Listed node by node: in a named replication group a shard is its slot ranges (a failover keeps them, as the
+    discovery tests show); without a group, slot ranges would be the same in every cluster, so its primary's node id."""
+    ids = {node.port: node.client().execute_command("CLUSTER", "MYID").decode() for node in cluster}
+    expected_slots, expected_ids = {}, {}
+    for i, node in enumerate(cluster):
+        view = node.client().execute_command("CLUSTER", "NODES").decode()
+        primary = node.port if node.info()["role"] == "master" else node.info()["master_port"]
+        served = sorted(owned_slots(view))
+        expected_slots[f"n{i}"] = f"{served[0]}-{served[-1]}"
+        expected_ids[f"n{i}"] = ids[primary]
+    for grouped, expected in ((True, expected_slots), (False, expected_ids)):
+        group = {"replication_group": "orders"} if grouped else {}
+        app = make_app({"targets": [{"name": f"n{i}", "addr": node.addr, **group} for i, node in enumerate(cluster)]})
+        try:
+            wait_until(lambda app=app: len(_shards(app)) == len(cluster), what="every node in its shard")
+            shards = _shards(app)
+            assert {name: shard for name, (shard, _) in shards.items()} == expected
+            assert sorted(role for _, role in shards.values()) == ["master"] * 3 + ["slave"] * 3
+        finally:
+            app.close()

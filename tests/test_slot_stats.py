@@ -25,7 +25,7 @@ from exporter.redis.slot_stats import (
     profile,
     with_rates,
 )
-from exporter.redis.slots import key_slot
+from exporter.redis.slots import key_slot, shard_name
 from exporter.service.collectors.slot_stats import SlotStatsCollector, add_shard_shares
 
 HOT_TAG = "{hot}"
@@ -306,9 +306,9 @@ def test_a_slot_moved_under_load_keeps_the_node_counters_rising_and_the_rates_ri
     gained, lost = names[target.port], names[source.port]
     assert profiles[gained].bytes_per_second == pytest.approx((request + 5 * len(keys)) / 60)
     assert profiles[lost].bytes_per_second == 0
-    last = reads[-1]
-    assert sample(last, "elasticache_cluster_shard_share_ratio", replication_group="rg", shard=profiles[gained].node_id, resource="network") == 1
-    assert sample(last, "elasticache_cluster_load_skew", replication_group="rg", resource="network") == pytest.approx(3)
+    shard = shard_name(frozenset(profiles[gained].counters.slots), "")  # in a named group, a shard is its slot ranges
+    assert sample(reads[-1], "elasticache_cluster_shard_share_ratio", replication_group="rg", shard=shard, resource="network") == 1
+    assert sample(reads[-1], "elasticache_cluster_load_skew", replication_group="rg", resource="network") == pytest.approx(3)
 
 
 def _slot_series_instances(samples: dict[tuple[str, tuple], float]) -> set[str]:

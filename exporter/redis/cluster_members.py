@@ -11,7 +11,7 @@ from typing import Any
 from exporter.common.records import record
 
 from .node import RedisNode
-from .slots import SLOTS, is_replica, node_lines, slot_entries
+from .slots import SLOTS, is_replica, node_lines, shard_name, slot_entries
 
 
 @record(frozen=True)
@@ -20,7 +20,7 @@ class Member:
     host: str
     port: int
     role: str  # primary | replica
-    shard: str  # the node id of its shard's primary (CLUSTER SHARDS' shard id where no primary answers)
+    shard: str  # its shard's slot ranges (slots.shard_name); a shard without slots: its primary's node id
     hostname: str = ""  # the hostname the node announces, "" where it announces none
     slots: frozenset[int] = frozenset()  # a primary's slots (a replica's: none)
     answering: bool = True  # False: the cluster holds it failed or not yet serving (loading, syncing); still a member
@@ -70,7 +70,7 @@ def parse_cluster_shards(reply: Any, tls: bool) -> list[Member]:
         primaries = [node for node in nodes if _text(node.get("role", "")) == "master"]
         # after a failover the failed old primary may still be listed as a master: the shard is named by the one online
         primary = next((node for node in primaries if _online(node)), primaries[0] if primaries else None)
-        shard_id = _text(primary.get("id", "")) if primary else _text(shard.get("id", ""))
+        shard_id = shard_name(slots, _text(primary.get("id", "")) if primary else _text(shard.get("id", "")))
         for node in nodes:
             host = _text(node.get("endpoint") or node.get("ip") or "")
             port = node.get("tls-port") if tls and node.get("tls-port") else node.get("port")
@@ -90,8 +90,10 @@ def _online(node: dict[str, Any]) -> bool:
 def parse_cluster_nodes(text: str) -> list[Member]:
     """CLUSTER NODES (before 7.0): a node's address is its ``ip:port``; a failed node (``fail`` or ``fail?``) is a member
     marked not answering, a node in handshake or without an address is none yet."""
+    lines = node_lines(text)[0]
+    served = {fields[0]: slot_entries(fields[8:]) for fields in lines if len(fields) >= 8 and not is_replica(fields)}
     members = []
-    for fields in node_lines(text)[0]:
+    for fields in lines:
         flags = set(fields[2].split(",")) if len(fields) >= 8 else set()
         if len(fields) < 8 or {"handshake", "noaddr"} & flags:
             continue
@@ -100,8 +102,9 @@ def parse_cluster_nodes(text: str) -> list[Member]:
         if not host or not port.isdigit() or int(port) <= 0:
             continue
         replica = is_replica(fields)
-        role, shard = ("replica", fields[3]) if replica else ("primary", fields[0])
-        slots = frozenset() if replica else slot_entries(fields[8:])
+        role, primary = ("replica", fields[3]) if replica else ("primary", fields[0])
+        shard = shard_name(served.get(primary, frozenset()), primary)
+        slots = frozenset() if replica else served[primary]
         announced = hostname.split(",", 1)[0]
         failed = bool({"fail", "fail?"} & flags) or fields[7] != "connected"
         members.append(Member(fields[0], host, int(port), role, shard, "" if "=" in announced else announced, slots, not failed))

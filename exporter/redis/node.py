@@ -34,7 +34,7 @@ from .latency import plan as plan_histograms
 from .pipeline import PROBES, Gates, ScrapeResult, collect, requests
 from .resp import DEFAULT_MAX_REPLY_BYTES, ErrorReply, RespConnection, RespFailure
 from .settings import Credentials, TlsOptions
-from .slots import key_slot, owned_slots, shard_primary
+from .slots import key_slot, owned_slots, shard_name, shard_primary
 
 if TYPE_CHECKING:
     import ssl
@@ -78,7 +78,7 @@ class RedisNode:
         self._cluster_enabled = False
         self._slots: frozenset[int] | None = None  # slots this node serves reads of (cluster mode); None: not known
         self._slots_read = 0.0
-        self.shard_primary: str | None = None  # cluster mode: the node id of this node's shard primary
+        self._cluster_shard: tuple[str, str] | None = None  # cluster mode: its shard's (slot ranges, primary's node id)
         # the commands LATENCY HISTOGRAM asks for: the most called ones of the last INFO commandstats
         self.histogram_commands: tuple[str, ...] = ()
         self.histograms: dict[str, Any] = {}  # command → its latest LATENCY HISTOGRAM (latency.py), reused while its calls stand
@@ -195,8 +195,17 @@ class RedisNode:
             raise RespFailure("protocol", f"CLUSTER NODES answered {kind_of(reply)}")
         text = reply.decode("utf-8", errors="replace")
         self._slots = owned_slots(text)
-        self.shard_primary = shard_primary(text)
+        primary = shard_primary(text)
+        self._cluster_shard = None if primary is None else (shard_name(self._slots, primary), primary)
         self._slots_read = self.clock()
+
+    def cluster_shard(self, grouped: bool) -> str | None:
+        """Cluster mode: its shard's name. Within a named replication group (``grouped``), its slot ranges, which a
+        failover keeps; without one, its primary's node id, unique across clusters where slot ranges are not (two
+        clusters both have a shard ``0-5460``), though a failover changes it."""
+        if self._cluster_shard is None:
+            return None
+        return self._cluster_shard[0] if grouped else self._cluster_shard[1]
 
     def owns(self, key: str) -> bool:
         """Whether a keyed read of ``key`` can be answered here without MOVED (always, outside cluster mode)."""

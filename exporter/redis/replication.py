@@ -81,7 +81,7 @@ def add_replication_metrics(info: InfoReply, target: str, names: AddressNames, o
 
 @record(frozen=True)
 class Membership:
-    """Where a node belongs, as configured or discovered; in cluster mode, the id of its shard's primary."""
+    """Where a node belongs, as configured or discovered; in cluster mode, its shard's name (its slot ranges)."""
 
     replication_group: str = ""
     shard: str = ""
@@ -93,7 +93,7 @@ Shard = tuple[str, str, str]
 
 
 def shard_of(info: InfoReply | None, membership: Membership) -> Shard | None:
-    """The node's shard: the configured or discovered name, else the cluster-mode shard primary's node id, else the
+    """The node's shard: the configured or discovered name, else the cluster-mode shard's slot ranges, else the
     replication id (a primary and the replicas synced to it share it, and a replica keeps it while its link is down).
     ``info`` None: the node did not answer, so only what is known without it."""
     if membership.shard:

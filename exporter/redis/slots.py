@@ -48,14 +48,36 @@ def is_replica(fields: list[str]) -> bool:
 
 
 def shard_primary(cluster_nodes: str) -> str | None:
-    """The node id of the primary of this node's shard (its own id for a primary), from ``CLUSTER NODES``:
-    the same for every node of a shard, and unique across clusters."""
+    """The node id of the primary of this node's shard (its own id for a primary), from ``CLUSTER NODES``."""
     _, myself = node_lines(cluster_nodes)
     if myself is None:
         return None
     if is_replica(myself):
         return myself[3] if len(myself[3]) == 40 else None
     return myself[0]
+
+
+NAMED_RANGES = 3  # a shard with more slot ranges than this is named by its first range and their count
+
+
+def shard_name(slots: frozenset[int], fallback: str) -> str:
+    """A cluster-mode shard's name: its slot ranges (``0-5460``; ``0-99,5461-5560``). A failover keeps it (the promoted
+    replica serves the same slots) where the primary's node id changes; only a resharding renames. Past three ranges,
+    the first and how many (``0-99,+4``): a slot belongs to one shard at a time, so that is still unique. A shard that
+    serves no slot is named ``fallback`` (its primary's node id)."""
+    if not slots:
+        return fallback
+    ranges: list[str] = []
+    ordered = sorted(slots)
+    first = previous = ordered[0]
+    for slot in [*ordered[1:], SLOTS + 1]:
+        if slot != previous + 1:
+            ranges.append(str(first) if first == previous else f"{first}-{previous}")
+            first = slot
+        previous = slot
+    if len(ranges) > NAMED_RANGES:
+        return f"{ranges[0]},+{len(ranges) - 1}"
+    return ",".join(ranges)
 
 
 def owned_slots(cluster_nodes: str) -> frozenset[int]:

@@ -200,10 +200,10 @@ def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> N
     """A node that answers is in the shard it is configured or discovered in, else the one it says, with its role; one
     that does not (``info`` None) stays in the shard it is known in or last answered in, without a role, so the alerts
     joined with its shard (RedisDown) keep their labels and inhibitions for as long as it is down."""
-    if target.kind is MEMBER:  # its shard is the cluster's (its primary's node id), as discovery last read it
+    if target.kind is MEMBER:  # its shard is the cluster's (its slot ranges), as discovery last read it
         membership = Membership(target.replication_group, "", target.shard)
     else:
-        membership = Membership(target.replication_group, target.shard, target.node.shard_primary)
+        membership = Membership(target.replication_group, target.shard, target.node.cluster_shard(bool(target.replication_group)))
     with target.lock:
         if info is None:
             shard = shard_of(None, membership) or target.state.shard

@@ -7,6 +7,7 @@ from __future__ import annotations
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.slot_stats import SlotProfile, SlotStatsProfiler
+from exporter.redis.slots import shard_name
 
 from .profiles import add_failures
 
@@ -26,7 +27,9 @@ class SlotStatsCollector(FamilyCollector):
         for name, result in profiles.items():
             target = members.get(name)
             group = target.replication_group if target is not None else ""
-            shard = (target.shard if target is not None else "") or result.node_id
+            # as on elasticache_shard_member_info: in a named group its slot ranges, which a failover keeps
+            by_slots = shard_name(frozenset(result.counters.slots), result.node_id) if group else result.node_id
+            shard = (target.shard if target is not None else "") or by_slots
             kept = groups.setdefault(group, {}).get(shard)
             if kept is None or kept.read_at < result.read_at:  # just after a failover, the new primary's read is the later
                 groups[group][shard] = result
