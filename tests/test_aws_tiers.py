@@ -20,7 +20,6 @@ from exporter.aws.cloudwatch import (
     DEFAULT_METRICS,
     DEFAULT_TIER_INTERVALS,
     MAX_WINDOW_SECONDS,
-    SECONDS_PER_MONTH,
     TIERS,
     fresh_seconds,
     pairs_by_tier,
@@ -31,6 +30,7 @@ from exporter.aws.cloudwatch import (
     window,
 )
 from exporter.aws.monitor import AwsMonitor
+from exporter.aws.pricing import SECONDS_PER_MONTH
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
 from exporter.config import build_config

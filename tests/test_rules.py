@@ -192,7 +192,7 @@ def test_every_threshold_resolves_to_the_baseline_in_the_alarms_statistic_and_pe
 
 
 @pytest.mark.unit
-def test_every_alarm_notifies_on_alarm_ok_and_insufficient_data():
+def test_every_alarm_notifies_on_alarm_and_ok_and_one_a_node_on_insufficient_data():
     template = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506
     _, _, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
     catalog = {alert.name for alert in load_catalog() if alert.cloudwatch}
@@ -206,8 +206,13 @@ def test_every_alarm_notifies_on_alarm_ok_and_insufficient_data():
         assert "${CacheNodeType}" in text
         assert values["Baseline"]["FindInMap"][2] in ("NetworkBaseline", "EngineCpuBaseline")
     for alarm in alarms.values():
-        for actions in ("AlarmActions", "OKActions", "InsufficientDataActions"):
+        for actions in ("AlarmActions", "OKActions"):
             assert alarm["Properties"][actions]
+    # a node gone or replaced leaves every alarm of it without data: one alarm a node says so, on a metric every node
+    # publishes every minute, with no condition that could leave it out
+    watching = [alarm for alarm in alarms.values() if "InsufficientDataActions" in alarm["Properties"]]
+    assert [alarm["Properties"]["MetricName"] for alarm in watching] == ["EngineCPUUtilization"]
+    assert "Condition" not in watching[0]
 
 
 # --- promtool unit tests for every alert ---------------------------------------------------------------

@@ -53,13 +53,30 @@ class Change:
     differences: tuple[str, ...] = ()
 
 
+def node_alarms(alerts: list[Alert], node_type: str, has_baseline: bool, network_alarms: str | None = NETWORK_ALARMS[0]) -> list[Alert]:
+    """The catalog alerts a node of ``node_type`` gets as CloudWatch alarms: those with a CloudWatch twin; of the network
+    alarms, the ``network_alarms`` family only (None: both, as a template whose parameter chooses holds them); a baseline
+    alarm only where the node type has a baseline; an alarm on a metric only some node types publish (``node_types``)
+    only for those, as it would otherwise stay INSUFFICIENT_DATA. ``alarms plan``, the CloudFormation fleet and ``cost``
+    all count from here."""
+    chosen = []
+    for alert in alerts:
+        cw = alert.cloudwatch
+        if cw is None or (network_alarms is not None and alert.network_alarms not in (None, network_alarms)):
+            continue
+        if not has_baseline and alarm_threshold_key(alert) is not None:
+            continue
+        if cw.node_types is not None and not node_type.startswith(cw.node_types):
+            continue
+        chosen.append(alert)
+    return chosen
+
+
 def desired_alarms(
     nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None, network_alarms: str = NETWORK_ALARMS[0]
 ) -> tuple[list[tuple[str, dict]], list[str]]:
-    """(region, PutMetricAlarm arguments) per node and alarm, network alarms of the ``network_alarms`` family only, an
-    alarm limited to some node types (``node_types``: a metric only they publish) for those nodes only; and, per node type
-    without a baseline, which nodes get the fixed-threshold alarms only."""
-    alerts = [alert for alert in alerts if alert.network_alarms in (None, network_alarms)]
+    """(region, PutMetricAlarm arguments) per node and alarm (:func:`node_alarms`); and, per node type without a
+    baseline, which nodes get the fixed-threshold alarms only."""
     thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
     skipped: dict[str, list[str]] = {}
@@ -67,11 +84,7 @@ def desired_alarms(
         values = thresholds.get(node.node_type)
         if values is None:
             skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
-        for alert in alerts:
-            if not alert.cloudwatch or (values is None and alarm_threshold_key(alert) is not None):
-                continue
-            if alert.cloudwatch.node_types is not None and not node.node_type.startswith(alert.cloudwatch.node_types):
-                continue  # the node does not publish the metric: its alarm would only ever be INSUFFICIENT_DATA
+        for alert in node_alarms(alerts, node.node_type, values is not None, network_alarms):
             result.append((node.region, _alarm(node, alert, values or {}, topic_arn)))
     notes = [
         f"node type {node_type} has no baseline: baseline alarms skipped for {', '.join(ids)} (fixed-threshold alarms kept)"
@@ -96,7 +109,8 @@ def _alarm(node: Node, alert: Alert, values: dict[str, Any], topic_arn: str | No
         "TreatMissingData": "missing",
         "AlarmActions": [topic_arn] if topic_arn else [],
         "OKActions": [topic_arn] if topic_arn else [],
-        "InsufficientDataActions": [topic_arn] if topic_arn else [],
+        # one alarm a node tells its data stopped (a node replaced or gone leaves every alarm of it without data)
+        "InsufficientDataActions": [topic_arn] if topic_arn and cw.insufficient_data else [],
         "Tags": [MANAGED_TAG],
     }
     metric = metric_of(node, cw.metric)

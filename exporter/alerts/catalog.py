@@ -94,6 +94,7 @@ CLOUDWATCH_KEYS = (
     "increase",
     "per_node_type",
     "node_types",
+    "insufficient_data",
 )
 # AWS's view of a node's traffic against its instance's baseline, as the table's baseline signals name it
 AWS_BASELINE_SIGNALS = {"NetworkBaselineUsageOutPercentage": "network_out", "NetworkBaselineUsageInPercentage": "network_in"}
@@ -145,6 +146,7 @@ class CloudWatchAlarm:
     increase: bool = False  # alarm on DIFF() of the statistic: a counter's increase
     per_node_type: str | None = None
     node_types: str | None = None  # a node-type prefix (cache.t): the alarm exists only for nodes of those types
+    insufficient_data: bool = False  # the one alarm of each node that notifies INSUFFICIENT_DATA: its data stopped
 
 
 @record(frozen=True)
@@ -210,6 +212,19 @@ def default_catalog_path() -> Path:
     return Path(str(resources.files("exporter.rules") / "catalog.yml"))
 
 
+def _check_data_watch(alerts: list[Alert], path: Path) -> None:
+    """At most one alarm notifies INSUFFICIENT_DATA, and every node must get it: a node replaced or gone leaves each of
+    its alarms without data, and one notification says so where one per alarm would be a flood."""
+    watching = [alert for alert in alerts if alert.cloudwatch and alert.cloudwatch.insufficient_data]
+    if len(watching) > 1:
+        raise RenderError(f"{path}: insufficient_data is set on {', '.join(a.name for a in watching)}: one alarm a node tells its data stopped")
+    for alert in watching:
+        cw = alert.cloudwatch
+        assert cw is not None
+        if cw.node_types or cw.per_node_type or alert.baseline or alert.network_alarms:
+            raise RenderError(f"{path}: alert {alert.name}: insufficient_data needs an alarm every node gets (a fixed threshold, no node_types)")
+
+
 def load_catalog(path: str | Path | None = None) -> list[Alert]:
     path = Path(path) if path else default_catalog_path()
     data = read_yaml(path, RenderError)
@@ -223,6 +238,7 @@ def load_catalog(path: str | Path | None = None) -> list[Alert]:
             raise RenderError(f"{path}: alerts[{index}]: the name {alert.name} is used twice")
         names.add(alert.name)
         alerts.append(alert)
+    _check_data_watch(alerts, path)
     for index, alert in enumerate(alerts):
         for number, inhibition in enumerate(alert.inhibits):
             resolve(alert.name, inhibition, names, f"{path}: alerts[{index}].inhibits[{number}]", RenderError)
@@ -389,7 +405,14 @@ def _cloudwatch(raw: dict[str, Any], baseline: BaselineRule | None, name: str, w
         increase=bool(raw.get("increase", False)),
         per_node_type=per_node_type,
         node_types=_node_types(raw.get("node_types"), where),
+        insufficient_data=_flag(raw.get("insufficient_data", False), f"{where}.insufficient_data"),
     )
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise RenderError(f"{where}: must be true or false")
+    return value
 
 
 def _node_types(value: Any, where: str) -> str | None:

@@ -43,6 +43,7 @@ class TemplateAlarm:
     node_types: str | None = None  # a node-type prefix: the alarm exists only for nodes of those types
     network: str | None = None  # its network alarm family (Alert.network_alarms): the NetworkAlarms parameter chooses one
     condition: str | None = None  # the template's condition for those types (set where the template is rendered)
+    insufficient_data: bool = False  # the node's one alarm that notifies INSUFFICIENT_DATA
 
 
 @record(frozen=True)
@@ -51,9 +52,11 @@ class Stack:
 
     node_type: str
     ids: tuple[str, ...]
-    alarms_per_node: int
+    alarms_per_node: int  # resources: both network families, the NetworkAlarms parameter choosing one
     index: int = 1
     count: int = 1
+    created_per_node: int = 0  # alarms made for a node with the NetworkAlarms parameter at its default
+    limited: tuple[str, ...] = ()  # a stack of types without a baseline: the node_types prefixes its nodes' types match
 
 
 def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlarm]:
@@ -84,6 +87,7 @@ def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlar
                 sub="${" in description,
                 node_types=cw.node_types,
                 network=alert.network_alarms,
+                insufficient_data=cw.insufficient_data,
             )
         )
     return alarms
@@ -107,8 +111,9 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
     if fleet is not None:
         rows = [row for row in rows if row.node_type == fleet.node_type]
         if fleet.node_type == NO_BASELINE:
-            alarms = [alarm for alarm in alarms if not alarm.threshold_key]
-        alarms = [alarm for alarm in alarms if alarm.node_types is None or fleet.node_type.startswith(alarm.node_types)]
+            alarms = [alarm for alarm in alarms if not alarm.threshold_key and (alarm.node_types is None or alarm.node_types in fleet.limited)]
+        else:
+            alarms = [alarm for alarm in alarms if alarm.node_types is None or fleet.node_type.startswith(alarm.node_types)]
     else:
         alarms, conditions = _node_type_conditions(alarms, [row.node_type for row in rows])
     return render(
@@ -190,23 +195,32 @@ def load_fleet(path: str | Path) -> list[FleetNode]:
 def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTable) -> tuple[list[Stack], list[str]]:
     """The stacks of a fleet: per node type (``none`` for types without a baseline), chunks of nodes small enough
     that a stack holds at most MAX_RESOURCES resources; and one line per node type whose baseline alarms are skipped."""
+    from .alarms import node_alarms
+
     known = {row.node_type for row in alarm_thresholds(table)}
-    per_node_all = sum(1 for alert in alerts if alert.cloudwatch)
-    per_node_fixed = sum(1 for alert in alerts if alert.cloudwatch and alarm_threshold_key(alert) is None)
-    groups: dict[str, list[str]] = {}
+    limited_to = sorted({alert.cloudwatch.node_types for alert in alerts if alert.cloudwatch and alert.cloudwatch.node_types})
+    # nodes without a baseline share a stack with those whose types match the same node-type-limited alarms
+    groups: dict[tuple[str, tuple[str, ...]], list[FleetNode]] = {}
     skipped: dict[str, list[str]] = {}
     for node in sorted(nodes, key=lambda n: (n.node_type, n.cluster_id)):
         node_type = node.node_type if node.node_type in known else NO_BASELINE
+        limited = tuple(prefix for prefix in limited_to if node.node_type.startswith(prefix)) if node_type == NO_BASELINE else ()
         if node_type == NO_BASELINE:
             skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
-        groups.setdefault(node_type, []).append(node.cluster_id)
-    chunks: list[tuple[str, list[str], int]] = []
-    for node_type, ids in sorted(groups.items()):
-        per_node = per_node_fixed if node_type == NO_BASELINE else per_node_all
-        most = max(1, (MAX_RESOURCES - SHARED_RESOURCES) // max(1, per_node))
+        groups.setdefault((node_type, limited), []).append(node)
+    chunks: list[tuple[str, list[str], int, int, tuple[str, ...]]] = []
+    for (node_type, limited), members in sorted(groups.items()):
+        example = members[0].node_type  # every member gets the same alarms (the same type, or the same limited ones)
+        resources = len(node_alarms(alerts, example, node_type != NO_BASELINE, None))
+        created = len(node_alarms(alerts, example, node_type != NO_BASELINE))
+        ids = [member.cluster_id for member in members]
+        most = max(1, (MAX_RESOURCES - SHARED_RESOURCES) // max(1, resources))
         size = -(-len(ids) // -(-len(ids) // most))  # stacks of even size
-        chunks += [(node_type, ids[start : start + size], per_node) for start in range(0, len(ids), size)]
-    stacks = [Stack(node_type, tuple(ids), per_node, index, len(chunks)) for index, (node_type, ids, per_node) in enumerate(chunks, 1)]
+        chunks += [(node_type, ids[start : start + size], resources, created, limited) for start in range(0, len(ids), size)]
+    stacks = [
+        Stack(node_type, tuple(ids), resources, index, len(chunks), created, limited)
+        for index, (node_type, ids, resources, created, limited) in enumerate(chunks, 1)
+    ]
     notes = [
         f"node type {node_type} has no baseline: {len(ids)} node(s) get the fixed-threshold alarms only ({', '.join(ids[:5])}"
         + (", ..." if len(ids) > 5 else "")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from exporter.common.records import record
 
 from .discovery import Node
+from .pricing import GET_METRIC_DATA_PER_1000, SECONDS_PER_MONTH
 
 if TYPE_CHECKING:
     from .api import AwsApi
@@ -27,8 +28,6 @@ NAMESPACE = "AWS/ElastiCache"
 NODE_DIMENSIONS = ("CacheClusterId", "CacheNodeId")  # a node's own series: never the cluster-wide aggregate
 SERVERLESS_DIMENSION = "clusterId"  # a serverless cache's series
 MAX_QUERIES_PER_CALL = 500
-PRICE_PER_1000_METRICS = 0.01  # USD, GetMetricData, billed per metric-statistic requested
-SECONDS_PER_MONTH = 30 * 24 * 3600
 BASIC_STATISTICS = ("Average", "Maximum", "Minimum", "Sum", "SampleCount")
 _PERCENTILE = re.compile(r"^p(\d{1,2}(\.\d{1,2})?|100)$")
 
@@ -431,13 +430,13 @@ class CostEstimate:
 
     @property
     def usd_per_month(self) -> float:
-        return self.metrics_per_month / 1000 * PRICE_PER_1000_METRICS
+        return self.metrics_per_month / 1000 * GET_METRIC_DATA_PER_1000
 
 
 def usd_per_month(pairs: float, interval: float) -> float:
     """What asking ``pairs`` metric-statistics every ``interval`` seconds costs a month (each asked once per request,
     however many minutes its window holds)."""
-    return pairs * SECONDS_PER_MONTH / interval / 1000 * PRICE_PER_1000_METRICS
+    return pairs * SECONDS_PER_MONTH / interval / 1000 * GET_METRIC_DATA_PER_1000
 
 
 def pairs_by_tier(specs: Iterable[MetricSpec]) -> dict[str, int]:

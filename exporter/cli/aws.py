@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from exporter.common.errors import ExporterError, RuntimeFailure, UsageError
+from exporter.common.records import record
 from exporter.config import Config, build_config, load_yaml, overlay, parse_duration
 
 from .output import emit
@@ -97,7 +98,63 @@ def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, tota
     )
 
 
-def print_cost(config: Config) -> int:
+def _print_places(
+    places: Mapping[tuple[str, str], Mapping[str, int]], counts: Mapping[tuple[str, str], list[int]], intervals: Mapping[str, float]
+) -> None:
+    from exporter.aws.cloudwatch import TIERS, usd_per_month
+
+    print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
+    for (account_id, region), pairs in sorted(places.items()):
+        count, serverless = counts[(account_id, region)]
+        usd = sum(usd_per_month(pairs[tier], intervals[tier]) for tier in TIERS)
+        queries = sum(pairs.values())
+        calls = math.ceil(queries / 500)
+        print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>8,} {calls:>10,} {usd:>10.2f}")
+    print("Calls are made per account and region: ceil(pairs / 500) each, at most, when a poll asks every tier.")
+
+
+@record(frozen=True)
+class AlarmChoice:
+    """Which CloudWatch alarms ``cost`` prices beside the polling, as ``alarms plan`` would make them."""
+
+    alarms: str = "per-node"  # per-node | none
+    network_alarms: str = "percentage"
+    baselines: str | None = None
+    catalog: str | None = None
+
+
+def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, watched: int) -> None:
+    """The alarms ``alarms plan`` would make for ``nodes``, by kind, with what they cost, and the bill with the polling."""
+    from exporter.alerts.alarms import desired_alarms
+    from exporter.alerts.catalog import load_catalog
+    from exporter.aws.pricing import FREE_ALARM_METRICS, alarm_lines
+    from exporter.baselines.table import load_table
+
+    if choice.alarms == "none":
+        print(f"Alarms: none priced (--alarms none). Polling alone: USD {polling_usd / watched:.4f} a node, {polling_usd:.2f} a month.")
+        return
+    alerts = load_catalog(choice.catalog)
+    desired, _ = desired_alarms(nodes, alerts, load_table(choice.baselines), None, choice.network_alarms)
+    lines = alarm_lines([arguments for _, arguments in desired])
+    print(f"Alarms, one set a node as `alarms plan` makes them (network alarms: {choice.network_alarms}):")
+    print(f"{'kind':<16} {'alarms':>8} {'metrics':>8} {'USD/node/month':>15} {'USD/month':>10}")
+    alarms_usd = 0.0
+    for line in lines:
+        alarms_usd += line.usd_per_month
+        print(f"{line.price.kind:<16} {line.alarms:>8,} {line.metrics:>8,} {line.usd_per_month / watched:>15.4f} {line.usd_per_month:>10.2f}")
+    count = sum(line.alarms for line in lines)
+    print(f"{'total':<16} {count:>8,} {sum(line.metrics for line in lines):>8,} {alarms_usd / watched:>15.4f} {alarms_usd:>10.2f}")
+    for line in lines:
+        print(f"  {line.price.kind}: {line.price.source}")
+    total = polling_usd + alarms_usd
+    free = f"before the free tier of {FREE_ALARM_METRICS} alarm metrics"
+    print(f"Polling and alarms together: USD {total / watched:.4f} a node, {total:.2f} a month ({free}).")
+    for alert in alerts:
+        if alert.cloudwatch and alert.cloudwatch.insufficient_data:
+            print(f"Each node's {alert.name} alarm alone notifies INSUFFICIENT_DATA: one notice when a node's data stops.")
+
+
+def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
     from exporter.aws.budget import describe
     from exporter.aws.cloudwatch import TIERS, pairs_by_tier, usd_per_month
     from exporter.aws.monitor import AwsMonitor
@@ -138,15 +195,10 @@ def print_cost(config: Config) -> int:
         print(describe(made) if made.lengthened or not made.kept else kept)
     if config.aws.info_first and nodes:
         _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
+    polling_usd = sum(usd_per_month(total[tier], made.intervals[tier]) for tier in TIERS)
+    _print_alarms(alarms or AlarmChoice(), nodes, polling_usd, max(1, len(nodes) + len(caches)))
     if places:
-        print(f"{'account':<14} {'region':<16} {'nodes':>6} {'serverless':>10} {'pairs':>8} {'calls/poll':>10} {'USD/month':>10}")
-        for (account_id, region), pairs in sorted(places.items()):
-            count, serverless = counts[(account_id, region)]
-            usd = sum(usd_per_month(pairs[tier], made.intervals[tier]) for tier in TIERS)
-            queries = sum(pairs.values())
-            calls = math.ceil(queries / 500)
-            print(f"{account_id or '-':<14} {region:<16} {count:>6} {serverless:>10} {queries:>8,} {calls:>10,} {usd:>10.2f}")
-        print("Calls are made per account and region: ceil(pairs / 500) each, at most, when a poll asks every tier.")
+        _print_places(places, counts, made.intervals)
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
     if config.aws.events:
         account_regions = sum(len(account.regions) for account in config.aws.accounts)

@@ -136,8 +136,13 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     for note in notes:
         print(f"render: {note}", file=sys.stderr)
     nodes = sum(len(stack.ids) for stack in stacks)
-    alarms = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
-    print(f"render: {len(stacks)} stack(s) for {nodes} node(s), {alarms} alarm(s), in {directory}", file=sys.stderr)
+    resources = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
+    created = sum(len(stack.ids) * stack.created_per_node for stack in stacks)
+    print(
+        f"render: {len(stacks)} stack(s) for {nodes} node(s), {created} alarm(s) created at NetworkAlarms' default "
+        f"({resources} alarm resources, both network families), in {directory}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -122,3 +122,14 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
     from .config_flags import add_config_flags
 
     add_config_flags(parser)
+    if command == "cost":
+        parser.add_argument(
+            "--alarms",
+            choices=("per-node", "none"),
+            default="per-node",
+            help="the CloudWatch alarms priced beside the polling: per-node, what `alarms plan` and the CloudFormation "
+            "templates make for the discovered nodes (default); none, polling only",
+        )
+        parser.add_argument("--network-alarms", choices=("percentage", "bytes"), default="percentage", help="as `alarms plan` takes it")
+        parser.add_argument("--baselines", metavar="FILE", help="baseline table the alarms read (default: the shipped one)")
+        parser.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")

@@ -1,0 +1,124 @@
+"""What the CloudWatch alarms cost, counted one way: `cost`, `alarms plan` and the CloudFormation fleet make and price the
+same alarms for the same nodes, and one alarm a node notifies INSUFFICIENT_DATA."""
+
+from __future__ import annotations
+
+import re
+
+import boto3
+import pytest
+import yaml
+from moto import mock_aws
+
+from exporter.alerts.alarms import desired_alarms
+from exporter.alerts.catalog import load_catalog
+from exporter.aws.discovery import Node
+from exporter.aws.pricing import HIGH_RESOLUTION_ALARM, METRIC_MATH_ALARM, STANDARD_ALARM, alarm_lines, alarm_price
+from exporter.baselines.table import load_table
+from exporter.cli.main import main
+
+REGION = "eu-west-1"
+TOPIC = "arn:aws:sns:eu-west-1:123456789012:pages"
+# types with a baseline, one with CPU credits, one with data tiering, and an old burstable type the table lacks
+FLEET = {"cache.r6g.large": 4, "cache.t3.medium": 3, "cache.m6g.large": 3, "cache.r6gd.xlarge": 2, "cache.t2.micro": 2}
+
+
+def _stat(period: int = 60) -> dict:
+    metric = {"Namespace": "AWS/ElastiCache", "MetricName": "Evictions", "Dimensions": []}
+    return {"Metric": metric, "Period": period, "Stat": "Sum"}
+
+
+@pytest.mark.unit
+def test_an_alarm_is_priced_per_metric_it_reads():
+    plain = {"MetricName": "EngineCPUUtilization", "Period": 60}
+    increase = {"Metrics": [{"Id": "m1", "MetricStat": _stat()}, {"Id": "e1", "Expression": "DIFF(m1)"}]}
+    two = {"Metrics": [{"Id": "m1", "MetricStat": _stat()}, {"Id": "m2", "MetricStat": _stat()}, {"Id": "e1", "Expression": "m1+m2"}]}
+    fast = {"MetricName": "EngineCPUUtilization", "Period": 10}
+    assert alarm_price(plain) == (STANDARD_ALARM, 1)
+    assert alarm_price(increase) == (METRIC_MATH_ALARM, 1)  # DIFF of one metric reads one metric
+    assert alarm_price(two) == (METRIC_MATH_ALARM, 2)
+    assert alarm_price(fast) == (HIGH_RESOLUTION_ALARM, 1)
+    lines = alarm_lines([plain, increase, two, plain, fast])
+    assert [(line.price.kind, line.alarms, line.metrics) for line in lines] == [("standard", 2, 2), ("metric math", 2, 3), ("high resolution", 1, 1)]
+    assert sum(line.usd_per_month for line in lines) == pytest.approx(2 * 0.10 + 3 * 0.10 + 0.30)
+
+
+@pytest.mark.unit
+def test_one_alarm_a_node_notifies_insufficient_data_and_every_node_gets_it():
+    """A node replaced or gone leaves every alarm of it without data: one notice a node, not one per alarm."""
+    nodes = [
+        Node(region=REGION, cluster_id=f"{node_type.split('.')[1]}-001", node_id="0001", node_type=node_type, engine="valkey", engine_version="8.0")
+        for node_type in FLEET
+    ]
+    desired, _ = desired_alarms(nodes, load_catalog(), load_table(), TOPIC)
+    for node in nodes:
+        mine = [alarm for _, alarm in desired if alarm["AlarmName"].startswith(node.cluster_id + "-")]
+        assert len(mine) > 10
+        telling = [alarm["AlarmName"] for alarm in mine if alarm["InsufficientDataActions"]]
+        assert telling == [f"{node.cluster_id}-ElastiCacheEngineCPUSaturated"], node.node_type
+        assert all(alarm["AlarmActions"] == [TOPIC] and alarm["OKActions"] == [TOPIC] for alarm in mine)
+
+
+def _seed() -> list[tuple[str, str]]:
+    elasticache = boto3.client("elasticache", region_name=REGION)
+    made = []
+    for node_type, count in FLEET.items():
+        for index in range(count):
+            cluster_id = f"{node_type.split('.')[1]}-{index:03d}"
+            elasticache.create_cache_cluster(CacheClusterId=cluster_id, CacheNodeType=node_type, Engine="redis", NumCacheNodes=1)
+            made.append((cluster_id, node_type))
+    return made
+
+
+def _alarm_total(printed: str) -> tuple[int, int, float, float]:
+    """`cost`'s alarm total: alarms, alarm metrics, USD a node and a month."""
+    section = printed[printed.index("Alarms, one set a node") :]
+    found = re.search(r"^total\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+([\d.]+)$", section, re.MULTILINE)
+    assert found is not None, printed
+    return int(found.group(1).replace(",", "")), int(found.group(2).replace(",", "")), float(found.group(3)), float(found.group(4))
+
+
+@pytest.mark.parametrize("network", ["percentage", "bytes"])
+def test_cost_alarms_plan_and_the_cloudformation_fleet_count_the_same_alarms(aws_credentials, tmp_path, capsys, network):
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"aws": {"regions": [REGION]}}))
+    with mock_aws():
+        made = _seed()
+        assert main(["cost", "--config.file", str(config), "--network-alarms", network]) == 0
+        priced = capsys.readouterr().out
+        assert main(["alarms", "plan", "--config.file", str(config), "--network-alarms", network]) == 0
+        planned = capsys.readouterr().out
+    alarms, metrics, usd_node, usd_month = _alarm_total(priced)
+    to_create = re.search(r"^(\d+) to create, 0 to update, 0 to delete, 0 unchanged$", planned, re.MULTILINE)
+    assert to_create is not None, planned
+    assert alarms == int(to_create.group(1)) == planned.count("+ create ")
+    assert metrics == alarms  # every alarm of the catalog reads one metric (an increase is DIFF of one)
+    assert usd_month == pytest.approx(alarms * 0.10, abs=0.005)
+    assert usd_node == pytest.approx(usd_month / len(made), abs=0.0001)
+    polling = float(re.search(r"^total\s+[\d,]+\s+([\d.]+)\s+[\d.]+$", priced, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    together = re.search(r"^Polling and alarms together: USD ([\d.]+) a node", priced, re.MULTILINE)
+    assert together is not None
+    assert float(together.group(1)) == pytest.approx(polling + usd_node, abs=0.0002)
+    # the burstable type the table lacks still gets its CPU credits alarm, and no baseline alarm
+    assert "+ create eu-west-1 t2-000-ElastiCacheBurstCreditsLow " in planned
+    assert "+ create eu-west-1 t2-000-ElastiCacheNetworkOutAtBaseline " not in planned
+    if network != "percentage":
+        return
+    fleet = tmp_path / "fleet.yml"
+    fleet.write_text(yaml.safe_dump({"nodes": [{"cluster_id": cluster_id, "node_type": node_type} for cluster_id, node_type in made]}))
+    assert main(["render", "cloudformation", "--fleet", str(fleet), "--out", str(tmp_path / "stacks")]) == 0
+    rendered = capsys.readouterr().err
+    created = re.search(r"(\d+) alarm\(s\) created at NetworkAlarms' default", rendered)
+    assert created is not None, rendered
+    assert int(created.group(1)) == alarms
+
+
+def test_cost_without_alarms_prices_the_polling_alone(aws_credentials, tmp_path, capsys):
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump({"aws": {"regions": [REGION]}}))
+    with mock_aws():
+        _seed()
+        assert main(["cost", "--config.file", str(config), "--alarms", "none"]) == 0
+    printed = capsys.readouterr().out
+    assert "Alarms: none priced (--alarms none)." in printed
+    assert "Alarms, one set a node" not in printed
