@@ -21,6 +21,7 @@ from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
 from .catalog import NETWORK_ALARMS, Alert
+from .promql_alarms import emits_otel, fleet_alarms, fleet_alertable
 from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
 MARKER = "(managed by elasticache-exporter)"
@@ -41,6 +42,8 @@ COMPARED = (
     "AlarmActions",
     "OKActions",
     "InsufficientDataActions",
+    "EvaluationCriteria",
+    "EvaluationInterval",
 )
 
 
@@ -72,20 +75,47 @@ def node_alarms(alerts: list[Alert], node_type: str, has_baseline: bool, network
     return chosen
 
 
+ALARM_STYLES = ("per-node", "fleet")
+
+
 def desired_alarms(
-    nodes: list[Node], alerts: list[Alert], table: BaselineTable, topic_arn: str | None, network_alarms: str = NETWORK_ALARMS[0]
+    nodes: list[Node],
+    alerts: list[Alert],
+    table: BaselineTable,
+    topic_arn: str | None,
+    network_alarms: str = NETWORK_ALARMS[0],
+    style: str = ALARM_STYLES[0],
 ) -> tuple[list[tuple[str, dict]], list[str]]:
     """(region, PutMetricAlarm arguments) per node and alarm (:func:`node_alarms`); and, per node type without a
-    baseline, which nodes get the fixed-threshold alarms only."""
+    baseline, which nodes get the fixed-threshold alarms only. ``style`` fleet: a node that emits the OpenTelemetry
+    metrics has each alarm with an OpenTelemetry counterpart in a PromQL alarm of its region (per node type where the
+    threshold is the type's) instead of its own; its other alarms, and the one that tells its data stopped, stay its own."""
     thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
     skipped: dict[str, list[str]] = {}
+    # (region, alert name) -> node-type suffix -> (threshold, node ids), for the fleet alarms
+    fleets: dict[tuple[str, str], dict[str, tuple[float, list[str]]]] = {}
+    by_name = {alert.name: alert for alert in alerts}
     for node in sorted(nodes, key=lambda n: (n.region, n.cluster_id, n.node_id)):
         values = thresholds.get(node.node_type)
         if values is None:
             skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
         for alert in node_alarms(alerts, node.node_type, values is not None, network_alarms):
+            cw = alert.cloudwatch
+            assert cw is not None
+            if style == "fleet" and emits_otel(node) and fleet_alertable(alert) and not cw.insufficient_data:
+                key = alarm_threshold_key(alert)
+                threshold = float(values[key] if key and values else cw.threshold)  # type: ignore[arg-type]
+                suffix = node.node_type.removeprefix("cache.") if key else ""
+                group = fleets.setdefault((node.region, alert.name), {}).setdefault(suffix, (threshold, []))
+                group[1].append(node.cluster_id)
+                continue
             result.append((node.region, _alarm(node, alert, values or {}, topic_arn)))
+    actions = [topic_arn] if topic_arn else []
+    for (region, name), groups in sorted(fleets.items()):
+        alert = by_name[name]
+        text = f"[{alert.severity}] {alert.summary} One contributor a node: its id names it. {MARKER}"
+        result += [(region, alarm) for alarm in fleet_alarms(alert, groups, text, actions, [MANAGED_TAG])]
     notes = [
         f"node type {node_type} has no baseline: baseline alarms skipped for {', '.join(ids)} (fixed-threshold alarms kept)"
         for node_type, ids in sorted(skipped.items())
@@ -205,7 +235,8 @@ def describe(changes: list[Change], skipped: list[str], prune: bool = False) -> 
     lines = []
     for change in changes:
         if change.action == "create":
-            lines.append(f"+ create {change.region} {change.name} (threshold {change.desired['Threshold']:g})")
+            threshold = change.desired.get("Threshold")
+            lines.append(f"+ create {change.region} {change.name} ({'PromQL' if threshold is None else f'threshold {threshold:g}'})")
         elif change.action == "update":
             lines.append(f"~ update {change.region} {change.name}: {', '.join(change.differences)}")
         elif change.action == "delete":

@@ -23,6 +23,14 @@ METRIC_MATH_ALARM = AlarmPrice(
     "metric math", 0.10, "CloudWatch pricing: a metric math alarm is billed per metric its expression reads, at the standard rate"
 )
 
+PROMQL_ALARM = AlarmPrice(
+    "PromQL",
+    0.10,
+    "assumed: AWS's pages name the usage type (PromQLAlarmMonitorUsage) but no price; taken as a standard alarm's USD 0.10 "
+    "an alarm a month. Were it billed per series evaluated, as a Metrics Insights alarm is per metric analyzed, a fleet "
+    "alarm would cost what its nodes' own alarms do",
+)
+
 
 @record(frozen=True)
 class AlarmLine:
@@ -39,7 +47,9 @@ class AlarmLine:
 
 def alarm_price(arguments: dict) -> tuple[AlarmPrice, int]:
     """The kind of a PutMetricAlarm request and how many alarm metrics it is billed for: one for an alarm on a metric,
-    one per metric read (MetricStat) for metric math; a period under 60 s is high resolution."""
+    one per metric read (MetricStat) for metric math; a period under 60 s is high resolution; a PromQL alarm, one."""
+    if "EvaluationCriteria" in arguments:
+        return PROMQL_ALARM, 1
     queries = arguments.get("Metrics") or []
     stats = [query["MetricStat"] for query in queries if "MetricStat" in query]
     periods = [stat.get("Period", 60) for stat in stats] if queries else [arguments.get("Period", 60)]
@@ -60,5 +70,5 @@ def alarm_lines(requests: list[dict]) -> list[AlarmLine]:
         tally = counts.setdefault(price.kind, [0, 0])
         tally[0] += 1
         tally[1] += metrics
-    order = (STANDARD_ALARM.kind, METRIC_MATH_ALARM.kind, HIGH_RESOLUTION_ALARM.kind)
+    order = (STANDARD_ALARM.kind, METRIC_MATH_ALARM.kind, HIGH_RESOLUTION_ALARM.kind, PROMQL_ALARM.kind)
     return [AlarmLine(prices[kind], *counts[kind]) for kind in order if kind in counts]

@@ -117,7 +117,7 @@ def _print_places(
 class AlarmChoice:
     """Which CloudWatch alarms ``cost`` prices beside the polling, as ``alarms plan`` would make them."""
 
-    alarms: str = "per-node"  # per-node | none
+    alarms: str = "per-node"  # per-node | fleet | none
     network_alarms: str = "percentage"
     baselines: str | None = None
     catalog: str | None = None
@@ -134,9 +134,10 @@ def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, wat
         print(f"Alarms: none priced (--alarms none). Polling alone: USD {polling_usd / watched:.4f} a node, {polling_usd:.2f} a month.")
         return
     alerts = load_catalog(choice.catalog)
-    desired, _ = desired_alarms(nodes, alerts, load_table(choice.baselines), None, choice.network_alarms)
+    desired, _ = desired_alarms(nodes, alerts, load_table(choice.baselines), None, choice.network_alarms, choice.alarms)
     lines = alarm_lines([arguments for _, arguments in desired])
-    print(f"Alarms, one set a node as `alarms plan` makes them (network alarms: {choice.network_alarms}):")
+    made = "one set a node" if choice.alarms == "per-node" else "fleet alarms where the nodes emit OpenTelemetry metrics"
+    print(f"Alarms, {made}, as `alarms plan --alarms {choice.alarms}` makes them (network alarms: {choice.network_alarms}):")
     print(f"{'kind':<16} {'alarms':>8} {'metrics':>8} {'USD/node/month':>15} {'USD/month':>10}")
     alarms_usd = 0.0
     for line in lines:
@@ -286,7 +287,7 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     prune = args.action == "apply" and args.prune
     for account in config.aws.accounts:
         api = monitor.apis[account]
-        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn, args.network_alarms)
+        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn, args.network_alarms, args.alarms)
         changes = plan(api, desired, account.regions)
         sys.stdout.write(describe(changes, skipped, prune))
         if args.action == "apply":
@@ -313,6 +314,14 @@ def _add_alarms_arguments(alarms: argparse.ArgumentParser) -> None:
         default="percentage",
         help="percentage: AWS's NetworkBaselineUsage*Percentage, one threshold for every node (default); bytes: NetworkBytes "
         "against the node type's baseline from the table",
+    )
+    alarms.add_argument(
+        "--alarms",
+        choices=("per-node", "fleet"),
+        default="per-node",
+        help="per-node: one alarm a node and alert (default); fleet: for nodes of node-based Valkey replication groups, one "
+        "CloudWatch PromQL alarm a region (a node type where the threshold is the type's) over ElastiCache's OpenTelemetry "
+        "metrics, each node a contributor; alarms without an OpenTelemetry counterpart stay per node",
     )
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
     alarms.add_argument("--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone")

@@ -125,10 +125,10 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
     if command == "cost":
         parser.add_argument(
             "--alarms",
-            choices=("per-node", "none"),
+            choices=("per-node", "fleet", "none"),
             default="per-node",
             help="the CloudWatch alarms priced beside the polling: per-node, what `alarms plan` and the CloudFormation "
-            "templates make for the discovered nodes (default); none, polling only",
+            "templates make for the discovered nodes (default); fleet, as `alarms plan --alarms fleet`; none, polling only",
         )
         parser.add_argument("--network-alarms", choices=("percentage", "bytes"), default="percentage", help="as `alarms plan` takes it")
         parser.add_argument("--baselines", metavar="FILE", help="baseline table the alarms read (default: the shipped one)")

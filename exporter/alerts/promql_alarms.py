@@ -1,0 +1,136 @@
+"""Fleet alarms: the catalog's CloudWatch alarms as CloudWatch PromQL alarms over the OpenTelemetry metrics ElastiCache
+emits for node-based Valkey replication groups (vended every 60 s at no emission cost), one alarm for many nodes.
+
+A PromQL alarm runs an instant query every ``EvaluationInterval``; each series the query returns is a contributor,
+tracked on its own: in ALARM once returned for ``PendingPeriod``, back to OK once absent for ``RecoveryPeriod``
+(Prometheus' ``for`` and ``keep_firing_for``). Each query here returns one series per breaching node, labelled with the
+node's id, so the alarm's contributors (``DescribeAlarmContributors``, the contributor state-change events and
+notifications) name the node. A query names its nodes (the discovered ones, by id), so an alarm covers exactly what
+``alarms plan`` was asked for, and a per-node-type threshold is one alarm per node type. Pure: rendering only.
+
+Each CloudWatch metric an alarm reads has its OpenTelemetry counterpart here, in the unit and over the minute of the
+CloudWatch metric and statistic (a counter's Sum per minute is 60 times its rate): ElastiCache's vended set lacks
+CPUUtilization, ReplicationLag, the NetworkBaselineUsage percentages, CPUCreditBalance and data tiering, whose alarms
+stay per node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from exporter.aws.discovery import Node
+
+from .catalog import Alert
+
+NODE_LABEL = "@resource.aws.elasticache.node.id"
+EVALUATION_INTERVAL = 60  # seconds: the vended metrics' own resolution
+MAX_QUERY_CHARS = 10_000  # AlarmPromQLCriteria.Query
+_NODES = "{nodes}"  # where the node matcher goes in a value expression
+_BY_NODE = f'by ("{NODE_LABEL}")'
+
+
+def _counter_per_minute(selector: str) -> str:
+    return f"60 * sum {_BY_NODE} (rate({{{selector}, {_NODES}}}[2m]))"
+
+
+def _shaped(reason: str) -> str:
+    return _counter_per_minute(f'"system.network.allowance_exceeded", "network.allowance_exceeded.reason"="{reason}"')
+
+
+def _gauge(aggregation: str, selector: str) -> str:
+    return f"{aggregation} {_BY_NODE} ({{{selector}, {_NODES}}})"
+
+
+# CloudWatch metric -> PromQL of one value per node, in the CloudWatch metric's unit over one minute
+OTEL_VALUES: dict[str, str] = {
+    "EngineCPUUtilization": f'100 * sum {_BY_NODE} (rate({{"process.cpu.time", "thread.type"="main", {_NODES}}}[2m]))',
+    "NetworkBytesOut": _counter_per_minute('"system.network.io", "network.io.direction"="transmit"'),
+    "NetworkBytesIn": _counter_per_minute('"system.network.io", "network.io.direction"="receive"'),
+    "TrafficManagementActive": _gauge("max", '"valkey.throttling.active"'),
+    "NetworkBandwidthOutAllowanceExceeded": _shaped("bandwidth_out"),
+    "NetworkBandwidthInAllowanceExceeded": _shaped("bandwidth_in"),
+    "NetworkPacketsPerSecondAllowanceExceeded": _shaped("pps"),
+    "NetworkConntrackAllowanceExceeded": _shaped("conntrack"),
+    "DatabaseMemoryUsagePercentage": "100 * " + _gauge("max", '"valkey.memory.used"') + " / (" + _gauge("max", '"valkey.memory.max"') + " > 0)",
+    "FreeableMemory": _gauge("min", '"system.memory.usage", "system.memory.state"="free"'),
+    "SwapUsage": _gauge("max", '"system.paging.usage", "system.paging.state"="used"'),
+    "MajorPageFaults": _counter_per_minute('"process.paging.faults"'),
+    "Evictions": _counter_per_minute('"valkey.keys.evicted"'),
+    "CurrConnections": _gauge("max", '"valkey.clients.connected"'),
+    "RejectedConnections": _counter_per_minute('"valkey.connections.rejected"'),
+}  # fmt: skip
+COMPARISONS = {
+    "GreaterThanThreshold": ">",
+    "GreaterThanOrEqualToThreshold": ">=",
+    "LessThanThreshold": "<",
+    "LessThanOrEqualToThreshold": "<=",
+}
+
+
+def emits_otel(node: Node) -> bool:
+    """Whether ElastiCache emits the vended OpenTelemetry metrics for the node: a node-based Valkey one (on ElastiCache a
+    node-based Valkey cache is always a replication group; serverless caches are no nodes here)."""
+    return node.engine == "valkey"
+
+
+def fleet_alertable(alert: Alert) -> bool:
+    """Whether the alert's CloudWatch alarm has an OpenTelemetry counterpart (an increase alarm reads a counter that rises)."""
+    cw = alert.cloudwatch
+    return cw is not None and cw.metric in OTEL_VALUES and cw.comparison in COMPARISONS
+
+
+def _matcher(ids: Iterable[str]) -> str:
+    pattern = "|".join(sorted(ids))
+    return f'"{NODE_LABEL}"=~{json.dumps(pattern)}'
+
+
+def query(alert: Alert, threshold: float, ids: Iterable[str]) -> tuple[str, int]:
+    """The alarm's PromQL and its pending period: a node breaching on every one of N datapoints is returned once it has
+    breached for the N minutes (pending N-1 minutes past the first); M of N is counted in the query itself."""
+    cw = alert.cloudwatch
+    assert cw is not None
+    # an increase alarm (DIFF of a cumulative count) and a Sum per minute both read a counter's increase in a minute
+    condition = f"{OTEL_VALUES[cw.metric].replace(_NODES, _matcher(ids))} {COMPARISONS[cw.comparison]} {threshold:.15g}"
+    minutes = cw.period // 60
+    needed = cw.datapoints_to_alarm or cw.evaluation_periods
+    if needed < cw.evaluation_periods:
+        span = cw.evaluation_periods * minutes
+        return f"count_over_time(({condition})[{span}m:{minutes}m]) >= {needed}", 0
+    return condition, (cw.evaluation_periods - 1) * cw.period
+
+
+def _chunks(ids: list[str], alert: Alert, threshold: float) -> list[list[str]]:
+    """The nodes in as few alarms as the query's length allows."""
+    chunks: list[list[str]] = []
+    for node_id in sorted(ids):
+        if chunks and len(query(alert, threshold, [*chunks[-1], node_id])[0]) <= MAX_QUERY_CHARS:
+            chunks[-1].append(node_id)
+        else:
+            chunks.append([node_id])
+    return chunks
+
+
+def fleet_alarms(
+    alert: Alert, groups: dict[str, tuple[float, list[str]]], describe: str, actions: list[str], tags: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """PutMetricAlarm arguments of one alert in one region (names unique within it): per node type where the threshold is the type's (``groups``:
+    name suffix -> (threshold, node ids)), each split where the query would pass its length limit."""
+    alarms = []
+    for suffix, (threshold, ids) in sorted(groups.items()):
+        chunks = _chunks(ids, alert, threshold)
+        for number, chunk in enumerate(chunks, 1):
+            text, pending = query(alert, threshold, chunk)
+            name = "elasticache-exporter-" + alert.name + (f"-{suffix}" if suffix else "") + (f"-{number}" if len(chunks) > 1 else "")
+            alarms.append(
+                {
+                    "AlarmName": name,
+                    "AlarmDescription": describe,
+                    "EvaluationCriteria": {"PromQLCriteria": {"Query": text, "PendingPeriod": pending, "RecoveryPeriod": EVALUATION_INTERVAL}},
+                    "EvaluationInterval": EVALUATION_INTERVAL,
+                    "AlarmActions": actions,
+                    "OKActions": actions,
+                    "Tags": tags,
+                }
+            )
+    return alarms
