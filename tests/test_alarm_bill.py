@@ -9,9 +9,11 @@ import boto3
 import pytest
 import yaml
 from moto import mock_aws
+from test_alarm_twins import _CfnLoader
 
-from exporter.alerts.alarms import desired_alarms
+from exporter.alerts.alarms import apply, desired_alarms, plan
 from exporter.alerts.catalog import load_catalog
+from exporter.aws.api import AwsApi
 from exporter.aws.discovery import Node
 from exporter.aws.pricing import HIGH_RESOLUTION_ALARM, METRIC_MATH_ALARM, STANDARD_ALARM, alarm_lines, alarm_price
 from exporter.baselines.table import load_table
@@ -113,7 +115,39 @@ def test_cost_alarms_plan_and_the_cloudformation_fleet_count_the_same_alarms(aws
     rendered = capsys.readouterr().err
     created = re.search(r"(\d+) alarm\(s\) created at NetworkAlarms' default", rendered)
     assert created is not None, rendered
-    assert int(created.group(1)) == alarms
+    assert int(created.group(1)) == alarms == _created_by_the_stacks(tmp_path / "stacks")
+
+
+def _created_by_the_stacks(directory) -> int:
+    """The alarms the rendered stacks create with their parameters at the defaults: per stack its nodes times its alarm
+    resources whose condition holds (a network family's: the NetworkAlarms parameter's default)."""
+    count = 0
+    for path in sorted(directory.glob("*.yaml")):
+        template = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506
+        default = template["Parameters"]["NetworkAlarms"]["Default"]
+        holds = {name: name == f"NetworkAlarmsBy{default.capitalize()}" for name in template.get("Conditions", {})}
+        _, ids, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
+        count += len(ids) * sum(1 for alarm in alarms.values() if holds.get(alarm.get("Condition", ""), "Condition" not in alarm))
+    return count
+
+
+def test_a_catalog_that_stops_notifying_insufficient_data_plans_updates_and_a_second_apply_changes_nothing(aws_credentials):
+    """Alarms made when every alarm notified INSUFFICIENT_DATA: the plan updates each but the node's one that still
+    does; after apply, nothing differs."""
+    nodes = [Node(region=REGION, cluster_id="orders-001", node_id="0001", node_type="cache.r6g.large", engine="valkey", engine_version="8.0")]
+    desired, _ = desired_alarms(nodes, load_catalog(), load_table(), TOPIC)
+    with mock_aws():
+        api = AwsApi()
+        cloudwatch = api.client("cloudwatch", REGION)
+        for _, alarm in desired:
+            api.call(cloudwatch, "put_metric_alarm", **{**alarm, "InsufficientDataActions": [TOPIC]})
+        changes = plan(api, desired, (REGION,))
+        assert {(c.name, c.action, c.differences) for c in changes if c.action != "update"} == {
+            ("orders-001-ElastiCacheEngineCPUSaturated", "unchanged", ())
+        }
+        assert {c.differences for c in changes if c.action == "update"} == {("InsufficientDataActions",)}
+        assert apply(api, changes) == len(desired) - 1
+        assert {c.action for c in plan(api, desired, (REGION,))} == {"unchanged"}
 
 
 def test_cost_without_alarms_prices_the_polling_alone(aws_credentials, tmp_path, capsys):

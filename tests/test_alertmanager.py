@@ -425,3 +425,41 @@ def test_alerts_of_the_same_names_from_another_rule_set_are_neither_routed_nor_s
         wait_until(lambda: seen() == expected, timeout=30, what="each alert routed and inhibited by its rule set")
     finally:
         manager.stop()
+
+
+def test_a_shard_named_by_its_slots_is_matched_within_its_group_only(tmp_path):
+    """Slot ranges name a shard in every cluster (0-5460): a node down in one cluster silences its own shard's echoes,
+    never those of the shard of the same slots in another cluster; a primary's node id is unique and matched alone."""
+    from servers import post_firing, start_rendered_alertmanager
+
+    def alert(name: str, group: str, shard: str, source: str) -> dict[str, str]:
+        shard_labels = {"replication_group": group, "shard": shard, "shard_source": source}
+        return {"alertname": name, "severity": _severity(name), **OURS, "instance": f"{group}-n1", **shard_labels}
+
+    node_id = "7c2f" * 10
+    posted = [
+        alert("RedisDown", "orders", "0-5460", "slots"),
+        alert("RedisMissingMaster", "orders", "0-5460", "slots"),  # the same cluster's shard: silenced
+        alert("RedisMissingMaster", "payments", "0-5460", "slots"),  # another cluster's shard of the same slots
+        alert("RedisDown", "", node_id, "cluster"),
+        alert("RedisMissingMaster", "elsewhere", node_id, "cluster"),  # a node id names one shard anywhere
+    ]
+    manager = start_rendered_alertmanager(tmp_path, routing(load_catalog()))
+    try:
+        post_firing(manager, posted)
+
+        def states() -> dict[tuple[str, str], str]:
+            listed = manager.api("/alerts")
+            return {(a["labels"]["alertname"], a["labels"].get("replication_group", "")): a["status"]["state"] for a in listed}  # type: ignore[union-attr]
+
+        wait_until(lambda: len(states()) == len(posted) and "unprocessed" not in states().values(), timeout=30, what="the alerts listed")
+        wait_until(lambda: states()[("RedisMissingMaster", "orders")] == "suppressed", timeout=10, interval=0.2, what="the inhibitions applied")
+        assert states() == {
+            ("RedisDown", "orders"): "active",
+            ("RedisMissingMaster", "orders"): "suppressed",
+            ("RedisMissingMaster", "payments"): "active",
+            ("RedisDown", ""): "active",
+            ("RedisMissingMaster", "elsewhere"): "suppressed",
+        }
+    finally:
+        manager.stop()

@@ -13,7 +13,7 @@ from servers import ENGINES, fail_over, start_cluster, wait_until
 from tools import missing
 
 from exporter.redis.cluster_members import parse_cluster_nodes, parse_cluster_shards
-from exporter.redis.slots import shard_name
+from exporter.redis.slots import named_by_slots, shard_name
 from exporter.service.cluster_discovery import EARLIEST as EARLIEST_READ
 
 NODES_TEXT = """\
@@ -30,6 +30,9 @@ def test_a_shard_is_named_by_its_slot_ranges():
     assert shard_name(frozenset({1, 2, 3, 7, 9, 10}), "aaa") == "1-3,7,9-10"
     assert shard_name(frozenset({1, 3, 5, 7, 9}), "aaa") == "1,+4"  # past three ranges: the first and how many more
     assert shard_name(frozenset(), "aaa") == "aaa"
+    # told apart from a node id (40 hex digits, even all decimal ones): slot ranges are unique within a cluster only
+    assert all(named_by_slots(name) for name in ("0-5460", "1-3,7,9-10", "1,+4", "16383"))
+    assert not any(named_by_slots(name) for name in ("7c2f" * 10, "1234567890" * 4, "aaa", ""))
 
 
 @pytest.mark.unit
@@ -160,7 +163,7 @@ def test_a_stopped_node_stays_down_in_its_shard_until_the_cluster_forgets_it():
 
         shard = membership()["shard"]
         assert re.fullmatch(r"\d+-\d+", shard)  # its slot range
-        assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "cluster", "role": "master"}
+        assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "slots", "role": "master"}
         replica = next(node for node in nodes if node.info().get("master_port") == gone.port)
         gone.stop()
         survivors = [node for node in nodes if node is not gone]
@@ -179,7 +182,7 @@ def test_a_stopped_node_stays_down_in_its_shard_until_the_cluster_forgets_it():
             call(app, "/metrics")
             assert name in _discovered(app)
             assert sample(call(app, "/metrics").samples(), "redis_up", instance=name) == 0
-            assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "cluster", "role": ""}
+            assert {k: membership()[k] for k in ("shard", "shard_source", "role")} == {"shard": shard, "shard_source": "slots", "role": ""}
             promoted = membership(f"127.0.0.1:{replica.port}")
             assert (promoted["shard"], promoted["role"]) == (shard, "master")  # the shard kept its name through the failover
             time.sleep(EARLIEST_READ)  # the cluster is read at most every 5 s: a read happens between two looks

@@ -20,9 +20,10 @@ JOINED_LABELS = {"shard": ("replication_group", "shard", "shard_source"), "node"
 
 # Where an inhibition holds: the labels its source and targets must share. A node is its instance (for the exporter's
 # own alerts, the exporter's instance); a shard is its name within its replication group, or its name alone where the
-# name is unique by itself: a cluster-mode shard is named by its primary's node id and a shard learnt from replication by
-# its replication id (shard_source, as the exporter serves it), so a self-managed cluster without a configured group
-# is matched too.
+# name is unique by itself: a cluster-mode shard named by its primary's node id (shard_source cluster) and a shard learnt
+# from replication by its replication id (as the exporter serves it), so a self-managed cluster without a configured
+# group is matched too. A shard named by its slot ranges (shard_source slots: 0-5460 is in every cluster) is matched
+# within its group only.
 SCOPES = {"node": ("instance",), "shard": ("replication_group", "shard"), "exporter": ("instance",)}
 UNIQUE_SHARD_SOURCES = ("cluster", "replication")
 # the data an alert is computed from: the exporter's reads of the node (redis), CloudWatch, AWS's records of the fleet

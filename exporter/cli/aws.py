@@ -124,7 +124,8 @@ class AlarmChoice:
 
 
 def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, watched: int) -> None:
-    """The alarms ``alarms plan`` would make for ``nodes``, by kind, with what they cost, and the bill with the polling."""
+    """The alarms ``alarms plan`` would make for ``nodes``, by kind, with what they cost a node (serverless caches get
+    none), and the bill with the polling, over every node and cache polled (``watched``), as the polling table counts."""
     from exporter.alerts.alarms import desired_alarms
     from exporter.alerts.catalog import load_catalog
     from exporter.aws.pricing import FREE_ALARM_METRICS, alarm_lines
@@ -140,16 +141,18 @@ def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, wat
     print(f"Alarms, {made}, as `alarms plan --alarms {choice.alarms}` makes them (network alarms: {choice.network_alarms}):")
     print(f"{'kind':<16} {'alarms':>8} {'metrics':>8} {'USD/node/month':>15} {'USD/month':>10}")
     alarms_usd = 0.0
+    alarmed = max(1, len(nodes))
     for line in lines:
         alarms_usd += line.usd_per_month
-        print(f"{line.price.kind:<16} {line.alarms:>8,} {line.metrics:>8,} {line.usd_per_month / watched:>15.4f} {line.usd_per_month:>10.2f}")
+        print(f"{line.price.kind:<16} {line.alarms:>8,} {line.metrics:>8,} {line.usd_per_month / alarmed:>15.4f} {line.usd_per_month:>10.2f}")
     count = sum(line.alarms for line in lines)
-    print(f"{'total':<16} {count:>8,} {sum(line.metrics for line in lines):>8,} {alarms_usd / watched:>15.4f} {alarms_usd:>10.2f}")
+    print(f"{'total':<16} {count:>8,} {sum(line.metrics for line in lines):>8,} {alarms_usd / alarmed:>15.4f} {alarms_usd:>10.2f}")
     for line in lines:
         print(f"  {line.price.kind}: {line.price.source}")
     total = polling_usd + alarms_usd
     free = f"before the free tier of {FREE_ALARM_METRICS} alarm metrics"
-    print(f"Polling and alarms together: USD {total / watched:.4f} a node, {total:.2f} a month ({free}).")
+    each = "a node" if watched == len(nodes) else "a node or serverless cache polled"
+    print(f"Polling and alarms together: USD {total / watched:.4f} {each}, {total:.2f} a month ({free}).")
     for alert in alerts:
         if alert.cloudwatch and alert.cloudwatch.insufficient_data:
             print(f"Each node's {alert.name} alarm alone notifies INSUFFICIENT_DATA: one notice when a node's data stops.")

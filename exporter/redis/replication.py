@@ -10,6 +10,7 @@ from exporter.common.records import record
 
 from .heartbeat import HeartbeatParseError, parse_timestamp
 from .info import InfoReply, parse_number, parse_subfields
+from .slots import named_by_slots
 
 _REPLICA_LINE = re.compile(r"slave\d+$")
 
@@ -99,7 +100,8 @@ def shard_of(info: InfoReply | None, membership: Membership) -> Shard | None:
     if membership.shard:
         return membership.replication_group, membership.shard, "config"
     if membership.cluster_shard:
-        return membership.replication_group, membership.cluster_shard, "cluster"
+        source = "slots" if named_by_slots(membership.cluster_shard) else "cluster"
+        return membership.replication_group, membership.cluster_shard, source
     if info is None:
         return None
     replid = info.sections.get("replication", {}).get("master_replid", "")

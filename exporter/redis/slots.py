@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 SLOTS = 16384
 
 
@@ -58,6 +60,7 @@ def shard_primary(cluster_nodes: str) -> str | None:
 
 
 NAMED_RANGES = 3  # a shard with more slot ranges than this is named by its first range and their count
+_SLOT_NAME = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*(,\+\d+)?")  # never a node id: 40 hex digits
 
 
 def shard_name(slots: frozenset[int], fallback: str) -> str:
@@ -78,6 +81,12 @@ def shard_name(slots: frozenset[int], fallback: str) -> str:
     if len(ranges) > NAMED_RANGES:
         return f"{ranges[0]},+{len(ranges) - 1}"
     return ",".join(ranges)
+
+
+def named_by_slots(shard: str) -> bool:
+    """Whether a cluster shard's name is its slot ranges (:func:`shard_name`), not a node id: unique only within its
+    cluster, where a node id is unique anywhere."""
+    return _SLOT_NAME.fullmatch(shard) is not None
 
 
 def owned_slots(cluster_nodes: str) -> frozenset[int]:

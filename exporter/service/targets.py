@@ -359,7 +359,7 @@ class TargetSet:
 
     def set_cluster_members(self, seed: TargetConfig, members: list[Member]) -> None:
         """The nodes of ``seed``'s cluster as targets (``host:port``, the seed's credentials and TLS), each labelled with
-        its shard (its primary's node id) and role; a node that left (the cluster forgot it) is dropped with its
+        its shard (its slot ranges: ``slots.shard_name``) and role; a node that left (the cluster forgot it) is dropped with its
         connection. A node the cluster holds failed stays, in the shard and role it had: its membership does not end
         when it stops answering, so it is scraped (``redis_up 0``) and its alerts keep their shard."""
         group = seed.replication_group or seed.name
@@ -372,7 +372,7 @@ class TargetSet:
                     self._remove(target)
                     changed = True
                 elif member.answering:
-                    target.shard = member.shard  # a failover moves a node to another primary's shard
+                    target.shard = member.shard  # a resharding renames its shard; a replica moved to another shard moves
                     target.member_role = member.role
             for name, member in wanted.items():
                 if name in self._targets:
