@@ -4,10 +4,12 @@ same alarms for the same nodes, and one alarm a node notifies INSUFFICIENT_DATA.
 from __future__ import annotations
 
 import re
+import subprocess
 
 import boto3
 import pytest
 import yaml
+from helpers import cfn_lint
 from moto import mock_aws
 from test_alarm_twins import _CfnLoader
 
@@ -61,7 +63,7 @@ def test_one_alarm_a_node_notifies_insufficient_data_and_every_node_gets_it():
         assert all(alarm["AlarmActions"] == [TOPIC] and alarm["OKActions"] == [TOPIC] for alarm in mine)
 
 
-def _seed() -> list[tuple[str, str]]:
+def _seed() -> list[tuple[str, str, str]]:
     elasticache = boto3.client("elasticache", region_name=REGION)
     made = []
     for node_type, count in FLEET.items():
@@ -69,7 +71,7 @@ def _seed() -> list[tuple[str, str]]:
             cluster_id = f"{node_type.split('.')[1]}-{index:03d}"
             engine = "valkey" if node_type.startswith(("cache.r6g.", "cache.m6g.")) else "redis"  # Valkey emits OpenTelemetry
             elasticache.create_cache_cluster(CacheClusterId=cluster_id, CacheNodeType=node_type, Engine=engine, NumCacheNodes=1)
-            made.append((cluster_id, node_type))
+            made.append((cluster_id, node_type, engine))
     return made
 
 
@@ -107,15 +109,20 @@ def test_cost_alarms_plan_and_the_cloudformation_fleet_count_the_same_alarms(aws
     # the burstable type the table lacks still gets its CPU credits alarm, and no baseline alarm
     assert "+ create eu-west-1 t2-000-ElastiCacheBurstCreditsLow " in planned
     assert "+ create eu-west-1 t2-000-ElastiCacheNetworkOutAtBaseline " not in planned
-    if (style, network) != ("per-node", "percentage"):
-        return  # the templates hold per-node alarms, their network family chosen by a parameter (default percentage)
+    if network != "percentage":
+        return  # the stacks' network family is a parameter of theirs, percentage by default
     fleet = tmp_path / "fleet.yml"
-    fleet.write_text(yaml.safe_dump({"nodes": [{"cluster_id": cluster_id, "node_type": node_type} for cluster_id, node_type in made]}))
-    assert main(["render", "cloudformation", "--fleet", str(fleet), "--out", str(tmp_path / "stacks")]) == 0
+    listed = [{"cluster_id": cluster_id, "node_type": node_type, "engine": engine} for cluster_id, node_type, engine in made]
+    fleet.write_text(yaml.safe_dump({"nodes": listed}))
+    stacks = tmp_path / "stacks"
+    assert main(["render", "cloudformation", "--fleet", str(fleet), "--out", str(stacks), "--alarms", style]) == 0
     rendered = capsys.readouterr().err
     created = re.search(r"(\d+) alarm\(s\) created at NetworkAlarms' default", rendered)
     assert created is not None, rendered
-    assert int(created.group(1)) == alarms == _created_by_the_stacks(tmp_path / "stacks")
+    assert int(created.group(1)) == alarms == _created_by_the_stacks(stacks)
+    assert (stacks / "elasticache-alarms-fleet.yaml").exists() == (style == "fleet")
+    lint = subprocess.run([cfn_lint(), *map(str, sorted(stacks.glob("*.yaml")))], capture_output=True, text=True, timeout=300, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
 def _created_by_the_stacks(directory) -> int:
@@ -126,7 +133,11 @@ def _created_by_the_stacks(directory) -> int:
         template = yaml.load(path.read_text(), Loader=_CfnLoader)  # noqa: S506
         default = template["Parameters"]["NetworkAlarms"]["Default"]
         holds = {name: name == f"NetworkAlarmsBy{default.capitalize()}" for name in template.get("Conditions", {})}
-        _, ids, alarms = template["Resources"]["Fn::ForEach::NodeAlarms"]
+        resources = template["Resources"]
+        if "Fn::ForEach::NodeAlarms" in resources:
+            _, ids, alarms = resources["Fn::ForEach::NodeAlarms"]
+        else:  # the fleet's PromQL alarms: each once
+            ids, alarms = [""], {name: r for name, r in resources.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
         count += len(ids) * sum(1 for alarm in alarms.values() if holds.get(alarm.get("Condition", ""), "Condition" not in alarm))
     return count
 

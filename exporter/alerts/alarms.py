@@ -21,7 +21,7 @@ from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
 from .catalog import NETWORK_ALARMS, Alert
-from .promql_alarms import emits_otel, fleet_alarms, fleet_alertable
+from .promql_alarms import covered_by_fleet, emits_otel, fleet_alarms
 from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
 MARKER = "(managed by elasticache-exporter)"
@@ -103,7 +103,7 @@ def desired_alarms(
         for alert in node_alarms(alerts, node.node_type, values is not None, network_alarms):
             cw = alert.cloudwatch
             assert cw is not None
-            if style == "fleet" and emits_otel(node) and fleet_alertable(alert) and not cw.insufficient_data:
+            if style == "fleet" and emits_otel(node) and covered_by_fleet(alert):
                 key = alarm_threshold_key(alert)
                 threshold = float(values[key] if key and values else cw.threshold)  # type: ignore[arg-type]
                 suffix = node.node_type.removeprefix("cache.") if key else ""

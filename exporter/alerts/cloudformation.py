@@ -14,6 +14,7 @@ from exporter.common.schema import check_known_keys
 from exporter.common.yamlfile import read_yaml
 
 from .catalog import DEFAULT_RUNBOOK_BASE, NETWORK_ALARMS, Alert, RenderError
+from .promql_alarms import ALERT_TAG, covered_by_fleet
 from .templating import render
 from .thresholds import BASELINE_KEYS, NodeTypeThresholds, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
@@ -44,6 +45,7 @@ class TemplateAlarm:
     network: str | None = None  # its network alarm family (Alert.network_alarms): the NetworkAlarms parameter chooses one
     condition: str | None = None  # the template's condition for those types (set where the template is rendered)
     insufficient_data: bool = False  # the node's one alarm that notifies INSUFFICIENT_DATA
+    fleet_covered: bool = False  # a fleet alarm takes its place for a Valkey node (promql_alarms.covered_by_fleet)
 
 
 @record(frozen=True)
@@ -57,6 +59,7 @@ class Stack:
     count: int = 1
     created_per_node: int = 0  # alarms made for a node with the NetworkAlarms parameter at its default
     limited: tuple[str, ...] = ()  # a stack of types without a baseline: the node_types prefixes its nodes' types match
+    covered: bool = False  # Valkey nodes whose fleet alarms (render_fleet_alarms) take the place of some of their own
 
 
 def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlarm]:
@@ -88,6 +91,7 @@ def template_alarms(alerts: list[Alert], runbook_base: str) -> list[TemplateAlar
                 node_types=cw.node_types,
                 network=alert.network_alarms,
                 insufficient_data=cw.insufficient_data,
+                fleet_covered=covered_by_fleet(alert),
             )
         )
     return alarms
@@ -114,6 +118,8 @@ def render_cloudformation(alerts: list[Alert], table: BaselineTable, runbook_bas
             alarms = [alarm for alarm in alarms if not alarm.threshold_key and (alarm.node_types is None or alarm.node_types in fleet.limited)]
         else:
             alarms = [alarm for alarm in alarms if alarm.node_types is None or fleet.node_type.startswith(alarm.node_types)]
+        if fleet.covered:
+            alarms = [alarm for alarm in alarms if not alarm.fleet_covered]
     else:
         alarms, conditions = _node_type_conditions(alarms, [row.node_type for row in rows])
     return render(
@@ -166,10 +172,12 @@ def _any_of(tests: list[str]) -> str:
 class FleetNode:
     cluster_id: str
     node_type: str
+    engine: str = ""  # valkey: it emits the OpenTelemetry metrics fleet alarms read
 
 
 def load_fleet(path: str | Path) -> list[FleetNode]:
-    """``nodes: [{cluster_id: orders-0001-001, node_type: cache.r6g.large}, ...]`` (node_type may be empty)."""
+    """``nodes: [{cluster_id: orders-0001-001, node_type: cache.r6g.large, engine: valkey}, ...]`` (node_type may be
+    empty; engine is optional: valkey, redis)."""
     data = read_yaml(Path(path), RenderError)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise RenderError(f"{path}: not a fleet (expected a list 'nodes' of cluster_id and node_type)")
@@ -179,8 +187,10 @@ def load_fleet(path: str | Path) -> list[FleetNode]:
         where = f"{path}: nodes[{index}]"
         if not isinstance(item, dict):
             raise RenderError(f"{where}: must be a mapping with cluster_id and node_type")
-        check_known_keys(item, ("cluster_id", "node_type"), where, RenderError)
-        cluster_id, node_type = item.get("cluster_id"), item.get("node_type") or ""
+        check_known_keys(item, ("cluster_id", "node_type", "engine"), where, RenderError)
+        cluster_id, node_type, engine = item.get("cluster_id"), item.get("node_type") or "", item.get("engine") or ""
+        if engine not in ("", "valkey", "redis"):
+            raise RenderError(f"{where}.engine: must be valkey or redis, got {engine!r}")
         if not isinstance(cluster_id, str) or not CLUSTER_ID.fullmatch(cluster_id):
             raise RenderError(f"{where}.cluster_id: not a CacheClusterId (letters, digits and hyphens, at most 50): {cluster_id!r}")
         if not isinstance(node_type, str):
@@ -188,38 +198,43 @@ def load_fleet(path: str | Path) -> list[FleetNode]:
         if cluster_id in seen:
             raise RenderError(f"{where}.cluster_id: {cluster_id} is listed twice")
         seen.add(cluster_id)
-        nodes.append(FleetNode(cluster_id, node_type))
+        nodes.append(FleetNode(cluster_id, node_type, engine))
     return nodes
 
 
-def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTable) -> tuple[list[Stack], list[str]]:
+def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTable, fleet_alarms: bool = False) -> tuple[list[Stack], list[str]]:
     """The stacks of a fleet: per node type (``none`` for types without a baseline), chunks of nodes small enough
-    that a stack holds at most MAX_RESOURCES resources; and one line per node type whose baseline alarms are skipped."""
+    that a stack holds at most MAX_RESOURCES resources; and one line per node type whose baseline alarms are skipped.
+    ``fleet_alarms``: a Valkey node's stack leaves out what the fleet alarms (:func:`render_fleet_alarms`) hold."""
     from .alarms import node_alarms
 
     known = {row.node_type for row in alarm_thresholds(table)}
     limited_to = sorted({alert.cloudwatch.node_types for alert in alerts if alert.cloudwatch and alert.cloudwatch.node_types})
     # nodes without a baseline share a stack with those whose types match the same node-type-limited alarms
-    groups: dict[tuple[str, tuple[str, ...]], list[FleetNode]] = {}
+    groups: dict[tuple[str, tuple[str, ...], bool], list[FleetNode]] = {}
     skipped: dict[str, list[str]] = {}
     for node in sorted(nodes, key=lambda n: (n.node_type, n.cluster_id)):
         node_type = node.node_type if node.node_type in known else NO_BASELINE
         limited = tuple(prefix for prefix in limited_to if node.node_type.startswith(prefix)) if node_type == NO_BASELINE else ()
         if node_type == NO_BASELINE:
             skipped.setdefault(node.node_type or "(unknown)", []).append(node.cluster_id)
-        groups.setdefault((node_type, limited), []).append(node)
-    chunks: list[tuple[str, list[str], int, int, tuple[str, ...]]] = []
-    for (node_type, limited), members in sorted(groups.items()):
+        groups.setdefault((node_type, limited, fleet_alarms and node.engine == "valkey"), []).append(node)
+    chunks: list[tuple[str, list[str], int, int, tuple[str, ...], bool]] = []
+    for (node_type, limited, covered), members in sorted(groups.items()):
         example = members[0].node_type  # every member gets the same alarms (the same type, or the same limited ones)
-        resources = len(node_alarms(alerts, example, node_type != NO_BASELINE, None))
-        created = len(node_alarms(alerts, example, node_type != NO_BASELINE))
+
+        def own(network: str | None, example: str = example, node_type: str = node_type, covered: bool = covered) -> int:
+            chosen = node_alarms(alerts, example, node_type != NO_BASELINE, network)
+            return sum(1 for alert in chosen if not (covered and covered_by_fleet(alert)))
+
+        resources, created = own(None), own(NETWORK_ALARMS[0])
         ids = [member.cluster_id for member in members]
         most = max(1, (MAX_RESOURCES - SHARED_RESOURCES) // max(1, resources))
         size = -(-len(ids) // -(-len(ids) // most))  # stacks of even size
-        chunks += [(node_type, ids[start : start + size], resources, created, limited) for start in range(0, len(ids), size)]
+        chunks += [(node_type, ids[start : start + size], resources, created, limited, covered) for start in range(0, len(ids), size)]
     stacks = [
-        Stack(node_type, tuple(ids), resources, index, len(chunks), created, limited)
-        for index, (node_type, ids, resources, created, limited) in enumerate(chunks, 1)
+        Stack(node_type, tuple(ids), resources, index, len(chunks), created, limited, covered)
+        for index, (node_type, ids, resources, created, limited, covered) in enumerate(chunks, 1)
     ]
     notes = [
         f"node type {node_type} has no baseline: {len(ids)} node(s) get the fixed-threshold alarms only ({', '.join(ids[:5])}"
@@ -228,3 +243,53 @@ def fleet_stacks(nodes: list[FleetNode], alerts: list[Alert], table: BaselineTab
         for node_type, ids in sorted(skipped.items())
     ]
     return stacks, notes
+
+
+@record(frozen=True)
+class FleetAlarm:
+    """A PromQL alarm of the fleet stack: one alert for many Valkey nodes."""
+
+    logical: str
+    name: str
+    description: str
+    query: str
+    pending: int
+    recovery: int
+    interval: int
+    network: str | None  # its network alarm family: the NetworkAlarms parameter chooses it
+
+
+def render_fleet_alarms(
+    nodes: list[FleetNode], alerts: list[Alert], table: BaselineTable, runbook_base: str = DEFAULT_RUNBOOK_BASE
+) -> tuple[str, int]:
+    """The stack of a fleet's PromQL alarms over its Valkey nodes (both network families, the NetworkAlarms parameter
+    choosing one, as in the per-node stacks), and how many it creates at the parameter's default."""
+    from exporter.aws.discovery import Node
+
+    from .alarms import desired_alarms
+
+    valkey = [Node(region="", cluster_id=n.cluster_id, node_id="0001", node_type=n.node_type, engine=n.engine, engine_version="") for n in nodes]
+    by_name = {alert.name: alert for alert in alerts}
+    found: dict[str, FleetAlarm] = {}
+    for family in NETWORK_ALARMS:
+        desired, _ = desired_alarms(valkey, alerts, table, None, family, "fleet")
+        for _, request in desired:
+            if "EvaluationCriteria" not in request or request["AlarmName"] in found:
+                continue
+            alert = by_name[next(tag["Value"] for tag in request["Tags"] if tag["Key"] == ALERT_TAG)]
+            criteria = request["EvaluationCriteria"]["PromQLCriteria"]
+            found[request["AlarmName"]] = FleetAlarm(
+                logical="Fleet" + re.sub(r"[^A-Za-z0-9]", "", request["AlarmName"].removeprefix("elasticache-exporter-")),
+                name=request["AlarmName"],
+                description=f"[{alert.severity}] {alert.summary} One contributor a node: its id names it. Runbook: {runbook_base}#{alert.runbook}",
+                query=criteria["Query"],
+                pending=criteria["PendingPeriod"],
+                recovery=criteria["RecoveryPeriod"],
+                interval=request["EvaluationInterval"],
+                network=alert.network_alarms,
+            )
+    alarms = [found[name] for name in sorted(found)]
+    if len(alarms) + SHARED_RESOURCES > MAX_RESOURCES:
+        raise RenderError(f"fleet alarms: {len(alarms)} alarms pass CloudFormation's {MAX_RESOURCES} resources of a stack")
+    created = sum(1 for alarm in alarms if alarm.network in (None, NETWORK_ALARMS[0]))
+    return render("cloudformation-fleet-alarms.yaml.j2", alarms=alarms), created

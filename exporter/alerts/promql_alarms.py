@@ -80,6 +80,17 @@ def fleet_alertable(alert: Alert) -> bool:
     return cw is not None and cw.metric in OTEL_VALUES and cw.comparison in COMPARISONS
 
 
+def covered_by_fleet(alert: Alert) -> bool:
+    """Whether a fleet alarm takes the alert's place for a node that emits the OpenTelemetry metrics: one with an
+    OpenTelemetry counterpart, but not the alarm that tells a node's data stopped (a fleet alarm has no
+    INSUFFICIENT_DATA: a node whose series stop is only a contributor that recovers)."""
+    cw = alert.cloudwatch
+    return cw is not None and fleet_alertable(alert) and not cw.insufficient_data
+
+
+ALERT_TAG = "elasticache-exporter:alert"  # a fleet alarm's tag naming its catalog alert
+
+
 def _matcher(ids: Iterable[str]) -> str:
     pattern = "|".join(sorted(ids))
     return f'"{NODE_LABEL}"=~{json.dumps(pattern)}'
@@ -130,7 +141,7 @@ def fleet_alarms(
                     "EvaluationInterval": EVALUATION_INTERVAL,
                     "AlarmActions": actions,
                     "OKActions": actions,
-                    "Tags": tags,
+                    "Tags": [*tags, {"Key": ALERT_TAG, "Value": alert.name}],
                 }
             )
     return alarms

@@ -120,13 +120,15 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     """One template per node type and chunk of at most CloudFormation's 500 resources, into --out."""
     from pathlib import Path
 
-    from exporter.alerts.cloudformation import fleet_stacks, load_fleet, render_cloudformation
+    from exporter.alerts.cloudformation import fleet_stacks, load_fleet, render_cloudformation, render_fleet_alarms
     from exporter.common.errors import UsageError
     from exporter.common.files import write_atomically
 
     if args.what != "cloudformation" or not args.out:
         raise UsageError("--fleet renders CloudFormation stacks and needs --out DIR")
-    stacks, notes = fleet_stacks(load_fleet(args.fleet), alerts, table)  # type: ignore[arg-type]
+    fleet = load_fleet(args.fleet)
+    by_fleet = args.alarms == "fleet"
+    stacks, notes = fleet_stacks(fleet, alerts, table, by_fleet)  # type: ignore[arg-type]
     base = runbook_base(args)
     directory = Path(args.out)
     directory.mkdir(parents=True, exist_ok=True)
@@ -138,6 +140,11 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
     nodes = sum(len(stack.ids) for stack in stacks)
     resources = sum(len(stack.ids) * stack.alarms_per_node for stack in stacks)
     created = sum(len(stack.ids) * stack.created_per_node for stack in stacks)
+    if by_fleet and any(node.engine == "valkey" for node in fleet):
+        text, promql = render_fleet_alarms(fleet, alerts, table, base)  # type: ignore[arg-type]
+        write_atomically(directory / "elasticache-alarms-fleet.yaml", text)
+        created += promql
+        print(f"render: elasticache-alarms-fleet.yaml: {promql} PromQL alarm(s) for the Valkey nodes at NetworkAlarms' default", file=sys.stderr)
     print(
         f"render: {len(stacks)} stack(s) for {nodes} node(s), {created} alarm(s) created at NetworkAlarms' default "
         f"({resources} alarm resources, both network families), in {directory}",
@@ -160,6 +167,13 @@ def add_arguments(command: str, render: argparse.ArgumentParser) -> None:
         "--fleet",
         metavar="FILE",
         help="cloudformation: a YAML list of nodes (cluster_id, node_type); writes one stack per node type and 500 resources",
+    )
+    render.add_argument(
+        "--alarms",
+        choices=("per-node", "fleet"),
+        default="per-node",
+        help="cloudformation --fleet: fleet adds a stack of PromQL alarms for the fleet's Valkey nodes (engine: valkey in the "
+        "fleet file) and leaves those alarms out of their per-node stacks, as `alarms plan --alarms fleet` does",
     )
     render.add_argument(
         "--runbook-base-url",
