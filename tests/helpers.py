@@ -134,3 +134,20 @@ def with_served_freshness(tests: list[dict[str, Any]], minutes: int = 1500) -> l
             labels = f'instance="exporter:9769", metric="{metric}", tier="{tier}"'
             test["input_series"].append({"series": f"elasticache_cloudwatch_fresh_seconds{{{labels}}}", "values": f"{limit:g}+0x{minutes}"})
     return tests
+
+
+def recording_api(*apis: str) -> Any:
+    """The real AWS API client, keeping the keyword arguments of every call of ``apis`` (``.sent``) as they went out."""
+    from exporter.aws.api import AwsApi
+
+    class RecordingApi(AwsApi):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent: list[tuple[str, dict]] = []
+
+        def call(self, client, api, *, deadline=None, **kwargs):  # type: ignore[no-untyped-def]
+            if api in apis:
+                self.sent.append((api, kwargs))
+            return super().call(client, api, deadline=deadline, **kwargs)
+
+    return RecordingApi()

@@ -11,12 +11,11 @@ import time
 
 import boto3
 import pytest
-from helpers import parse_samples, sample
+from helpers import parse_samples, recording_api, sample
 from moto import mock_aws
 from moto_durability import durability_in_moto
 from moto_global_datastores import add_global_datastore, global_datastores_in_moto
 
-from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import DURABILITY_METRICS, durability_metrics, prometheus_name, tier_of
 from exporter.aws.discovery import Node, build_nodes
 from exporter.aws.monitor import AwsMonitor
@@ -88,19 +87,6 @@ def test_alarms_limited_to_some_node_types_are_made_for_those_nodes_only():
     assert {alert for node, alert in made if node == "plain-001"} == {alert for node, alert in made if node == "burst-001"} - limited
 
 
-class _RecordingApi(AwsApi):
-    """The real API client, recording the queries of each GetMetricData request."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queries: list[dict] = []
-
-    def call(self, client, api, *, deadline=None, **kwargs):
-        if api == "get_metric_data":
-            self.queries += kwargs["MetricDataQueries"]
-        return super().call(client, api, deadline=deadline, **kwargs)
-
-
 class _Clock:
     def __init__(self, now: float) -> None:
         self.now = now
@@ -163,6 +149,10 @@ def _asked(queries: list[dict]) -> dict[str, set[tuple[str, str]]]:
     return asked
 
 
+def _queries(api) -> list[dict]:
+    return [query for _, request in api.sent for query in request["MetricDataQueries"]]
+
+
 def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durability_ones_are_served(aws_credentials, capsys):
     from exporter.cli.aws import print_cost
 
@@ -174,7 +164,7 @@ def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durab
         _put_durability(newest_first - 1800, now, error_minute=newest_first - 60)
         config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(start)
-        api = _RecordingApi()
+        api = recording_api("get_metric_data")
         monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         assert monitor.discover_once() == []
         durability = {node.cluster_id: node.durability for node in monitor.nodes()}
@@ -185,7 +175,7 @@ def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durab
             "journal-0001-002": "sync",
         }
         monitor.poll_once()  # every tier
-        asked = _asked(api.queries)
+        asked = _asked(_queries(api))
         assert set(asked) == set(EXTRA)
         common = set.intersection(*asked.values())
         assert common == asked["plain-001"]
@@ -193,7 +183,7 @@ def test_each_node_is_asked_exactly_the_extra_metrics_it_publishes_and_the_durab
         assert not common & set.union(*EXTRA.values())
         first = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
         paging_asked = sum(
-            1 for query in api.queries if tier_of(query["MetricStat"]["Metric"]["MetricName"], query["MetricStat"]["Stat"]) == "paging"
+            1 for query in _queries(api) if tier_of(query["MetricStat"]["Metric"]["MetricName"], query["MetricStat"]["Stat"]) == "paging"
         )
         # the next paging poll, 5 minutes on: the minute of rejected writes was the first poll's, so it is not counted again
         clock.now += 300
@@ -232,7 +222,7 @@ def test_a_group_switched_to_sync_durability_serves_no_durability_series_after_t
         _put_durability(start - 1800, now, error_minute=start - 600)
         config = build_config({"aws": {"regions": [REGION], "events": False}, "redis": {"addr": ""}}, environ={})
         clock = _Clock(start)
-        api = _RecordingApi()
+        api = recording_api("get_metric_data")
         monitor = AwsMonitor(config.aws, apis={config.aws.accounts[0]: api}, clock=clock, monotonic=clock)
         monitor.discover_once()
         monitor.poll_once()
@@ -250,9 +240,9 @@ def test_a_group_switched_to_sync_durability_serves_no_durability_series_after_t
         elasticache_backends[ACCOUNT][REGION].replication_groups["ledger"].EffectiveDurability = "sync"
         monitor.discover_once()
         clock.now += 300
-        api.queries.clear()
+        api.sent.clear()
         monitor.poll_once(("paging",))
-        assert not {metric for node, metrics in _asked(api.queries).items() if node.startswith("ledger") for metric, _ in metrics} & {
+        assert not {metric for node, metrics in _asked(_queries(api)).items() if node.startswith("ledger") for metric, _ in metrics} & {
             spec.name for spec in DURABILITY_METRICS
         }
         assert ledger_series() == set()

@@ -12,6 +12,7 @@ import subprocess
 import boto3
 import pytest
 import yaml
+from helpers import recording_api
 from moto import mock_aws
 from tools import promtool
 
@@ -19,7 +20,6 @@ from exporter.alerts.alarms import apply, desired_alarms, plan
 from exporter.alerts.catalog import load_catalog
 from exporter.alerts.promql_alarms import MAX_QUERY_CHARS, NODE_LABEL, fleet_alertable, query
 from exporter.alerts.thresholds import alarm_threshold_key, alarm_thresholds
-from exporter.aws.api import AwsApi
 from exporter.aws.discovery import Node
 from exporter.aws.pricing import PROMQL_ALARM, alarm_lines
 from exporter.baselines.table import load_table
@@ -228,23 +228,13 @@ def test_a_fleet_alarms_apply_sends_the_promql_criteria_and_a_second_plan_finds_
     """moto keeps a PromQL alarm's name, actions and tags but not its EvaluationCriteria or EvaluationInterval: the
     request is checked as sent, and the alarm found by name."""
 
-    class Recording(AwsApi):
-        def __init__(self) -> None:
-            super().__init__()
-            self.sent: list[dict] = []
-
-        def call(self, client, api, *, deadline=None, **kwargs):
-            if api == "put_metric_alarm":
-                self.sent.append(kwargs)
-            return super().call(client, api, deadline=deadline, **kwargs)
-
     with mock_aws():
         boto3.client("sns", region_name=REGION).create_topic(Name="pages")
-        api = Recording()
+        api = recording_api("put_metric_alarm")
         desired, _ = desired_alarms(_nodes(), load_catalog(), load_table(), None, "bytes", "fleet")
         changes = plan(api, desired, (REGION,))
         assert apply(api, changes) == len(desired)
-        sent = {request["AlarmName"]: request for request in api.sent}
+        sent = {request["AlarmName"]: request for _, request in api.sent}
         promql = {name: request for name, request in sent.items() if "EvaluationCriteria" in request}
         assert promql
         for name, request in promql.items():
