@@ -18,7 +18,7 @@ from tools import promtool
 
 from exporter.alerts.alarms import apply, desired_alarms, plan
 from exporter.alerts.catalog import load_catalog
-from exporter.alerts.promql_alarms import MAX_QUERY_CHARS, NODE_LABEL, fleet_alertable, query
+from exporter.alerts.promql_alarms import MAX_QUERY_CHARS, NODE_LABEL, RECOVERY_SECONDS, fleet_alertable, query
 from exporter.alerts.thresholds import alarm_threshold_key, alarm_thresholds
 from exporter.aws.discovery import Node
 from exporter.aws.pricing import PROMQL_ALARM, alarm_lines
@@ -29,6 +29,7 @@ NODE_TYPE = "cache.r6g.large"
 MINUTES = 40
 WATCHED = ("shop-0001-001", "shop-0001-002", "shop-0002-001")
 OUTSIDER = "other-0001-001"  # breaching all along, but not a node the alarm was made for
+FRESH = "shop-0002-001"  # its counters start at zero
 MEMORY_MAX = 10e9
 
 
@@ -38,7 +39,7 @@ def _otel_series(metric: str, node: str, per_minute: list[float]) -> list[tuple[
     node_label = f'"{NODE_LABEL}"="{node}", "valkey.role"="primary"'
 
     def counter(name: str, scale: float = 1.0) -> list[tuple[str, list[float]]]:
-        total, values = 1000.0, []
+        total, values = (0.0 if node == FRESH else 1000.0), []
         for value in per_minute:
             total += value * scale
             values.append(total)
@@ -51,9 +52,12 @@ def _otel_series(metric: str, node: str, per_minute: list[float]) -> list[tuple[
         return user + system + io_thread
     direction = {"NetworkBytesOut": "transmit", "NetworkBytesIn": "receive"}
     if metric in direction:
-        return counter(f'"system.network.io", "network.io.direction"="{direction[metric]}"') + counter(
-            f'"system.network.io", "network.io.direction"="{"receive" if direction[metric] == "transmit" else "transmit"}"', 0.5
-        )
+        other = "receive" if direction[metric] == "transmit" else "transmit"
+        return [
+            *counter(f'"system.network.io", "network.io.direction"="{direction[metric]}", "network.interface.name"="eth0"'),
+            *counter(f'"system.network.io", "network.io.direction"="{other}", "network.interface.name"="eth0"', 0.5),
+            *counter(f'"system.network.io", "network.io.direction"="{direction[metric]}", "network.interface.name"="lo"', 3.0),  # not the node's
+        ]
     reasons = {
         "NetworkBandwidthOutAllowanceExceeded": "bandwidth_out",
         "NetworkBandwidthInAllowanceExceeded": "bandwidth_in",
@@ -67,6 +71,12 @@ def _otel_series(metric: str, node: str, per_minute: list[float]) -> list[tuple[
         "Evictions": '"valkey.keys.evicted"',
         "RejectedConnections": '"valkey.connections.rejected"',
     }
+    if metric == "MajorPageFaults":  # minor faults happen all the time: never counted
+        return (
+            counter('"process.paging.faults"')
+            + counter('"process.paging.faults", "process.paging.fault_type"="minor"', 0)
+            + [(f'{{"process.paging.faults", "process.paging.fault_type"="minor", {node_label}}}', [5000.0 * i for i in range(len(per_minute))])]
+        )
     if metric in counters:
         return counter(counters[metric])
     if metric == "DatabaseMemoryUsagePercentage":
@@ -101,8 +111,8 @@ def _minutes(alert, threshold: float, rng: random.Random) -> dict[str, list[floa
         if cw.comparison == "GreaterThanOrEqualToThreshold":
             return threshold if yes else max(threshold - 1, 0)
         if below:
-            return threshold * (0.5 if yes else 1.5)
-        return threshold + scale * 0.5 if yes else (threshold * 0.5 if threshold > 0 else 0.0)
+            return threshold * (0.95 if yes else 1.05)
+        return threshold + scale * 0.05 if yes else (threshold * 0.95 if threshold > 0 else 0.0)
 
     runs = {}
     for node in (*WATCHED, OUTSIDER):
@@ -151,7 +161,9 @@ def test_a_fleet_alarm_fires_for_the_nodes_and_minutes_their_own_alarms_do(alert
     assert any(expected_by_minute.values()), "the minutes never breach: the test would prove nothing"
     assert any(not fired for fired in expected_by_minute.values())
     rules = tmp_path / "fleet.rules.yml"
-    rules.write_text(yaml.safe_dump({"groups": [{"name": "fleet", "rules": [{"alert": alert.name, "expr": text, "for": f"{pending}s"}]}]}))
+    assert RECOVERY_SECONDS == 0  # the contributor is OK as soon as the node's own alarm would be
+    rule = {"alert": alert.name, "expr": text, "for": f"{pending}s"}
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "fleet", "rules": [rule]}]}))
     document = {
         "rule_files": [str(rules)],
         "evaluation_interval": "1m",
@@ -205,9 +217,9 @@ def test_fleet_style_puts_valkey_nodes_in_promql_alarms_and_keeps_the_rest_per_n
     assert "cart-0001-001-ElastiCacheBurstCreditsLow" in {a["AlarmName"] for a in own}
     by_name = {alarm["AlarmName"]: alarm for alarm in promql}
     # a per-node-type threshold: one alarm a node type, naming its nodes; a fixed one: one alarm for every node
-    assert "elasticache-exporter-ElastiCacheNetworkOutAtBaseline-r6g.large" in by_name
-    assert "elasticache-exporter-ElastiCacheNetworkOutAtBaseline-t3.medium" in by_name
-    evictions = by_name["elasticache-exporter-ElastiCacheEvictions"]["EvaluationCriteria"]["PromQLCriteria"]["Query"]
+    assert "elasticache-exporter-ElastiCacheNetworkOutAtBaseline-r6g.large-1" in by_name
+    assert "elasticache-exporter-ElastiCacheNetworkOutAtBaseline-t3.medium-1" in by_name
+    evictions = by_name["elasticache-exporter-ElastiCacheEvictions-1"]["EvaluationCriteria"]["PromQLCriteria"]["Query"]
     assert all(node in evictions for node in ("shop-0001-001", "shop-0003-001", "cart-0001-001"))
     assert "legacy-0001-001" not in evictions
     for alarm in promql:
@@ -242,3 +254,24 @@ def test_a_fleet_alarms_apply_sends_the_promql_criteria_and_a_second_plan_finds_
         again = plan(api, desired, (REGION,))
     assert {change.action for change in again if change.name not in promql} == {"unchanged"}
     assert {change.name for change in again if change.action == "create"} == set()  # found by name
+
+
+@pytest.mark.unit
+def test_a_promql_alarm_as_cloudwatch_describes_it_compares_equal_to_the_one_wanted():
+    """moto does not keep EvaluationCriteria, so this is DescribeAlarms' MetricAlarm shape as botocore's model gives it
+    (no Threshold, no metric; the criteria and interval echoed back): a second plan finds nothing to update."""
+    from exporter.alerts.alarms import _normal
+
+    desired, _ = desired_alarms(_nodes(), load_catalog(), load_table(), "arn:aws:sns:eu-west-1:123456789012:pages", "bytes", "fleet")
+    wanted = next(alarm for _, alarm in desired if "EvaluationCriteria" in alarm)
+    described = {
+        **{key: value for key, value in wanted.items() if key != "Tags"},
+        "AlarmArn": f"arn:aws:cloudwatch:eu-west-1:123456789012:alarm:{wanted['AlarmName']}",
+        "StateValue": "OK",
+        "Dimensions": [],
+        "InsufficientDataActions": [],
+        "EvaluationCriteria": {"PromQLCriteria": dict(reversed(list(wanted["EvaluationCriteria"]["PromQLCriteria"].items())))},
+    }
+    assert _normal(described) == _normal(wanted)
+    changed = {**described, "EvaluationCriteria": {"PromQLCriteria": {**described["EvaluationCriteria"]["PromQLCriteria"], "PendingPeriod": 1}}}
+    assert _normal(changed) != _normal(wanted)

@@ -26,12 +26,20 @@ from .catalog import Alert
 NODE_LABEL = "@resource.aws.elasticache.node.id"
 EVALUATION_INTERVAL = 60  # seconds: the vended metrics' own resolution
 MAX_QUERY_CHARS = 10_000  # AlarmPromQLCriteria.Query
+MAX_NODES = 100  # an alarm tracks at most 100 contributors in ALARM (and 500 series a query): no node goes unreported
+# a node OK at once when its condition stops holding, as its own alarm is when fewer than M of N breach (a sample that
+# comes late does not end it: a counter's irate spans one missing sample, a gauge's last sample holds for minutes)
+RECOVERY_SECONDS = 0
 _NODES = "{nodes}"  # where the node matcher goes in a value expression
 _BY_NODE = f'by ("{NODE_LABEL}")'
 
 
 def _counter_per_minute(selector: str) -> str:
-    return f"60 * sum {_BY_NODE} (rate({{{selector}, {_NODES}}}[2m]))"
+    """A cumulative counter's increase over its last minute: irate reads the last two samples as they are (rate
+    would extrapolate, and under-read a counter that starts near zero: a node new, restarted or failed over), and a
+    3-minute range still holds two of them across one missing sample (rate's 2 minutes would hold one, and the node
+    would drop out of the alarm for two evaluations)."""
+    return f"60 * sum {_BY_NODE} (irate({{{selector}, {_NODES}}}[3m]))"
 
 
 def _shaped(reason: str) -> str:
@@ -44,18 +52,21 @@ def _gauge(aggregation: str, selector: str) -> str:
 
 # CloudWatch metric -> PromQL of one value per node, in the CloudWatch metric's unit over one minute
 OTEL_VALUES: dict[str, str] = {
-    "EngineCPUUtilization": f'100 * sum {_BY_NODE} (rate({{"process.cpu.time", "thread.type"="main", {_NODES}}}[2m]))',
-    "NetworkBytesOut": _counter_per_minute('"system.network.io", "network.io.direction"="transmit"'),
-    "NetworkBytesIn": _counter_per_minute('"system.network.io", "network.io.direction"="receive"'),
+    # seconds of the main thread's CPU in a minute, per cent of one core (ElastiCache's engine CPU); 60 * 100 / 60 s
+    "EngineCPUUtilization": _counter_per_minute('"process.cpu.time", "thread.type"="main"').replace("60 * ", "100 * ", 1),
+    # "!=" keeps series without the label: the interface (never loopback) and the fault type (major only), where given
+    "NetworkBytesOut": _counter_per_minute('"system.network.io", "network.io.direction"="transmit", "network.interface.name"!="lo"'),
+    "NetworkBytesIn": _counter_per_minute('"system.network.io", "network.io.direction"="receive", "network.interface.name"!="lo"'),
     "TrafficManagementActive": _gauge("max", '"valkey.throttling.active"'),
     "NetworkBandwidthOutAllowanceExceeded": _shaped("bandwidth_out"),
     "NetworkBandwidthInAllowanceExceeded": _shaped("bandwidth_in"),
     "NetworkPacketsPerSecondAllowanceExceeded": _shaped("pps"),
     "NetworkConntrackAllowanceExceeded": _shaped("conntrack"),
     "DatabaseMemoryUsagePercentage": "100 * " + _gauge("max", '"valkey.memory.used"') + " / (" + _gauge("max", '"valkey.memory.max"') + " > 0)",
+    # ElastiCache's reference: the "free" state reports freeable memory (FreeableMemory's own figure)
     "FreeableMemory": _gauge("min", '"system.memory.usage", "system.memory.state"="free"'),
     "SwapUsage": _gauge("max", '"system.paging.usage", "system.paging.state"="used"'),
-    "MajorPageFaults": _counter_per_minute('"process.paging.faults"'),
+    "MajorPageFaults": _counter_per_minute('"process.paging.faults", "process.paging.fault_type"!="minor"'),
     "Evictions": _counter_per_minute('"valkey.keys.evicted"'),
     "CurrConnections": _gauge("max", '"valkey.clients.connected"'),
     "RejectedConnections": _counter_per_minute('"valkey.connections.rejected"'),
@@ -106,16 +117,17 @@ def query(alert: Alert, threshold: float, ids: Iterable[str]) -> tuple[str, int]
     minutes = cw.period // 60
     needed = cw.datapoints_to_alarm or cw.evaluation_periods
     if needed < cw.evaluation_periods:
+        # Prometheus 3's ranges are left-open: [5m:1m] holds the 5 steps of the last 5 minutes, as the M of N alarm
         span = cw.evaluation_periods * minutes
         return f"count_over_time(({condition})[{span}m:{minutes}m]) >= {needed}", 0
     return condition, (cw.evaluation_periods - 1) * cw.period
 
 
 def _chunks(ids: list[str], alert: Alert, threshold: float) -> list[list[str]]:
-    """The nodes in as few alarms as the query's length allows."""
+    """The nodes in as few alarms as the query's length and the contributors an alarm reports allow."""
     chunks: list[list[str]] = []
     for node_id in sorted(ids):
-        if chunks and len(query(alert, threshold, [*chunks[-1], node_id])[0]) <= MAX_QUERY_CHARS:
+        if chunks and len(chunks[-1]) < MAX_NODES and len(query(alert, threshold, [*chunks[-1], node_id])[0]) <= MAX_QUERY_CHARS:
             chunks[-1].append(node_id)
         else:
             chunks.append([node_id])
@@ -132,12 +144,13 @@ def fleet_alarms(
         chunks = _chunks(ids, alert, threshold)
         for number, chunk in enumerate(chunks, 1):
             text, pending = query(alert, threshold, chunk)
-            name = "elasticache-exporter-" + alert.name + (f"-{suffix}" if suffix else "") + (f"-{number}" if len(chunks) > 1 else "")
+            # numbered from the first, so a group that grows into a second alarm keeps its first one's name
+            name = "elasticache-exporter-" + alert.name + (f"-{suffix}" if suffix else "") + f"-{number}"
             alarms.append(
                 {
                     "AlarmName": name,
                     "AlarmDescription": describe,
-                    "EvaluationCriteria": {"PromQLCriteria": {"Query": text, "PendingPeriod": pending, "RecoveryPeriod": EVALUATION_INTERVAL}},
+                    "EvaluationCriteria": {"PromQLCriteria": {"Query": text, "PendingPeriod": pending, "RecoveryPeriod": RECOVERY_SECONDS}},
                     "EvaluationInterval": EVALUATION_INTERVAL,
                     "AlarmActions": actions,
                     "OKActions": actions,

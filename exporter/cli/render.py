@@ -147,7 +147,7 @@ def _render_fleet(args: argparse.Namespace, alerts: list, table: object) -> int:
         print(f"render: elasticache-alarms-fleet.yaml: {promql} PromQL alarm(s) for the Valkey nodes at NetworkAlarms' default", file=sys.stderr)
     print(
         f"render: {len(stacks)} stack(s) for {nodes} node(s), {created} alarm(s) created at NetworkAlarms' default "
-        f"({resources} alarm resources, both network families), in {directory}",
+        f"({resources} alarm resources in the per-node stacks, both network families), in {directory}",
         file=sys.stderr,
     )
     return 0
