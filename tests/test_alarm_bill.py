@@ -11,6 +11,8 @@ import pytest
 import yaml
 from helpers import cfn_lint
 from moto import mock_aws
+from promql_front import PromQLFront, otel_presence, start_otel_prometheus
+from servers import wait_until
 from test_alarm_twins import _CfnLoader
 
 from exporter.alerts.alarms import apply, desired_alarms, plan
@@ -83,16 +85,41 @@ def _alarm_total(printed: str) -> tuple[int, int, float, float]:
     return int(found.group(1).replace(",", "")), int(found.group(2).replace(",", "")), float(found.group(3)), float(found.group(4))
 
 
+VALKEY = [f"{node_type.split('.')[1]}-{index:03d}" for node_type in ("cache.r6g.large", "cache.m6g.large") for index in range(FLEET[node_type])]
+
+
+@pytest.fixture(scope="module")
+def promql(tmp_path_factory):
+    """CloudWatch's PromQL API for moto's credentials, holding the vended metrics of the fleet's Valkey nodes."""
+    prometheus, exposition = start_otel_prometheus(tmp_path_factory.mktemp("otel"), otel_presence(VALKEY))
+    front = PromQLFront(prometheus.port, REGION, "testing", "testing", "testing")  # moto's: set again inside mock_aws
+    try:
+        yield front, exposition
+    finally:
+        front.stop()
+        exposition.stop()
+        prometheus.stop()
+
+
+def _trust_moto_credentials(front: PromQLFront) -> None:
+    """The front checks signatures made with the credentials moto gives its clients inside mock_aws."""
+    frozen = boto3.session.Session().get_credentials().get_frozen_credentials()
+    front.credentials = (frozen.access_key, frozen.secret_key, frozen.token)
+
+
 @pytest.mark.parametrize(("style", "network"), [("per-node", "percentage"), ("per-node", "bytes"), ("fleet", "percentage"), ("fleet", "bytes")])
-def test_cost_alarms_plan_and_the_cloudformation_fleet_count_the_same_alarms(aws_credentials, tmp_path, capsys, style, network):
+def test_cost_alarms_plan_and_the_cloudformation_fleet_count_the_same_alarms(aws_credentials, tmp_path, capsys, promql, style, network):
     config = tmp_path / "config.yml"
     config.write_text(yaml.safe_dump({"aws": {"regions": [REGION]}}))
+    options = ["--config.file", str(config), "--network-alarms", network, "--alarms", style, "--promql-endpoint", promql[0].url]
     with mock_aws():
+        _trust_moto_credentials(promql[0])
         made = _seed()
-        assert main(["cost", "--config.file", str(config), "--network-alarms", network, "--alarms", style]) == 0
+        assert main(["cost", *options]) == 0
         priced = capsys.readouterr().out
-        assert main(["alarms", "plan", "--config.file", str(config), "--network-alarms", network, "--alarms", style]) == 0
+        assert main(["alarms", "plan", *options]) == 0
         planned = capsys.readouterr().out
+    assert "fleet alarms:" not in priced + planned  # every Valkey node found with its metrics
     alarms, metrics, usd_node, usd_month = _alarm_total(priced)
     to_create = re.search(r"^(\d+) to create, 0 to update, 0 to delete, 0 unchanged$", planned, re.MULTILINE)
     assert to_create is not None, planned
@@ -170,3 +197,33 @@ def test_cost_without_alarms_prices_the_polling_alone(aws_credentials, tmp_path,
     printed = capsys.readouterr().out
     assert "Alarms: none priced (--alarms none)." in printed
     assert "as `alarms plan" not in printed
+
+
+def test_a_valkey_node_without_opentelemetry_metrics_keeps_its_own_alarms_and_is_named(aws_credentials, tmp_path, capsys, promql):
+    front, exposition = promql
+    exposition.text = otel_presence([node for node in VALKEY if node != "r6g-003"])
+    try:
+        config = tmp_path / "config.yml"
+        config.write_text(yaml.safe_dump({"aws": {"regions": [REGION]}}))
+        options = ["--config.file", str(config), "--alarms", "fleet", "--promql-endpoint", front.url]
+        with mock_aws():
+            _trust_moto_credentials(front)
+            _seed()
+
+            def planned() -> str:
+                assert main(["alarms", "plan", *options]) == 0
+                return capsys.readouterr().out
+
+            wait_until(lambda: "metrics (r6g-003)" in planned(), timeout=30, interval=0.5, what="the node's series gone from the engine")
+            text = planned()
+            failing = [*options[:-1], "http://127.0.0.1:9"]  # nothing answers: the region cannot be asked
+            assert main(["alarms", "plan", *failing]) == 0
+            unreachable = capsys.readouterr().out
+    finally:
+        exposition.text = otel_presence(VALKEY)
+    assert "! fleet alarms: eu-west-1: 1 Valkey node(s) without OpenTelemetry metrics (r6g-003) keep their own alarms" in text
+    assert "+ create eu-west-1 r6g-003-ElastiCacheEvictions " in text
+    assert "+ create eu-west-1 r6g-002-ElastiCacheEvictions " not in text  # in the fleet alarm
+    assert "! fleet alarms: eu-west-1: CloudWatch's PromQL API refused (connection: " in unreachable
+    assert "its 7 Valkey node(s) keep their own alarms" in unreachable
+    assert "(PromQL)" not in unreachable

@@ -12,6 +12,7 @@ MANAGED_TAG. Only such alarms of nodes that discovery no longer finds are delete
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from exporter.aws.api import AwsApi
@@ -85,11 +86,13 @@ def desired_alarms(
     topic_arn: str | None,
     network_alarms: str = NETWORK_ALARMS[0],
     style: str = ALARM_STYLES[0],
+    emits: Callable[[Node], bool] = emits_otel,
 ) -> tuple[list[tuple[str, dict]], list[str]]:
     """(region, PutMetricAlarm arguments) per node and alarm (:func:`node_alarms`); and, per node type without a
     baseline, which nodes get the fixed-threshold alarms only. ``style`` fleet: a node that emits the OpenTelemetry
     metrics has each alarm with an OpenTelemetry counterpart in a PromQL alarm of its region (per node type where the
-    threshold is the type's) instead of its own; its other alarms, and the one that tells its data stopped, stay its own."""
+    threshold is the type's) instead of its own; its other alarms, and the one that tells its data stopped, stay its own.
+    ``emits``: whether a node emits them (by default, by its engine; :func:`detect_emitters` asks CloudWatch)."""
     thresholds = {row.node_type: row.alarm_values() for row in alarm_thresholds(table)}
     result: list[tuple[str, dict]] = []
     skipped: dict[str, list[str]] = {}
@@ -103,7 +106,7 @@ def desired_alarms(
         for alert in node_alarms(alerts, node.node_type, values is not None, network_alarms):
             cw = alert.cloudwatch
             assert cw is not None
-            if style == "fleet" and emits_otel(node) and covered_by_fleet(alert):
+            if style == "fleet" and emits(node) and covered_by_fleet(alert):
                 key = alarm_threshold_key(alert)
                 threshold = float(values[key] if key and values else cw.threshold)  # type: ignore[arg-type]
                 suffix = node.node_type.removeprefix("cache.") if key else ""
@@ -245,3 +248,31 @@ def describe(changes: list[Change], skipped: list[str], prune: bool = False) -> 
     counts = {action: sum(1 for c in changes if c.action == action) for action in ("create", "update", "unchanged", "delete")}
     lines.append(f"{counts['create']} to create, {counts['update']} to update, {counts['delete']} to delete, {counts['unchanged']} unchanged")
     return "\n".join(lines) + "\n"
+
+
+def detect_emitters(api: AwsApi, nodes: list[Node], endpoint: str | None = None) -> tuple[Callable[[Node], bool], list[str]]:
+    """Which Valkey nodes have ElastiCache's OpenTelemetry metrics, asked of CloudWatch's PromQL API per region (at
+    ``endpoint``, by default CloudWatch's own); and a line for each region that could not be asked or has Valkey nodes
+    without them: those nodes keep their own alarms."""
+    from exporter.aws.promql_api import PromQLApi, PromQLError, otel_nodes
+
+    promql = PromQLApi(api.credentials, lambda region: endpoint or api.client("cloudwatch", region).meta.endpoint_url)
+    by_region: dict[str, list[str]] = {}
+    for node in nodes:
+        if emits_otel(node):
+            by_region.setdefault(node.region, []).append(node.cluster_id)
+    found: set[tuple[str, str]] = set()
+    notes = []
+    for region, ids in sorted(by_region.items()):
+        try:
+            seen = otel_nodes(promql, region, ids)
+        except PromQLError as err:
+            kept = f"its {len(ids)} Valkey node(s) keep their own alarms"
+            notes.append(f"fleet alarms: {region}: CloudWatch's PromQL API refused ({err.kind}: {err}); {kept}")
+            continue
+        missing = sorted(set(ids) - seen)
+        if missing:
+            listed = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+            notes.append(f"fleet alarms: {region}: {len(missing)} Valkey node(s) without OpenTelemetry metrics ({listed}) keep their own alarms")
+        found |= {(region, cluster_id) for cluster_id in seen}
+    return (lambda node: (node.region, node.cluster_id) in found), notes

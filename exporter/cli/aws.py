@@ -121,13 +121,15 @@ class AlarmChoice:
     network_alarms: str = "percentage"
     baselines: str | None = None
     catalog: str | None = None
+    promql_endpoint: str | None = None  # fleet: where CloudWatch's PromQL API is asked which nodes have the metrics
 
 
-def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, watched: int) -> None:
+def _print_alarms(choice: AlarmChoice, monitor: Any, nodes: list[Any], polling_usd: float, watched: int) -> None:
     """The alarms ``alarms plan`` would make for ``nodes``, by kind, with what they cost a node (serverless caches get
     none), and the bill with the polling, over every node and cache polled (``watched``), as the polling table counts."""
-    from exporter.alerts.alarms import desired_alarms
+    from exporter.alerts.alarms import desired_alarms, detect_emitters
     from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.promql_alarms import emits_otel
     from exporter.aws.pricing import FREE_ALARM_METRICS, alarm_lines
     from exporter.baselines.table import load_table
 
@@ -135,7 +137,16 @@ def _print_alarms(choice: AlarmChoice, nodes: list[Any], polling_usd: float, wat
         print(f"Alarms: none priced (--alarms none). Polling alone: USD {polling_usd / watched:.4f} a node, {polling_usd:.2f} a month.")
         return
     alerts = load_catalog(choice.catalog)
-    desired, _ = desired_alarms(nodes, alerts, load_table(choice.baselines), None, choice.network_alarms, choice.alarms)
+    emits: Callable[[Any], bool] = emits_otel
+    if choice.alarms == "fleet":
+        emitting: set[Any] = set()
+        for account, found in monitor.nodes_by_account().items():
+            detected, notes = detect_emitters(monitor.apis[account], found, choice.promql_endpoint)
+            emitting |= {node.key for node in found if detected(node)}
+            for note in notes:
+                print(note)
+        emits = lambda node: node.key in emitting  # noqa: E731
+    desired, _ = desired_alarms(nodes, alerts, load_table(choice.baselines), None, choice.network_alarms, choice.alarms, emits)
     lines = alarm_lines([arguments for _, arguments in desired])
     made = "one set a node" if choice.alarms == "per-node" else "fleet alarms where the nodes emit OpenTelemetry metrics"
     print(f"Alarms, {made}, as `alarms plan --alarms {choice.alarms}` makes them (network alarms: {choice.network_alarms}):")
@@ -200,7 +211,7 @@ def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
     if config.aws.info_first and nodes:
         _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
     polling_usd = sum(usd_per_month(total[tier], made.intervals[tier]) for tier in TIERS)
-    _print_alarms(alarms or AlarmChoice(), nodes, polling_usd, max(1, len(nodes) + len(caches)))
+    _print_alarms(alarms or AlarmChoice(), monitor, nodes, polling_usd, max(1, len(nodes) + len(caches)))
     if places:
         _print_places(places, counts, made.intervals)
     print("GetMetricData is billed per metric requested: USD 0.01 per 1,000. Discovery calls are free.")
@@ -274,8 +285,9 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
 
 
 def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from exporter.alerts.alarms import apply, describe, desired_alarms, plan
+    from exporter.alerts.alarms import apply, describe, desired_alarms, detect_emitters, plan
     from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.promql_alarms import emits_otel
     from exporter.aws.monitor import AwsMonitor
     from exporter.baselines.table import load_table
 
@@ -290,7 +302,10 @@ def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     prune = args.action == "apply" and args.prune
     for account in config.aws.accounts:
         api = monitor.apis[account]
-        desired, skipped = desired_alarms(by_account.get(account, []), alerts, table, args.sns_topic_arn, args.network_alarms, args.alarms)
+        nodes = by_account.get(account, [])
+        emits, notes = detect_emitters(api, nodes, args.promql_endpoint) if args.alarms == "fleet" else (emits_otel, [])
+        desired, skipped = desired_alarms(nodes, alerts, table, args.sns_topic_arn, args.network_alarms, args.alarms, emits)
+        skipped = [*notes, *skipped]
         changes = plan(api, desired, account.regions)
         sys.stdout.write(describe(changes, skipped, prune))
         if args.action == "apply":
@@ -325,6 +340,12 @@ def _add_alarms_arguments(alarms: argparse.ArgumentParser) -> None:
         help="per-node: one alarm a node and alert (default); fleet: for nodes of node-based Valkey replication groups, one "
         "CloudWatch PromQL alarm a region (a node type where the threshold is the type's) over ElastiCache's OpenTelemetry "
         "metrics, each node a contributor; alarms without an OpenTelemetry counterpart stay per node",
+    )
+    alarms.add_argument(
+        "--promql-endpoint",
+        metavar="URL",
+        help="--alarms fleet: where CloudWatch's PromQL API is asked which nodes have the OpenTelemetry metrics (default: "
+        "CloudWatch's endpoint of each region, https://monitoring.<region>.amazonaws.com, or AWS_ENDPOINT_URL_CLOUDWATCH)",
     )
     alarms.add_argument("--sns-topic-arn", help="topic for alarm, OK and insufficient-data notifications")
     alarms.add_argument("--prune", action="store_true", help="apply: also delete this tool's own alarms of nodes (or alerts) that are gone")

@@ -227,7 +227,7 @@ def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = No
     if args.command == "cost":
         from . import aws
 
-        return aws.print_cost(config, aws.AlarmChoice(args.alarms, args.network_alarms, args.baselines, args.catalog))
+        return aws.print_cost(config, aws.AlarmChoice(args.alarms, args.network_alarms, args.baselines, args.catalog, args.promql_endpoint))
     from . import serve
 
     if args.command == "demo":

@@ -133,3 +133,4 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--network-alarms", choices=("percentage", "bytes"), default="percentage", help="as `alarms plan` takes it")
         parser.add_argument("--baselines", metavar="FILE", help="baseline table the alarms read (default: the shipped one)")
         parser.add_argument("--catalog", metavar="FILE", help="alert catalog (default: the shipped one)")
+        parser.add_argument("--promql-endpoint", metavar="URL", help="--alarms fleet: as `alarms plan` takes it")

@@ -1,0 +1,110 @@
+"""CloudWatch's Prometheus-compatible query API: ``/api/v1/query`` on CloudWatch's own endpoint
+(``https://monitoring.<region>.amazonaws.com``), which serves the OpenTelemetry metrics ElastiCache emits for node-based
+Valkey. botocore has no operation for it: each request is signed here with SigV4 for the service ``monitoring``, with the
+account's credentials (IAM: ``cloudwatch:GetMetricData`` and ``cloudwatch:ListMetrics``).
+
+AWS's limits, as the API reports them: 300 queries a second an account (HTTP 422 past it), 30 at once (429), at most 500
+series an answer (past it the answer is cut, with HTTP 200 and a warning, which is an error here: a cut answer is never
+taken for the whole), 7 days a request."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from exporter.common.records import record
+
+SERVICE = "monitoring"
+MAX_SERIES = 500
+NODE_LABEL = "@resource.aws.elasticache.node.id"
+# a gauge ElastiCache vends for every node-based Valkey node every minute: a node with it has the OpenTelemetry metrics
+PRESENCE_METRIC = "valkey.memory.max"
+IDS_PER_QUERY = 400  # nodes a presence query names: its answer (one series a node) stays under MAX_SERIES
+# HTTP status -> what went wrong, as the API documents its limits and as a Prometheus API answers a bad query
+KINDS = {422: "throttling", 429: "concurrency", 401: "access_denied", 403: "access_denied", 404: "unavailable", 400: "bad_query"}
+
+
+class PromQLError(Exception):
+    """A query that got no whole answer; ``kind``: throttling, concurrency, access_denied, unavailable, bad_query,
+    truncated, connection or protocol."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@record(frozen=True)
+class Sample:
+    labels: dict[str, str]
+    value: float
+
+
+def sign(credentials: Any, region: str, url: str, body: bytes) -> dict[str, str]:
+    """The headers of a POST of ``body`` (form-encoded) to ``url``, signed with SigV4 for CloudWatch (``monitoring``)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    SigV4Auth(credentials, SERVICE, region).add_auth(request)
+    return dict(request.headers.items())
+
+
+def parse_vector(reply: dict[str, Any]) -> list[Sample]:
+    """An instant query's answer; a warning that the answer was cut is an error (pure)."""
+    cut = [warning for warning in reply.get("warnings") or [] if "truncat" in str(warning).lower()]
+    if cut:
+        raise PromQLError("truncated", f"the answer was cut: {cut[0]}")
+    if reply.get("status") != "success":
+        raise PromQLError("protocol", f"{reply.get('errorType', 'error')}: {reply.get('error', 'no error given')}")
+    data = reply.get("data") or {}
+    if data.get("resultType") != "vector":
+        raise PromQLError("protocol", f"expected a vector, got {data.get('resultType')!r}")
+    samples = []
+    for item in data.get("result") or []:
+        _, value = item.get("value", (0, "NaN"))
+        samples.append(Sample({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, float(value)))
+    return samples
+
+
+class PromQLApi:
+    """Instant queries to one account's CloudWatch PromQL API in any region. ``credentials(region)``: the botocore
+    credentials to sign with (``AwsApi.credentials``); ``endpoint(region)``: CloudWatch's endpoint there (``AwsApi``'s
+    cloudwatch client's, so ``AWS_ENDPOINT_URL_CLOUDWATCH`` and the like apply)."""
+
+    def __init__(self, credentials: Callable[[str], Any], endpoint: Callable[[str], str], timeout: float = 20.0) -> None:
+        self._credentials = credentials
+        self._endpoint = endpoint
+        self._timeout = timeout  # the API's own execution limit is 20 s
+
+    def query(self, region: str, expression: str, at: float | None = None) -> list[Sample]:
+        url = self._endpoint(region).rstrip("/") + "/api/v1/query"
+        form = {"query": expression, **({"time": f"{at:.3f}"} if at is not None else {})}
+        body = urllib.parse.urlencode(form).encode()
+        headers = sign(self._credentials(region), region, url, body)
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - an https endpoint of AWS's
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as reply:  # noqa: S310
+                return parse_vector(json.loads(reply.read()))
+        except urllib.error.HTTPError as err:
+            detail = err.read()[:300].decode("utf-8", errors="replace")
+            raise PromQLError(KINDS.get(err.code, "protocol"), f"HTTP {err.code} from {url}: {detail}") from err
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            raise PromQLError("connection", f"cannot reach {url}: {err}") from err
+        except ValueError as err:
+            raise PromQLError("protocol", f"{url} answered no JSON: {err}") from err
+
+
+def otel_nodes(api: PromQLApi, region: str, ids: Iterable[str]) -> set[str]:
+    """Which of the nodes ``ids`` (CacheClusterIds) have ElastiCache's vended OpenTelemetry metrics in ``region``: those
+    with a sample of PRESENCE_METRIC, asked for at most IDS_PER_QUERY nodes a query so no answer is cut."""
+    wanted = sorted(set(ids))
+    found: set[str] = set()
+    for start in range(0, len(wanted), IDS_PER_QUERY):
+        pattern = "|".join(wanted[start : start + IDS_PER_QUERY])
+        expression = f'count by ("{NODE_LABEL}") ({{"{PRESENCE_METRIC}", "{NODE_LABEL}"=~{json.dumps(pattern)}}})'
+        found |= {sample.labels.get(NODE_LABEL, "") for sample in api.query(region, expression)}
+    return found & set(wanted)
