@@ -15,7 +15,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from servers import PrometheusProcess, free_port, start_prometheus, wait_until
+from servers import PrometheusProcess, free_port, start_prometheus, wait_ready, wait_until
+from tools import prometheus_3
 
 AUTHORIZATION = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]+)")
 TRUNCATED = "result truncated to the maximum of 500 series"
@@ -68,17 +69,17 @@ class PromQLFront:
                 if why:
                     front.refused.append(why)
                     return self._send(403, {"message": why})
-                if self.path != "/api/v1/query":
+                if self.path not in ("/api/v1/query", "/api/v1/query_range"):
                     return self._send(404, {"message": f"no such path {self.path}"})
                 if front.answers:
                     answer = front.answers.pop(0)
                     if answer == "truncated":
-                        reply = front.forward(body)
+                        reply = front.forward(self.path, body)
                         reply["warnings"] = [*reply.get("warnings", []), TRUNCATED]
                         return self._send(200, reply)
                     return self._send(int(answer), {"status": "error", "errorType": "limit", "error": f"limit answered {answer}"})
                 front.queries.append(urllib.parse.parse_qs(body.decode())["query"][0])
-                return self._send(200, front.forward(body))
+                return self._send(200, front.forward(self.path, body))
 
             def _send(self, status: int, document: dict) -> None:
                 data = json.dumps(document).encode()
@@ -126,9 +127,9 @@ class PromQLFront:
         expected = auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
         return "" if expected == signature else "the signature does not match the request"
 
-    def forward(self, body: bytes) -> dict:
+    def forward(self, path: str, body: bytes) -> dict:
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.prometheus_port}/api/v1/query",
+            f"http://127.0.0.1:{self.prometheus_port}{path}",
             data=body,
             headers={"Content-Type": "application/x-www-form-urlencoded"},
             method="POST",
@@ -169,3 +170,21 @@ def start_otel_prometheus(directory: Path, text: str) -> tuple[PrometheusProcess
 
     wait_until(scraped, timeout=60, interval=0.3, what="Prometheus holding the OpenTelemetry series")
     return prometheus, exposition
+
+
+def start_backfilled_prometheus(directory: Path, openmetrics: str) -> PrometheusProcess:
+    """A real Prometheus that holds ``openmetrics`` (OpenMetrics text with timestamps, UTF-8 names quoted) from the
+    start: written into TSDB blocks with ``promtool tsdb create-blocks-from openmetrics``, as a backfill is."""
+    import subprocess
+    import tempfile
+
+    source = directory / "otel.om"
+    source.write_text(openmetrics if openmetrics.endswith("# EOF\n") else openmetrics + "# EOF\n")
+    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
+    backfill = [prometheus_3("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)]
+    subprocess.run(backfill, check=True, capture_output=True, timeout=120)
+    rules = directory / "none.rules.yml"
+    rules.write_text("groups: []\n")
+    prometheus = start_prometheus(directory, rules, [], data=data)
+    wait_ready(prometheus.process, prometheus.port, "Prometheus over the backfilled OpenTelemetry series")
+    return prometheus

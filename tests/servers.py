@@ -312,9 +312,11 @@ class PrometheusProcess:
         shutil.rmtree(self.data, ignore_errors=True)
 
 
-def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict], alertmanager_port: int | None = None) -> PrometheusProcess:
+def start_prometheus(
+    directory: Path, rules: Path, scrape_configs: list[dict], alertmanager_port: int | None = None, data: Path | None = None
+) -> PrometheusProcess:
     """A real Prometheus on loopback scraping every second and evaluating ``rules`` every second; its alerts go to the
-    Alertmanager on ``alertmanager_port``, if given."""
+    Alertmanager on ``alertmanager_port``, if given; ``data``: a TSDB directory it starts from (backfilled blocks)."""
     import yaml
 
     config = directory / "prometheus.yml"
@@ -327,7 +329,7 @@ def start_prometheus(directory: Path, rules: Path, scrape_configs: list[dict], a
         document["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
     config.write_text(yaml.safe_dump(document))
     port = free_port()
-    data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
+    data = data or Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     process = subprocess.Popen(
         [prometheus_3("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL,

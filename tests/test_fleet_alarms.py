@@ -18,9 +18,10 @@ from tools import promtool
 
 from exporter.alerts.alarms import apply, desired_alarms, plan
 from exporter.alerts.catalog import load_catalog
-from exporter.alerts.promql_alarms import MAX_QUERY_CHARS, NODE_LABEL, RECOVERY_SECONDS, fleet_alertable, query
+from exporter.alerts.promql_alarms import MAX_QUERY_CHARS, RECOVERY_SECONDS, fleet_alertable, query
 from exporter.alerts.thresholds import alarm_threshold_key, alarm_thresholds
 from exporter.aws.discovery import Node
+from exporter.aws.otel_metrics import NODE_LABEL
 from exporter.aws.pricing import PROMQL_ALARM, alarm_lines
 from exporter.baselines.table import load_table
 

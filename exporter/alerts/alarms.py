@@ -18,11 +18,12 @@ from typing import Any
 from exporter.aws.api import AwsApi
 from exporter.aws.cloudwatch import metric_of
 from exporter.aws.discovery import Node
+from exporter.aws.otel_metrics import emits_otel
 from exporter.baselines.table import BaselineTable
 from exporter.common.records import record
 
 from .catalog import NETWORK_ALARMS, Alert
-from .promql_alarms import covered_by_fleet, emits_otel, fleet_alarms
+from .promql_alarms import covered_by_fleet, fleet_alarms
 from .thresholds import BASELINE_KEYS, alarm_threshold_key, alarm_thresholds, threshold_sentence
 
 MARKER = "(managed by elasticache-exporter)"

@@ -8,81 +8,30 @@ node's id, so the alarm's contributors (``DescribeAlarmContributors``, the contr
 notifications) name the node. A query names its nodes (the discovered ones, by id), so an alarm covers exactly what
 ``alarms plan`` was asked for, and a per-node-type threshold is one alarm per node type. Pure: rendering only.
 
-Each CloudWatch metric an alarm reads has its OpenTelemetry counterpart here, in the unit and over the minute of the
-CloudWatch metric and statistic (a counter's Sum per minute is 60 times its rate): ElastiCache's vended set lacks
-CPUUtilization, ReplicationLag, the NetworkBaselineUsage percentages, CPUCreditBalance and data tiering, whose alarms
-stay per node."""
+Each CloudWatch metric an alarm reads has its OpenTelemetry counterpart in ``exporter.aws.otel_metrics.OTEL_VALUES``;
+the alarms on a metric the vended set lacks stay per node."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
-from exporter.aws.discovery import Node
+from exporter.aws.otel_metrics import OTEL_VALUES, with_nodes
 
 from .catalog import Alert
 
-NODE_LABEL = "@resource.aws.elasticache.node.id"
 EVALUATION_INTERVAL = 60  # seconds: the vended metrics' own resolution
 MAX_QUERY_CHARS = 10_000  # AlarmPromQLCriteria.Query
 MAX_NODES = 100  # an alarm tracks at most 100 contributors in ALARM (and 500 series a query): no node goes unreported
 # a node OK at once when its condition stops holding, as its own alarm is when fewer than M of N breach (a sample that
 # comes late does not end it: a counter's irate spans one missing sample, a gauge's last sample holds for minutes)
 RECOVERY_SECONDS = 0
-_NODES = "{nodes}"  # where the node matcher goes in a value expression
-_BY_NODE = f'by ("{NODE_LABEL}")'
-
-
-def _counter_per_minute(selector: str) -> str:
-    """A cumulative counter's increase over its last minute: irate reads the last two samples as they are (rate
-    would extrapolate, and under-read a counter that starts near zero: a node new, restarted or failed over), and a
-    3-minute range still holds two of them across one missing sample (rate's 2 minutes would hold one, and the node
-    would drop out of the alarm for two evaluations)."""
-    return f"60 * sum {_BY_NODE} (irate({{{selector}, {_NODES}}}[3m]))"
-
-
-def _shaped(reason: str) -> str:
-    return _counter_per_minute(f'"system.network.allowance_exceeded", "network.allowance_exceeded.reason"="{reason}"')
-
-
-def _gauge(aggregation: str, selector: str) -> str:
-    return f"{aggregation} {_BY_NODE} ({{{selector}, {_NODES}}})"
-
-
-# CloudWatch metric -> PromQL of one value per node, in the CloudWatch metric's unit over one minute
-OTEL_VALUES: dict[str, str] = {
-    # seconds of the main thread's CPU in a minute, per cent of one core (ElastiCache's engine CPU); 60 * 100 / 60 s
-    "EngineCPUUtilization": _counter_per_minute('"process.cpu.time", "thread.type"="main"').replace("60 * ", "100 * ", 1),
-    # "!=" keeps series without the label: the interface (never loopback) and the fault type (major only), where given
-    "NetworkBytesOut": _counter_per_minute('"system.network.io", "network.io.direction"="transmit", "network.interface.name"!="lo"'),
-    "NetworkBytesIn": _counter_per_minute('"system.network.io", "network.io.direction"="receive", "network.interface.name"!="lo"'),
-    "TrafficManagementActive": _gauge("max", '"valkey.throttling.active"'),
-    "NetworkBandwidthOutAllowanceExceeded": _shaped("bandwidth_out"),
-    "NetworkBandwidthInAllowanceExceeded": _shaped("bandwidth_in"),
-    "NetworkPacketsPerSecondAllowanceExceeded": _shaped("pps"),
-    "NetworkConntrackAllowanceExceeded": _shaped("conntrack"),
-    "DatabaseMemoryUsagePercentage": "100 * " + _gauge("max", '"valkey.memory.used"') + " / (" + _gauge("max", '"valkey.memory.max"') + " > 0)",
-    # ElastiCache's reference: the "free" state reports freeable memory (FreeableMemory's own figure)
-    "FreeableMemory": _gauge("min", '"system.memory.usage", "system.memory.state"="free"'),
-    "SwapUsage": _gauge("max", '"system.paging.usage", "system.paging.state"="used"'),
-    "MajorPageFaults": _counter_per_minute('"process.paging.faults", "process.paging.fault_type"!="minor"'),
-    "Evictions": _counter_per_minute('"valkey.keys.evicted"'),
-    "CurrConnections": _gauge("max", '"valkey.clients.connected"'),
-    "RejectedConnections": _counter_per_minute('"valkey.connections.rejected"'),
-}  # fmt: skip
 COMPARISONS = {
     "GreaterThanThreshold": ">",
     "GreaterThanOrEqualToThreshold": ">=",
     "LessThanThreshold": "<",
     "LessThanOrEqualToThreshold": "<=",
 }
-
-
-def emits_otel(node: Node) -> bool:
-    """Whether ElastiCache emits the vended OpenTelemetry metrics for the node: a node-based Valkey one (on ElastiCache a
-    node-based Valkey cache is always a replication group; serverless caches are no nodes here)."""
-    return node.engine == "valkey"
 
 
 def fleet_alertable(alert: Alert) -> bool:
@@ -102,18 +51,13 @@ def covered_by_fleet(alert: Alert) -> bool:
 ALERT_TAG = "elasticache-exporter:alert"  # a fleet alarm's tag naming its catalog alert
 
 
-def _matcher(ids: Iterable[str]) -> str:
-    pattern = "|".join(sorted(ids))
-    return f'"{NODE_LABEL}"=~{json.dumps(pattern)}'
-
-
 def query(alert: Alert, threshold: float, ids: Iterable[str]) -> tuple[str, int]:
     """The alarm's PromQL and its pending period: a node breaching on every one of N datapoints is returned once it has
     breached for the N minutes (pending N-1 minutes past the first); M of N is counted in the query itself."""
     cw = alert.cloudwatch
     assert cw is not None
     # an increase alarm (DIFF of a cumulative count) and a Sum per minute both read a counter's increase in a minute
-    condition = f"{OTEL_VALUES[cw.metric].replace(_NODES, _matcher(ids))} {COMPARISONS[cw.comparison]} {threshold:.15g}"
+    condition = f"{with_nodes(OTEL_VALUES[cw.metric], ids)} {COMPARISONS[cw.comparison]} {threshold:.15g}"
     minutes = cw.period // 60
     needed = cw.datapoints_to_alarm or cw.evaluation_periods
     if needed < cw.evaluation_periods:

@@ -85,6 +85,7 @@ class ApiStats:
     calls: dict[str, int] = field(factory=dict)
     errors: dict[tuple[str, str], int] = field(factory=dict)
     metrics_requested: int = 0
+    promql_samples: int = 0  # samples CloudWatch's PromQL API scanned, as estimated from each query (otel_poll)
     lock: threading.Lock = field(factory=threading.Lock)
 
     def count_call(self, api: str) -> None:
@@ -98,6 +99,10 @@ class ApiStats:
     def count_metrics(self, number: int) -> None:
         with self.lock:
             self.metrics_requested += number
+
+    def count_samples(self, number: int) -> None:
+        with self.lock:
+            self.promql_samples += number
 
     def snapshot(self) -> tuple[dict[str, int], dict[tuple[str, str], int], int]:
         with self.lock:

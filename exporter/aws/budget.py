@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from exporter.common.records import record
 
 from .cloudwatch import MAX_WINDOW_SECONDS, TIERS, usd_per_month
+from .pricing import PROMQL_USD_PER_MILLION_SAMPLES, SECONDS_PER_MONTH
+from .schedule import ASKED_AGAIN_SECONDS
 
 # the trends tier's longer intervals, tried in turn while the bill is over the budget: up to 3 hours, the longest window a
 # poll asks, less a wake-up (see plan), so not a minute is lost
@@ -26,9 +28,27 @@ def effective_interval(interval: float, wake_up: float) -> float:
     return wake_up * max(1, math.ceil(interval / wake_up - 0.5))
 
 
-def monthly_usd(pairs: Mapping[str, int], intervals: Mapping[str, float]) -> float:
-    """The month's GetMetricData bill of asking each tier's ``pairs`` every its interval."""
-    return sum(usd_per_month(pairs.get(tier, 0), intervals[tier]) for tier in TIERS)
+def promql_samples_per_month(samples_per_minute: float, interval: float) -> float:
+    """The samples the PromQL API scans a month for series scanning ``samples_per_minute`` asked every ``interval``:
+    each poll asks the minutes since the last one and the last 5 again (``schedule.ASKED_AGAIN_SECONDS``)."""
+    minutes_a_poll = (interval + ASKED_AGAIN_SECONDS) / 60
+    return samples_per_minute * minutes_a_poll * SECONDS_PER_MONTH / interval
+
+
+def promql_usd_per_month(samples_per_minute: float, interval: float) -> float:
+    return promql_samples_per_month(samples_per_minute, interval) / 1e6 * PROMQL_USD_PER_MILLION_SAMPLES
+
+
+def promql_is_cheaper(samples_per_minute: float, interval: float) -> bool:
+    """Whether a node's metric-statistic costs less through the PromQL API than as a GetMetricData pair, at ``interval``."""
+    return promql_usd_per_month(samples_per_minute, interval) < usd_per_month(1, interval)
+
+
+def monthly_usd(pairs: Mapping[str, int], intervals: Mapping[str, float], promql: Mapping[str, int] | None = None) -> float:
+    """The month's bill of asking each tier's GetMetricData ``pairs``, and the PromQL series scanning ``promql`` samples
+    a minute, every its interval."""
+    promql = promql or {}
+    return sum(usd_per_month(pairs.get(tier, 0), intervals[tier]) + promql_usd_per_month(promql.get(tier, 0), intervals[tier]) for tier in TIERS)
 
 
 @record(frozen=True)
@@ -47,18 +67,21 @@ class BudgetPlan:
         return self.budget is None or self.usd_per_month <= self.budget
 
 
-def plan(pairs: Mapping[str, int], configured: Mapping[str, float], wake_up: float, budget: float | None = None) -> BudgetPlan:
-    """The tier intervals to ask ``pairs`` (per tier, the whole fleet's) at: the configured ones, as the poller asks them,
-    lengthened by :data:`LENGTHENING` while the bill is over ``budget`` (where it cannot be kept, the longest)."""
+def plan(
+    pairs: Mapping[str, int], configured: Mapping[str, float], wake_up: float, budget: float | None = None, promql: Mapping[str, int] | None = None
+) -> BudgetPlan:
+    """The tier intervals to ask ``pairs`` (per tier, the whole fleet's GetMetricData pairs; ``promql``: the samples a
+    minute of the metric-statistics asked of the PromQL API) at: the configured ones, as the poller asks them, lengthened
+    by :data:`LENGTHENING` while the bill is over ``budget`` (where it cannot be kept, the longest)."""
     intervals = {tier: effective_interval(configured[tier], wake_up) for tier in TIERS}
-    configured_usd = usd = monthly_usd(pairs, intervals)
+    configured_usd = usd = monthly_usd(pairs, intervals, promql)
     for tier, longer in LENGTHENING:
         if budget is None or usd <= budget:
             break
         # whole wake-ups, a wake-up shorter than a poll's longest window: a poll that starts late still reaches the last
         within_window = max(wake_up, (MAX_WINDOW_SECONDS - wake_up) // wake_up * wake_up)
         intervals[tier] = max(intervals[tier], min(effective_interval(longer, wake_up), within_window))
-        usd = monthly_usd(pairs, intervals)
+        usd = monthly_usd(pairs, intervals, promql)
     return BudgetPlan(intervals, usd, configured_usd, budget)
 
 

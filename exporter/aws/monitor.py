@@ -40,6 +40,7 @@ from .cloudwatch import (
     pairs_by_tier,
     polled_metrics,
     split_info_equivalent,
+    tier_of,
     window,
 )
 from .discovery import Node, NodeKey, ServerlessCache, discover_region, instance_names
@@ -48,6 +49,9 @@ from .global_datastores import GlobalDatastore, describe_global_datastores, merg
 from .held import Held, MinutesHeld, SeriesKey
 from .minutes import RISING_SERIES, WINDOW_SERIES, BurstWindow, MinuteWindow, Rising, SustainedWindow
 from .network_baseline import BURST_SERIES, HISTORY_SECONDS, HISTORY_SERIES
+from .otel_metrics import samples_per_minute
+from .otel_poll import OtelSource, valkey_ids
+from .promql_api import PromQLApi
 from .schedule import PollSchedule
 from .settings import AwsAccount, AwsConfig
 
@@ -77,7 +81,8 @@ class _Poll:
     fresh: dict[SeriesKey, CachedValue] = field(factory=dict)
     minutes: list[tuple[tuple[NodeKey, str, str], dict[str, Any]]] = field(factory=list)
     queried: set[SeriesKey] = field(factory=set)
-    queries: int = 0
+    queries: int = 0  # GetMetricData's
+    promql: int = 0  # node metric-statistics asked of the PromQL API
     rests: bool = False  # whether it rests between batches (POLL_CPU_SHARE)
     cpu_mark: float | None = None  # the poll thread's CPU time at its last rest
 
@@ -144,6 +149,13 @@ class AwsMonitor:
         self._extra_names = frozenset(spec.name for spec in extras) - {spec.name for spec in self.node_metrics}
         self._extras_apply: dict[NodeKey, frozenset[str]] = {}  # the poll thread's
         self.fleet = FleetWatch(self.apis, self._account_id_of) if config.events else None
+        # a Valkey node's metric-statistics that ElastiCache's OpenTelemetry metrics stand for, through the PromQL API
+        self._promql: dict[AwsAccount, PromQLApi] = {}
+        self._otel = (
+            OtelSource(lambda place: self.promql_api(place[0]), config.discovery_interval, monotonic, stats.count_samples, log_failures)
+            if config.promql == "auto"
+            else None
+        )
         self._threads = [threading.Thread(target=self._loop, args=(self.discover_once, config.discovery_interval), name="aws-discovery", daemon=True)]
         if config.cloudwatch or config.events:
             self._threads.append(threading.Thread(target=self._poll_loop, name="cloudwatch-poll", daemon=True))
@@ -286,6 +298,44 @@ class AwsMonitor:
             specs = (*specs, *GLOBAL_DATASTORE_METRICS)
         return (*specs, *durability_metrics(node))
 
+    def promql_api(self, account: AwsAccount) -> PromQLApi:
+        """The account's CloudWatch PromQL API (``aws.cloudwatch.promql_endpoint``, else CloudWatch's endpoint of the
+        region), its calls counted with the account's."""
+        api = self._promql.get(account)
+        if api is None:
+            aws = self.apis[account]
+            endpoint = self.config.promql_endpoint
+            api = self._promql[account] = PromQLApi(
+                aws.credentials, lambda region: endpoint or aws.client("cloudwatch", region).meta.endpoint_url, stats=aws.stats
+            )
+        return api
+
+    def detect_otel(self) -> dict[tuple[AwsAccount, str], frozenset[str]]:
+        """Per account and region, the Valkey nodes that have ElastiCache's OpenTelemetry metrics (none where
+        ``aws.cloudwatch.promql`` is off or the API cannot be asked): what the poll asks of the PromQL API."""
+        if self._otel is None:
+            return {}
+        with self._lock:
+            places = {key: list(nodes) for key, nodes in self._nodes.items()}
+        return {
+            (account, region): self._otel.detect((account, region), region, valkey_ids(nodes), self._clock())
+            for (account, region), nodes in places.items()
+        }
+
+    def node_pairs(self, node: Node, specs: tuple[MetricSpec, ...], emitting: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """A node's metric-statistics by tier: GetMetricData pairs, and the samples a minute of those asked of the
+        PromQL API (the node ``emitting`` the OpenTelemetry metrics, the pair's counterpart cheaper there)."""
+        pairs, samples = dict.fromkeys(TIERS, 0), dict.fromkeys(TIERS, 0)
+        for spec in specs:
+            for statistic in spec.statistics:
+                tier = tier_of(spec.name, statistic)
+                query = Query("", node, spec.name, statistic)
+                if self._otel is not None and self._otel.serves(query, emitting, self.config.tier_interval(tier)):
+                    samples[tier] += samples_per_minute(spec.name, statistic)
+                else:
+                    pairs[tier] += 1
+        return pairs, samples
+
     def credentials_for(self, node: Node) -> Callable[[], Any]:
         """Where a node's IAM tokens get their credentials: the session of the account that discovered it (its role,
         where one is assumed), renewed as that account's calls renew it."""
@@ -347,29 +397,35 @@ class AwsMonitor:
         with self._lock:
             return self._plan
 
-    def fleet_pairs(self) -> dict[str, int]:
-        """The metric-statistics each poll of a tier asks for the nodes and serverless caches this exporter polls (a node
-        on INFO without the INFO-equivalent ones), per tier."""
+    def fleet_pairs(self) -> tuple[dict[str, int], dict[str, int]]:
+        """What each poll of a tier asks for the nodes and serverless caches this exporter polls (a node on INFO without
+        the INFO-equivalent ones), per tier: the GetMetricData metric-statistics, and the samples a minute of those
+        asked of the PromQL API."""
         with self._lock:
-            nodes = [node for nodes in self._nodes.values() for node in nodes if self.owns(self._names.get(node.key, node.cluster_id))]
+            nodes = [(place, node) for place, found in self._nodes.items() for node in found if self.owns(self._names.get(node.key, node.cluster_id))]
             caches = [cache for caches in self._serverless.values() for cache in caches if self.owns(cache.name)]
             on_info = self._on_info
         aws_only = split_info_equivalent(self.node_metrics)[0]
         names = {spec.name for spec in self.node_metrics}
-        pairs = dict.fromkeys(TIERS, 0)
-        for node in nodes:
+        pairs, samples = dict.fromkeys(TIERS, 0), dict.fromkeys(TIERS, 0)
+        for place, node in nodes:
             specs = aws_only if node.key in on_info else self.node_metrics
-            for tier, count in pairs_by_tier((*specs, *(spec for spec in self.extra_metrics(node) if spec.name not in names))).items():
-                pairs[tier] += count
+            emitting = self._otel.emitting(place) if self._otel is not None else frozenset()
+            extra = tuple(spec for spec in self.extra_metrics(node) if spec.name not in names)
+            node_pairs, node_samples = self.node_pairs(node, (*specs, *extra), emitting)
+            for tier in TIERS:
+                pairs[tier] += node_pairs[tier]
+                samples[tier] += node_samples[tier]
         for tier, count in pairs_by_tier(self.serverless_metrics).items():
             pairs[tier] += count * len(caches)
-        return pairs
+        return pairs, samples
 
     def _replan(self, *, warn: bool = True) -> None:
         """The tiers' intervals for the fleet now. Each time the outcome changes (``warn``): a warning with the figures
         where the budget lengthens a tier or cannot be kept, a line where the configured intervals keep it again."""
         config = self.config
-        made = plan(self.fleet_pairs(), {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month)
+        pairs, samples = self.fleet_pairs()
+        made = plan(pairs, {tier: config.tier_interval(tier) for tier in TIERS}, config.poll_interval, config.budget_usd_per_month, samples)
         outcome = f"{sorted(made.intervals.items())}:{made.kept}" if made.lengthened or not made.kept else "configured"
         warn = warn and self._clock() - self._born >= INFO_FRESH_SECONDS  # before, no scrape may have read INFO yet
         with self._lock:
@@ -404,11 +460,12 @@ class AwsMonitor:
         failed: set[NodeKey] = set()
         self._schedule.asking(tiers)
         for account, region in [*groups, *(key for key in caches if key not in groups)]:
-            queries = self._node_queries(groups.get((account, region), []), tiers, on_info, caught_up, extras)
+            place_nodes = groups.get((account, region), [])
+            queries = self._node_queries(place_nodes, tiers, on_info, caught_up, extras)
             queries += build_queries(caches.get((account, region), []), serverless_metrics, first=len(queries))
-            poll.queries += len(queries)
-            if queries and not self._poll_place(account, region, queries, tiers, now, poll):
-                failed.update(node.key for node in groups.get((account, region), []))
+            otel = self._otel_queries(account, region, place_nodes, queries)
+            if queries and not self._poll_place(account, region, queries, otel, now, poll, tiers):
+                failed.update(node.key for node in place_nodes)
         self._catch_up = caught_up & failed
         with self._lock:
             live = {node.key for nodes in self._nodes.values() for node in nodes}
@@ -429,7 +486,7 @@ class AwsMonitor:
             self._made = kept
             # a success: a poll that brought data, or one of tiers due with nothing to ask of a fleet discovery found (this
             # shard owns no node); a wake-up with no tier due, answers that brought nothing, or no discovery yet, is none
-            if poll.fresh or (tiers and not poll.queries and self.last_discovery > 0):
+            if poll.fresh or (tiers and not poll.queries and not poll.promql and self.last_discovery > 0):
                 self.last_poll = self._clock()
             self.last_poll_duration = time.monotonic() - started
             self.last_queries = poll.queries
@@ -471,12 +528,37 @@ class AwsMonitor:
         queries += build_queries([node for node in nodes if node.key in caught_up], again, first=len(queries), extra=extra)
         return queries
 
-    def _poll_place(self, account: AwsAccount, region: str, queries: list[Query], tiers: tuple[str, ...], now: float, poll: _Poll) -> bool:
-        """One account's and region's queries, over the window since their tiers' last poll there (the widest of them);
-        whether every batch was answered."""
+    def _otel_queries(self, account: AwsAccount, region: str, nodes: list[Node], queries: list[Query]) -> list[Query]:
+        """Those of a place's ``queries`` asked of the PromQL API (``otel_poll``), once it knows which nodes have the
+        metrics (asked again when due)."""
+        if self._otel is None:
+            return []
+        emitting = self._otel.detect((account, region), region, valkey_ids(nodes), self._clock())
+        if not emitting:
+            return []
+        return [query for query in queries if self._otel.serves(query, emitting, self.config.tier_interval(tier_of(query.metric, query.statistic)))]
+
+    def _poll_place(
+        self, account: AwsAccount, region: str, queries: list[Query], otel: list[Query], now: float, poll: _Poll, tiers: tuple[str, ...]
+    ) -> bool:
+        """One account's and region's queries, over the window since their tiers' last poll there (the widest of them):
+        ``otel`` of them through the PromQL API, the rest and what it could not bring with GetMetricData; whether every
+        one was answered."""
         since = self._schedule.since(tiers, (account, region))
         span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=since)
         api = self.apis[account]
+        if otel and self._otel is not None:
+            fetched = self._otel.fetch((account, region), region, otel, span[0].timestamp(), span[1].timestamp())
+            asked = {query.id for query in otel}
+            left = {query.id for query in fetched.left}
+            queries = [query for query in queries if query.id not in asked or query.id in left]
+            poll.queried.update(series_key(query) for query in otel if query.id not in left)
+            poll.promql += len(asked) - len(left)
+            self._take(fetched.results, {query.id: query for query in otel}, poll)
+        poll.queries += len(queries)
+        if not queries:
+            self._schedule.answered(tiers, (account, region), span[1].timestamp())
+            return True
         try:
             client = api.client("cloudwatch", region)  # assumes the account's role when it is due: may fail alone
         except AwsCallError as err:
@@ -488,28 +570,31 @@ class AwsMonitor:
             if self._stop.is_set():  # stopped (a reload): the next poll, of this monitor or the next, asks these again
                 return False
             self._rest(poll)
-            keys = {query.id: series_key(query) for query in batch}
-            poll.queried.update(keys.values())
+            poll.queried.update(series_key(query) for query in batch)
             try:
                 results = get_metric_data(api, client, batch, self.config.period, span, deadline=poll.deadline)
             except AwsCallError as err:
                 self._report(err, f"GetMetricData in {_place(api, region)}")
                 complete = False
                 continue
-            by_id = {query.id: query for query in batch}
-            poll.minutes += [
-                ((query.node.key, query.metric, query.statistic), result)
-                for result in results
-                if (query := by_id.get(result.get("Id", ""))) is not None
-                and any((query.metric, query.statistic) in kept for kept in (HISTORY_SERIES, BURST_SERIES, RISING_SERIES, WINDOW_SERIES))
-            ]
-            for query_id, datapoint in newest_datapoints(results).items():
-                query = by_id.get(query_id)
-                if query is not None:
-                    poll.fresh[keys[query_id]] = CachedValue(query, datapoint)
+            self._take(results, {query.id: query for query in batch}, poll)
         if complete:  # after a failure, the next poll starts where this one started
             self._schedule.answered(tiers, (account, region), span[1].timestamp())
         return complete
+
+    @staticmethod
+    def _take(results: list[dict[str, Any]], by_id: dict[str, Query], poll: _Poll) -> None:
+        """A batch's MetricDataResults (of either source): the minutes the keepers hold, and each query's newest value."""
+        poll.minutes += [
+            ((query.node.key, query.metric, query.statistic), result)
+            for result in results
+            if (query := by_id.get(result.get("Id", ""))) is not None
+            and any((query.metric, query.statistic) in kept for kept in (HISTORY_SERIES, BURST_SERIES, RISING_SERIES, WINDOW_SERIES))
+        ]
+        for query_id, datapoint in newest_datapoints(results).items():
+            query = by_id.get(query_id)
+            if query is not None:
+                poll.fresh[series_key(query)] = CachedValue(query, datapoint)
 
     def _rest(self, poll: _Poll) -> None:
         """Between two batches: rest as :data:`POLL_CPU_SHARE` says for the work done since the last rest, while the

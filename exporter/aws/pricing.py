@@ -7,6 +7,13 @@ from exporter.common.records import record
 
 SECONDS_PER_MONTH = 30 * 24 * 3600  # AWS prorates alarms and counts requests over a month of 30 days
 GET_METRIC_DATA_PER_1000 = 0.01  # per 1,000 metrics requested, however many datapoints each returns
+# CloudWatch's PromQL API bills programmatic queries per million samples scanned; AWS publishes no figure while the API
+# is in preview (free meanwhile): the one assumed here is named wherever it is used
+PROMQL_USD_PER_MILLION_SAMPLES = 0.01
+PROMQL_SAMPLES_SOURCE = (
+    "assumed: AWS's OTel pricing page bills PromQL API queries per million samples scanned but gives no figure while "
+    "the API is in preview (free); taken as USD 0.01 a million samples, the figure a secondary source gives"
+)
 FREE_ALARM_METRICS = 10  # an account's free tier of standard alarm metrics a month (not counted off below)
 
 

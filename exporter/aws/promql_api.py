@@ -18,9 +18,10 @@ from typing import Any
 
 from exporter.common.records import record
 
+from .otel_metrics import NODE_LABEL, node_matcher
+
 SERVICE = "monitoring"
 MAX_SERIES = 500
-NODE_LABEL = "@resource.aws.elasticache.node.id"
 # a gauge ElastiCache vends for every node-based Valkey node every minute: a node with it has the OpenTelemetry metrics
 PRESENCE_METRIC = "valkey.memory.max"
 IDS_PER_QUERY = 400  # nodes a presence query names: its answer (one series a node) stays under MAX_SERIES
@@ -53,42 +54,82 @@ def sign(credentials: Any, region: str, url: str, body: bytes) -> dict[str, str]
     return dict(request.headers.items())
 
 
-def parse_vector(reply: dict[str, Any]) -> list[Sample]:
-    """An instant query's answer; a warning that the answer was cut is an error (pure)."""
+Series = tuple[dict[str, str], list[tuple[float, float]]]  # a range query's series: its labels and (time, value) points
+
+
+def _result(reply: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The ``result`` of a whole answer of ``kind`` (vector, matrix); a warning that the answer was cut is an error."""
     cut = [warning for warning in reply.get("warnings") or [] if "truncat" in str(warning).lower()]
     if cut:
         raise PromQLError("truncated", f"the answer was cut: {cut[0]}")
     if reply.get("status") != "success":
         raise PromQLError("protocol", f"{reply.get('errorType', 'error')}: {reply.get('error', 'no error given')}")
     data = reply.get("data") or {}
-    if data.get("resultType") != "vector":
-        raise PromQLError("protocol", f"expected a vector, got {data.get('resultType')!r}")
-    samples = []
-    for item in data.get("result") or []:
-        _, value = item.get("value", (0, "NaN"))
-        samples.append(Sample({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, float(value)))
-    return samples
+    if data.get("resultType") != kind:
+        raise PromQLError("protocol", f"expected a {kind}, got {data.get('resultType')!r}")
+    return list(data.get("result") or [])
+
+
+def _labels(item: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+
+
+def parse_vector(reply: dict[str, Any]) -> list[Sample]:
+    """An instant query's answer (pure)."""
+    return [Sample(_labels(item), float(item.get("value", (0, "NaN"))[1])) for item in _result(reply, "vector")]
+
+
+def parse_matrix(reply: dict[str, Any]) -> list[Series]:
+    """A range query's answer (pure)."""
+    return [(_labels(item), [(float(at), float(value)) for at, value in item.get("values") or []]) for item in _result(reply, "matrix")]
 
 
 class PromQLApi:
-    """Instant queries to one account's CloudWatch PromQL API in any region. ``credentials(region)``: the botocore
-    credentials to sign with (``AwsApi.credentials``); ``endpoint(region)``: CloudWatch's endpoint there (``AwsApi``'s
-    cloudwatch client's, so ``AWS_ENDPOINT_URL_CLOUDWATCH`` and the like apply)."""
+    """Queries to one account's CloudWatch PromQL API in any region. ``credentials(region)``: the botocore credentials
+    to sign with (``AwsApi.credentials``); ``endpoint(region)``: CloudWatch's endpoint there (``AwsApi``'s cloudwatch
+    client's, so ``AWS_ENDPOINT_URL_CLOUDWATCH`` and the like apply); ``stats``: where each call and failure is counted
+    (``AwsApi.stats``, as ``PromQLQuery`` and ``PromQLQueryRange``)."""
 
-    def __init__(self, credentials: Callable[[str], Any], endpoint: Callable[[str], str], timeout: float = 20.0) -> None:
+    def __init__(self, credentials: Callable[[str], Any], endpoint: Callable[[str], str], timeout: float = 20.0, stats: Any = None) -> None:
         self._credentials = credentials
         self._endpoint = endpoint
         self._timeout = timeout  # the API's own execution limit is 20 s
+        self._stats = stats
 
     def query(self, region: str, expression: str, at: float | None = None) -> list[Sample]:
-        url = self._endpoint(region).rstrip("/") + "/api/v1/query"
         form = {"query": expression, **({"time": f"{at:.3f}"} if at is not None else {})}
+        return parse_vector(self._post(region, "/api/v1/query", form, "PromQLQuery"))
+
+    def query_range(self, region: str, expression: str, start: float, end: float, step: float) -> list[Series]:
+        """The expression at ``start``, every ``step`` seconds, up to ``end`` (both included)."""
+        form = {"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return parse_matrix(self._post(region, "/api/v1/query_range", form, "PromQLQueryRange"))
+
+    def _post(self, region: str, path: str, form: dict[str, str], name: str) -> dict[str, Any]:
+        if self._stats is not None:
+            self._stats.count_call(name)
+        try:
+            return self._send(region, path, form)
+        except PromQLError as err:
+            if self._stats is not None:
+                self._stats.count_error(name, err.kind)
+            raise
+
+    def _send(self, region: str, path: str, form: dict[str, str]) -> dict[str, Any]:
+        url = self._endpoint(region).rstrip("/") + path
         body = urllib.parse.urlencode(form).encode()
-        headers = sign(self._credentials(region), region, url, body)
+        try:
+            credentials = self._credentials(region)
+        except Exception as err:  # an assumed role that cannot be had: botocore's errors, whatever their class
+            raise PromQLError("credentials", f"no credentials to sign with: {err}") from err
+        if credentials is None:
+            raise PromQLError("credentials", "no AWS credentials to sign with")
+        headers = sign(credentials, region, url, body)
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - an https endpoint of AWS's
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as reply:  # noqa: S310
-                return parse_vector(json.loads(reply.read()))
+                answer: dict[str, Any] = json.loads(reply.read())
+                return answer
         except urllib.error.HTTPError as err:
             detail = err.read()[:300].decode("utf-8", errors="replace")
             raise PromQLError(KINDS.get(err.code, "protocol"), f"HTTP {err.code} from {url}: {detail}") from err
@@ -98,13 +139,13 @@ class PromQLApi:
             raise PromQLError("protocol", f"{url} answered no JSON: {err}") from err
 
 
-def otel_nodes(api: PromQLApi, region: str, ids: Iterable[str]) -> set[str]:
+def otel_nodes(api: PromQLApi, region: str, ids: Iterable[str], at: float | None = None) -> set[str]:
     """Which of the nodes ``ids`` (CacheClusterIds) have ElastiCache's vended OpenTelemetry metrics in ``region``: those
-    with a sample of PRESENCE_METRIC, asked for at most IDS_PER_QUERY nodes a query so no answer is cut."""
+    with a sample of PRESENCE_METRIC in the 5 minutes before ``at`` (now when None: a query's own lookback), asked for at most IDS_PER_QUERY nodes a query so no answer is cut."""
     wanted = sorted(set(ids))
     found: set[str] = set()
     for start in range(0, len(wanted), IDS_PER_QUERY):
-        pattern = "|".join(wanted[start : start + IDS_PER_QUERY])
-        expression = f'count by ("{NODE_LABEL}") ({{"{PRESENCE_METRIC}", "{NODE_LABEL}"=~{json.dumps(pattern)}}})'
-        found |= {sample.labels.get(NODE_LABEL, "") for sample in api.query(region, expression)}
+        selector = f'{{"{PRESENCE_METRIC}", {node_matcher(wanted[start : start + IDS_PER_QUERY])}}}'
+        expression = f'count by ("{NODE_LABEL}") ({selector})'
+        found |= {sample.labels.get(NODE_LABEL, "") for sample in api.query(region, expression, at)}
     return found & set(wanted)

@@ -36,6 +36,8 @@ class AwsConfig:
     node_type_metrics: bool = True  # poll the metrics only some node types have (r6gd data tiering, t-family credits)
     exclude_groups: tuple[str, ...] = ()  # groups of cloudwatch.METRIC_GROUPS not polled
     budget_usd_per_month: float | None = None  # over it, the non-paging tiers are lengthened (budget.LENGTHENING)
+    promql: str = "auto"  # auto: the OpenTelemetry metrics through CloudWatch's PromQL API where cheaper (otel_poll); off
+    promql_endpoint: str | None = None  # where that API is asked; None: CloudWatch's endpoint of each region
     info_first: bool = True  # a node whose INFO the exporter reads gets no CloudWatch copy of it (cloudwatch.INFO_EQUIVALENT)
 
     def tier_interval(self, tier: str) -> float:

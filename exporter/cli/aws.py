@@ -129,7 +129,7 @@ def _print_alarms(choice: AlarmChoice, monitor: Any, nodes: list[Any], polling_u
     none), and the bill with the polling, over every node and cache polled (``watched``), as the polling table counts."""
     from exporter.alerts.alarms import desired_alarms, detect_emitters
     from exporter.alerts.catalog import load_catalog
-    from exporter.alerts.promql_alarms import emits_otel
+    from exporter.aws.otel_metrics import emits_otel
     from exporter.aws.pricing import FREE_ALARM_METRICS, alarm_lines
     from exporter.baselines.table import load_table
 
@@ -287,8 +287,8 @@ def run_capacity(args: argparse.Namespace, environ: Mapping[str, str], clock: Ca
 def run_alarms(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from exporter.alerts.alarms import apply, describe, desired_alarms, detect_emitters, plan
     from exporter.alerts.catalog import load_catalog
-    from exporter.alerts.promql_alarms import emits_otel
     from exporter.aws.monitor import AwsMonitor
+    from exporter.aws.otel_metrics import emits_otel
     from exporter.baselines.table import load_table
 
     config = _aws_config(vars(args), environ)

@@ -189,6 +189,10 @@ def checked_string(check: Callable[[str], str | None] | None = None, kind: str =
     return Reader(kind, read, _text)
 
 
+def _http_url(text: str) -> str | None:
+    return None if text.startswith(("https://", "http://")) else f"not an http(s) URL: {text!r}"
+
+
 def optional_string() -> Reader:
     return Reader("string", lambda value, key: None if value in (None, "") else as_string(value, key), _text)
 
@@ -591,6 +595,11 @@ CLOUDWATCH = Group(
         Setting("budget_usd_per_month", Reader("USD a month", _usd, _text), "the most GetMetricData may cost a month: over it "
                 "the non-paging tiers are asked less often, and a warning gives the figures", field="budget_usd_per_month",
                 shown_default="none"),
+        Setting("promql", choice("auto", "off"), "auto: a Valkey node's metrics that ElastiCache's OpenTelemetry metrics stand "
+                "for are read through CloudWatch's PromQL API where it has them, billed per sample scanned instead of per "
+                "metric (docs/cloudwatch-cost.md); off: GetMetricData only", field="promql"),
+        Setting("promql_endpoint", checked_string(_http_url, "URL"), "where CloudWatch's PromQL API is asked (a proxy or a "
+                "VPC endpoint)", field="promql_endpoint", shown_default="CloudWatch's endpoint of each region"),
     ),
     record=AwsConfig,
 )  # fmt: skip

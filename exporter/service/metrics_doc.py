@@ -190,6 +190,8 @@ AWS = [
     Doc("elasticache_exporter_cloudwatch_metrics_requested_total", "counter", "", "GetMetricData",
         "metric-statistics requested: the bill, USD 0.01 per 1,000"),
     Doc("elasticache_exporter_cloudwatch_queries", "gauge", "", "the poller", "queries in the last cycle"),
+    Doc("elasticache_exporter_cloudwatch_promql_samples_total", "counter", "", "the poller",
+        "samples the PromQL API scanned, estimated (docs/cloudwatch-cost.md)"),
     Doc("elasticache_exporter_cloudwatch_usd_per_month_estimate", "gauge", "", "the poller",
         "the month's GetMetricData bill (USD) at the tiers' intervals for the fleet of the moment, as `cost` prints it"),
     Doc("elasticache_exporter_cloudwatch_budget_usd_per_month", "gauge", "", "the configuration",

@@ -225,6 +225,13 @@ def _add_api_health(monitor: AwsMonitor, out: FamilySet) -> None:
         {},
         metrics_requested,
     )
+    out.add(
+        "elasticache_exporter_cloudwatch_promql_samples_total",
+        COUNTER,
+        "Samples CloudWatch's PromQL API scanned for the polls, as estimated from each query (billed per million).",
+        {},
+        sum(stats.promql_samples for stats in monitor.api_stats()),
+    )
     out.add("elasticache_exporter_cloudwatch_queries", GAUGE, "GetMetricData queries in the last cycle.", {}, monitor.last_queries)
     _add_bill(monitor, out)
     out.add(

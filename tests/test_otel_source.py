@@ -1,0 +1,310 @@
+"""A Valkey node's CloudWatch minutes through CloudWatch's PromQL API: the same minutes in moto (for GetMetricData) and,
+in the shape of ElastiCache's OpenTelemetry metrics (UTF-8 names and labels, cumulative counters, a loopback interface
+and minor faults that must not count), in a real Prometheus 3 behind a front that checks the SigV4 signature as AWS
+does. A monitor reading each Valkey node through the PromQL API serves what a monitor reading GetMetricData alone
+serves, value by value; a refused, cut or unreachable API, a metric without its series and a node upgraded from Redis
+OSS mid-run lose no minute and count none twice."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import random
+import time
+
+import boto3
+import pytest
+from helpers import parse_samples
+from moto import mock_aws
+from promql_front import PromQLFront, start_backfilled_prometheus
+
+from exporter.aws.monitor import AwsMonitor
+from exporter.aws.otel_metrics import NODE_LABEL, POLLED, as_results, samples_per_minute, with_nodes
+from exporter.baselines.table import load_table
+from exporter.common.exposition import encode_text
+from exporter.config import build_config
+from exporter.service.collectors.aws import AwsCollector
+
+REGION = "eu-west-1"
+VALKEY = ("shop-0001-001", "shop-0001-002")
+REDIS = "legacy-0001-001"
+MINUTES = 50
+# the first minute in moto and the store: three hours ago, as a poller would see it (within Prometheus' retention)
+FIRST = math.floor(time.time() / 60) * 60 - 3 * 3600
+COUNTERS = {
+    "NetworkBytesOut": ('"system.network.io"', {"network.io.direction": "transmit", "network.interface.name": "eth0"}),
+    "NetworkBytesIn": ('"system.network.io"', {"network.io.direction": "receive", "network.interface.name": "eth0"}),
+    "MajorPageFaults": ('"process.paging.faults"', {"process.paging.fault_type": "major"}),
+    "Evictions": ('"valkey.keys.evicted"', {}),
+    "RejectedConnections": ('"valkey.connections.rejected"', {}),
+}
+ALLOWANCES = {
+    "NetworkBandwidthOutAllowanceExceeded": "bandwidth_out",
+    "NetworkBandwidthInAllowanceExceeded": "bandwidth_in",
+    "NetworkPacketsPerSecondAllowanceExceeded": "pps",
+    "NetworkConntrackAllowanceExceeded": "conntrack",
+}
+GAUGES = {
+    "TrafficManagementActive": ('"valkey.throttling.active"', {}),
+    "FreeableMemory": ('"system.memory.usage"', {"system.memory.state": "free"}),
+    "SwapUsage": ('"system.paging.usage"', {"system.paging.state": "used"}),
+    "CurrConnections": ('"valkey.clients.connected"', {}),
+}
+MEMORY_MAX = 13e9
+
+
+def _minutes(node: str) -> dict[str, list[float]]:
+    """Each polled metric's CloudWatch value of each minute: counters' sums, allowance counts that rise now and then,
+    gauges, the memory percentage, the engine CPU."""
+    rng = random.Random(node)
+    values: dict[str, list[float]] = {name: [float(rng.randint(0, 5_000_000)) for _ in range(MINUTES)] for name in COUNTERS}
+    for name in ALLOWANCES:
+        count, counts = float(rng.randint(0, 100)), []
+        for _ in range(MINUTES):
+            count += rng.choice([0, 0, 0, 7])
+            counts.append(count)
+        values[name] = counts
+    values["TrafficManagementActive"] = [float(rng.random() < 0.2) for _ in range(MINUTES)]
+    values["FreeableMemory"] = [float(rng.randint(1, 8) * 1_000_000_000) for _ in range(MINUTES)]
+    values["SwapUsage"] = [float(rng.randint(0, 300) * 1_000_000) for _ in range(MINUTES)]
+    values["CurrConnections"] = [float(rng.randint(10, 900)) for _ in range(MINUTES)]
+    values["DatabaseMemoryUsagePercentage"] = [rng.randint(100, 9_900) / 100 for _ in range(MINUTES)]
+    values["EngineCPUUtilization"] = [rng.randint(0, 9_000) / 100 for _ in range(MINUTES)]
+    return values
+
+
+def _quoted(name: str) -> str:
+    return f'"{name}"'
+
+
+def _series(name: str, node: str, labels: dict[str, str]) -> str:
+    pairs = [name, f'"{NODE_LABEL}"="{node}"', '"valkey.role"="primary"', *(f'"{key}"="{value}"' for key, value in sorted(labels.items()))]
+    return "{" + ",".join(pairs) + "}"  # OpenMetrics: no space after a comma
+
+
+def _openmetrics(nodes: dict[str, dict[str, list[float]]]) -> str:
+    """The nodes' minutes as ElastiCache's vended metrics would be scraped: a sample at each minute's end; a counter
+    cumulative (its increase over the minute is the minute's Sum), the engine CPU as seconds of the main thread, a
+    loopback interface and minor faults that the expressions leave out."""
+    lines = []
+    for node, values in nodes.items():
+        cumulative = {name: 0.0 for name in (*COUNTERS, "cpu", "lo", "minor")}
+        for minute in range(-1, MINUTES):
+            at = FIRST + 60 * (minute + 1)  # minute -1 ends where minute 0 starts: the counters' first sample
+            if minute >= 0:
+                for name in COUNTERS:
+                    cumulative[name] += values[name][minute]
+                cumulative["cpu"] += values["EngineCPUUtilization"][minute] / 100 * 60
+                cumulative["lo"] += 123_456_789
+                cumulative["minor"] += 99_999
+            for name, (metric, labels) in COUNTERS.items():
+                lines.append(f"{_series(metric, node, labels)} {cumulative[name]!r} {at}")
+            loopback = {"network.io.direction": "transmit", "network.interface.name": "lo"}
+            lines.append(f"{_series(_quoted('system.network.io'), node, loopback)} {cumulative['lo']!r} {at}")
+            lines.append(f"{_series(_quoted('process.paging.faults'), node, {'process.paging.fault_type': 'minor'})} {cumulative['minor']!r} {at}")
+            lines.append(f"{_series(_quoted('process.cpu.time'), node, {'thread.type': 'main'})} {cumulative['cpu']!r} {at}")
+            lines.append(f"{_series(_quoted('valkey.memory.max'), node, {})} {MEMORY_MAX!r} {at}")
+            if minute < 0:
+                continue
+            for name, reason in ALLOWANCES.items():
+                labels = {"network.allowance_exceeded.reason": reason}
+                lines.append(f"{_series(_quoted('system.network.allowance_exceeded'), node, labels)} {values[name][minute]!r} {at}")
+            for name, (metric, labels) in GAUGES.items():
+                lines.append(f"{_series(metric, node, labels)} {values[name][minute]!r} {at}")
+            used = values["DatabaseMemoryUsagePercentage"][minute] / 100 * MEMORY_MAX
+            lines.append(f"{_series(_quoted('valkey.memory.used'), node, {})} {used!r} {at}")
+    return "\n".join(_by_series(lines)) + "\n# EOF\n"
+
+
+def _by_series(lines: list[str]) -> list[str]:
+    """OpenMetrics wants each metric's series together, each series' samples in time order."""
+    grouped: dict[str, list[str]] = {}
+    for line in lines:
+        grouped.setdefault(line.rsplit(" ", 2)[0], []).append(line)
+    return [line for series in sorted(grouped, key=lambda series: series.split(",", 1)[0]) for line in grouped[series]]
+
+
+def _put(nodes: dict[str, dict[str, list[float]]]) -> None:
+    """The same minutes in moto, as ElastiCache publishes them: each stamped with its minute's start."""
+    data = []
+    for node, values in nodes.items():
+        dimensions = [{"Name": "CacheClusterId", "Value": node}, {"Name": "CacheNodeId", "Value": "0001"}]
+        for name, minutes in values.items():
+            for minute, value in enumerate(minutes):
+                stamp = datetime.datetime.fromtimestamp(FIRST + 60 * minute, tz=datetime.timezone.utc)
+                data.append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": dimensions})
+    cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+    for first in range(0, len(data), 500):
+        cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[first : first + 500])
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The nodes' minutes in a real Prometheus behind the SigV4 front."""
+    nodes = {node: _minutes(node) for node in (*VALKEY, REDIS)}
+    prometheus = start_backfilled_prometheus(tmp_path_factory.mktemp("otel"), _openmetrics(nodes))
+    front = PromQLFront(prometheus.port, REGION, "FOOBARKEY", "FOOBARSECRET", "testing")  # as moto's mock gives them
+    try:
+        yield nodes, front
+    finally:
+        front.stop()
+        prometheus.stop()
+
+
+def _monitor(promql: str, endpoint: str, wall: _Clock, monotonic: _Clock) -> AwsMonitor:
+    cloudwatch = {"promql": promql, "promql_endpoint": endpoint, "info_first": False}
+    config = build_config({"aws": {"regions": [REGION], "events": False, "cloudwatch": cloudwatch}, "redis": {"addr": ""}}, environ={})
+    monitor = AwsMonitor(config.aws, clock=wall, monotonic=monotonic)
+    monitor.discover_once()
+    return monitor
+
+
+def _create(engine_of: dict[str, str]) -> None:
+    elasticache = boto3.client("elasticache", region_name=REGION)
+    for node, engine in engine_of.items():
+        elasticache.create_cache_cluster(CacheClusterId=node, CacheNodeType="cache.r6g.large", Engine=engine, NumCacheNodes=1)
+
+
+def _served(monitor: AwsMonitor) -> dict:
+    """What the monitor serves of the nodes (its own counters left out: the two sources are billed differently)."""
+    samples = parse_samples(encode_text(AwsCollector(monitor, load_table()).collect()).decode())
+    return {key: value for key, value in samples.items() if not key[0].startswith("elasticache_exporter_")}
+
+
+def _polls(monitors: list[AwsMonitor], wall: _Clock, monotonic: _Clock, count: int, between=None) -> list[list[dict]]:
+    """``count`` polls of every monitor at the same moments, 5 minutes apart; what each served after each."""
+    served: list[list[dict]] = [[] for _ in monitors]
+    for poll in range(count):
+        if between is not None:
+            between(poll)
+        for index, monitor in enumerate(monitors):
+            monitor.poll_once(monitor.due_tiers())
+            served[index].append(_served(monitor))
+        wall.now += 300
+        monotonic.now += 300
+    return served
+
+
+def _same(left: dict, right: dict) -> None:
+    assert left.keys() == right.keys(), sorted(set(left) ^ set(right))[:10]
+    different = {key: (left[key], right[key]) for key in left if left[key] != pytest.approx(right[key], rel=1e-9, abs=1e-6)}
+    assert not different, list(different.items())[:10]
+
+
+def test_the_promql_api_serves_a_valkey_node_what_getmetricdata_does_value_by_value(store, aws_credentials):
+    nodes, front = store
+    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)  # the newest complete minute: 19
+    asked_before = len(front.queries)
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(nodes)
+        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        served = _polls([through_api, alone], wall, monotonic, 5)
+    for ours, theirs in zip(*served, strict=True):
+        _same(ours, theirs)
+    assert front.refused == []
+    ranges = front.queries[asked_before:]
+    assert any("irate(" in query for query in ranges)
+    assert not any(REDIS in query for query in ranges)  # the Redis OSS node is never asked of the PromQL API
+    # the Valkey nodes' 16 metric-statistics came from the PromQL API: GetMetricData asked only the rest
+    stats_api, stats_alone = through_api.api_stats()[0], alone.api_stats()[0]
+    covered = len(POLLED)
+    assert stats_alone.metrics_requested - stats_api.metrics_requested >= covered * len(VALKEY) * 5 - covered * len(VALKEY) * 2
+    assert stats_api.promql_samples > 0
+    assert stats_alone.promql_samples == 0
+    assert stats_api.calls.get("PromQLQueryRange", 0) > 0
+
+
+@pytest.mark.unit
+def test_a_range_answer_becomes_each_nodes_minutes_stamped_by_their_start():
+    answer = [({NODE_LABEL: "a"}, [(1200.0, 5.0), (1260.0, 6.0)]), ({NODE_LABEL: "stranger"}, [(1200.0, 1.0)]), ({NODE_LABEL: "b"}, [])]
+    results = as_results(answer, {"a": "q1", "b": "q2"})
+    assert [(r["Id"], [t.timestamp() for t in r["Timestamps"]], r["Values"]) for r in results] == [("q1", [1140.0, 1200.0], [5.0, 6.0])]
+    expression = with_nodes(POLLED[("Evictions", "Sum")], ["b", "a"])
+    assert '"@resource.aws.elasticache.node.id"=~"a|b"' in expression
+    assert "{nodes}" not in expression
+    assert samples_per_minute("Evictions", "Sum") == 2
+    assert samples_per_minute("SwapUsage", "Maximum") == 1
+    assert samples_per_minute("DatabaseMemoryUsagePercentage", "Maximum") == 2
+
+
+@pytest.mark.parametrize("answer", [422, 429, "truncated"])
+def test_a_query_past_the_limits_or_cut_leaves_its_minutes_to_getmetricdata_and_says_so_once(store, aws_credentials, caplog, answer):
+    nodes, front = store
+    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(nodes)
+        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
+
+        def refuse(poll: int) -> None:
+            front.answers[:] = [answer] * 3 if poll in (1, 2) else []
+
+        served = _polls([through_api, alone], wall, monotonic, 4, refuse)
+    front.answers.clear()
+    for ours, theirs in zip(*served, strict=True):
+        _same(ours, theirs)
+    # the detection and the range queries of two polls refused: each cause said once, with the kind of the refusal
+    said = [record.getMessage() for record in caplog.records if record.name == "exporter.aws.otel_poll"]
+    kind = "truncated" if answer == "truncated" else {422: "throttling", 429: "concurrency"}[answer]
+    assert 1 <= len(said) <= 2, said
+    assert all(f"({kind}:" in line for line in said), said
+    assert len({line.split("(")[0] for line in said}) == len(said), said
+
+
+def test_a_region_without_the_api_is_polled_with_getmetricdata_and_said_once(store, aws_credentials, caplog):
+    from servers import free_port
+
+    nodes, _front = store
+    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(nodes)
+        caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
+        nowhere = f"http://127.0.0.1:{free_port()}"
+        through_api, alone = _monitor("auto", nowhere, wall, monotonic), _monitor("off", nowhere, wall, monotonic)
+        served = _polls([through_api, alone], wall, monotonic, 3)
+    for ours, theirs in zip(*served, strict=True):
+        _same(ours, theirs)
+    said = [record.getMessage() for record in caplog.records if record.name == "exporter.aws.otel_poll"]
+    assert len(said) == 1, said
+    assert "cannot be asked (connection" in said[0]
+    assert through_api.api_stats()[0].metrics_requested == alone.api_stats()[0].metrics_requested
+
+
+def test_a_node_upgraded_from_redis_oss_to_valkey_mid_run_loses_no_minute_and_counts_none_twice(store, aws_credentials):
+    """The Redis OSS node becomes a Valkey one (ElastiCache's in-place upgrade keeps its ids) after two polls: from the
+    next discovery it is read through the PromQL API; its windows and rising counts are what GetMetricData alone gives."""
+    nodes, front = store
+    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(nodes)
+        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+
+        def upgrade(poll: int) -> None:
+            if poll == 2:
+                # moto has no engine upgrade (ModifyReplicationGroup's Engine): its record of the cluster is changed
+                from moto.core import DEFAULT_ACCOUNT_ID
+                from moto.elasticache.models import elasticache_backends
+
+                cluster = elasticache_backends[DEFAULT_ACCOUNT_ID][REGION].cache_clusters[REDIS]
+                cluster.engine, cluster.engine_version = "valkey", "8.1"
+                through_api.discover_once()
+                alone.discover_once()
+
+        asked_before = len(front.queries)
+        served = _polls([through_api, alone], wall, monotonic, 5, upgrade)
+    for ours, theirs in zip(*served, strict=True):
+        _same(ours, theirs)
+    assert any(REDIS in query and "irate(" in query for query in front.queries[asked_before:])
