@@ -11,6 +11,7 @@ import datetime
 import logging
 import math
 import random
+import re
 import time
 
 import boto3
@@ -30,8 +31,9 @@ REGION = "eu-west-1"
 VALKEY = ("shop-0001-001", "shop-0001-002")
 REDIS = "legacy-0001-001"
 MINUTES = 50
-# the first minute in moto and the store: three hours ago, as a poller would see it (within Prometheus' retention)
-FIRST = math.floor(time.time() / 60) * 60 - 3 * 3600
+# the first minute in moto and the store: 40 minutes ago, so the minutes reach 10 minutes past now (`cost` and a poller on
+# the wall clock find them too)
+FIRST = math.floor(time.time() / 60) * 60 - 40 * 60
 COUNTERS = {
     "NetworkBytesOut": ('"system.network.io"', {"network.io.direction": "transmit", "network.interface.name": "eth0"}),
     "NetworkBytesIn": ('"system.network.io"', {"network.io.direction": "receive", "network.interface.name": "eth0"}),
@@ -308,3 +310,34 @@ def test_a_node_upgraded_from_redis_oss_to_valkey_mid_run_loses_no_minute_and_co
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
     assert any(REDIS in query and "irate(" in query for query in front.queries[asked_before:])
+
+
+def test_cost_prices_each_source_and_a_running_poller_serves_the_same_bill(store, aws_credentials, tmp_path, capsys):
+    """`cost` splits the polling between GetMetricData and the PromQL API; a poller of the same fleet, once its poll
+    found which nodes the API serves, serves the same month's bill to the cent."""
+    import yaml
+
+    from exporter.cli.main import main
+
+    nodes, front = store
+    raw = {"aws": {"regions": [REGION], "events": False, "cloudwatch": {"promql_endpoint": front.url}}}
+    config = tmp_path / "config.yml"
+    config.write_text(yaml.safe_dump(raw))
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(nodes)
+        assert main(["cost", "--config.file", str(config), "--alarms", "none"]) == 0
+        printed = capsys.readouterr().out
+        monitor = AwsMonitor(build_config({**raw, "redis": {"addr": ""}}, environ={}).aws, log_failures=False)
+        monitor.discover_once()
+        before = monitor.budget_plan.usd_per_month
+        monitor.poll_once()
+    polling = re.search(r"^polling\s+([\d.]+)\s+([\d.]+)$", printed, re.MULTILINE)
+    api = re.search(r"^PromQL API\s+([\d.]+)\s+([\d.]+)", printed, re.MULTILINE)
+    assert polling is not None, printed
+    assert api is not None, printed
+    assert f"CloudWatch's PromQL API serves {len(VALKEY)} Valkey node(s)" in printed
+    assert float(api.group(2)) > 0
+    assert round(monitor.budget_plan.usd_per_month, 2) == float(polling.group(2))
+    assert monitor.budget_plan.usd_per_month < before  # before its poll asked the API, every pair was GetMetricData's
+    assert f"Polling alone: USD {float(polling.group(1)):.4f} a node" in printed

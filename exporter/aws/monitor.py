@@ -402,23 +402,35 @@ class AwsMonitor:
         the INFO-equivalent ones), per tier: the GetMetricData metric-statistics, and the samples a minute of those
         asked of the PromQL API."""
         with self._lock:
-            nodes = [(place, node) for place, found in self._nodes.items() for node in found if self.owns(self._names.get(node.key, node.cluster_id))]
             caches = [cache for caches in self._serverless.values() for cache in caches if self.owns(cache.name)]
             on_info = self._on_info
-        aws_only = split_info_equivalent(self.node_metrics)[0]
-        names = {spec.name for spec in self.node_metrics}
         pairs, samples = dict.fromkeys(TIERS, 0), dict.fromkeys(TIERS, 0)
-        for place, node in nodes:
-            specs = aws_only if node.key in on_info else self.node_metrics
-            emitting = self._otel.emitting(place) if self._otel is not None else frozenset()
-            extra = tuple(spec for spec in self.extra_metrics(node) if spec.name not in names)
-            node_pairs, node_samples = self.node_pairs(node, (*specs, *extra), emitting)
+        for _node, node_pairs, node_samples in self.node_bills(lambda node: node.key in on_info, owned=True):
             for tier in TIERS:
                 pairs[tier] += node_pairs[tier]
                 samples[tier] += node_samples[tier]
         for tier, count in pairs_by_tier(self.serverless_metrics).items():
             pairs[tier] += count * len(caches)
         return pairs, samples
+
+    def node_bills(self, on_info: Callable[[Node], bool], owned: bool = False) -> list[tuple[Node, dict[str, int], dict[str, int]]]:
+        """Every node discovered (``owned``: this shard's) with what a poll of each tier asks for it: GetMetricData
+        pairs, and the samples a minute of those asked of the PromQL API; a node ``on_info`` without the
+        INFO-equivalent ones."""
+        with self._lock:
+            places = [(place, node) for place, found in self._nodes.items() for node in found]
+            names = dict(self._names)
+        aws_only = split_info_equivalent(self.node_metrics)[0]
+        names_polled = {spec.name for spec in self.node_metrics}
+        bills = []
+        for place, node in places:
+            if owned and not self.owns(names.get(node.key, node.cluster_id)):
+                continue
+            specs = aws_only if on_info(node) else self.node_metrics
+            extra = tuple(spec for spec in self.extra_metrics(node) if spec.name not in names_polled)
+            emitting = self._otel.emitting(place) if self._otel is not None else frozenset()
+            bills.append((node, *self.node_pairs(node, (*specs, *extra), emitting)))
+        return bills
 
     def _replan(self, *, warn: bool = True) -> None:
         """The tiers' intervals for the fleet now. Each time the outcome changes (``warn``): a warning with the figures

@@ -141,7 +141,8 @@ class PromQLApi:
 
 def otel_nodes(api: PromQLApi, region: str, ids: Iterable[str], at: float | None = None) -> set[str]:
     """Which of the nodes ``ids`` (CacheClusterIds) have ElastiCache's vended OpenTelemetry metrics in ``region``: those
-    with a sample of PRESENCE_METRIC in the 5 minutes before ``at`` (now when None: a query's own lookback), asked for at most IDS_PER_QUERY nodes a query so no answer is cut."""
+    with a sample of PRESENCE_METRIC in the 5 minutes before ``at`` (now when None: a query's own lookback), asked
+    for at most IDS_PER_QUERY nodes a query so no answer is cut."""
     wanted = sorted(set(ids))
     found: set[str] = set()
     for start in range(0, len(wanted), IDS_PER_QUERY):

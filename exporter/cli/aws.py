@@ -80,22 +80,57 @@ def _print_tiers(intervals: Mapping[str, float], pairs: Mapping[str, int], watch
     print(f"(every pair every minute would cost USD {every_minute:,.2f} a month, {every_minute / watched:.2f} a node)")
 
 
-def _print_info_first(config: Config, metrics: tuple[Any, ...], nodes: int, total: Mapping[str, int], watched: int) -> None:
+def _print_info_first(config: Config, monitor: Any, caches: int, watched: int) -> None:
     """The bill when the exporter reads every node's INFO: CloudWatch's copy of it (INFO_EQUIVALENT) is not asked, and the
     budget is planned for the pairs left, as the running monitor plans it."""
     from exporter.aws.budget import plan
     from exporter.aws.cloudwatch import TIERS, pairs_by_tier, split_info_equivalent
 
-    saved = pairs_by_tier(split_info_equivalent(metrics)[1])
-    left = {tier: total[tier] - nodes * saved[tier] for tier in TIERS}
+    left, samples = dict.fromkeys(TIERS, 0), dict.fromkeys(TIERS, 0)
+    for _node, pairs, node_samples in monitor.node_bills(lambda node: True):
+        _add_pairs(left, pairs)
+        _add_pairs(samples, node_samples)
+    _add_pairs(left, {tier: count * caches for tier, count in pairs_by_tier(monitor.serverless_metrics).items()})
+    saved = sum(pairs_by_tier(split_info_equivalent(monitor.node_metrics)[1]).values())
     aws = config.aws
-    made = plan(left, {tier: aws.tier_interval(tier) for tier in TIERS}, aws.poll_interval, aws.budget_usd_per_month)
+    made = plan(left, {tier: aws.tier_interval(tier) for tier in TIERS}, aws.poll_interval, aws.budget_usd_per_month, samples)
     every = ", ".join(f"{tier} every {made.intervals[tier]:.0f}s" for tier in TIERS)
     print(
-        f"INFO first: a node whose INFO the exporter reads is not asked its {sum(saved.values())} INFO-equivalent pairs; "
+        f"INFO first: a node whose INFO the exporter reads is not asked its {saved} INFO-equivalent pairs; "
         f"with every node's INFO read, USD {made.usd_per_month / watched:.4f} a node, {made.usd_per_month:.2f} a month "
         f"({every}; the table above: none read)"
     )
+
+
+def _print_sources(config: Config, intervals: Mapping[str, float], bills: list[Any], caches_usd: float, watched: int) -> None:
+    """Each source's share of the polling: GetMetricData, and CloudWatch's PromQL API for the Valkey nodes that have
+    ElastiCache's OpenTelemetry metrics (its price assumed, and said so); what such a node costs a month."""
+    from exporter.aws.budget import promql_samples_per_month, promql_usd_per_month
+    from exporter.aws.cloudwatch import TIERS, usd_per_month
+    from exporter.aws.pricing import PROMQL_SAMPLES_SOURCE
+
+    def usd(pairs: Mapping[str, int], samples: Mapping[str, int]) -> tuple[float, float]:
+        return (
+            sum(usd_per_month(pairs[tier], intervals[tier]) for tier in TIERS),
+            sum(promql_usd_per_month(samples[tier], intervals[tier]) for tier in TIERS),
+        )
+
+    on_api = [(pairs, samples) for _node, pairs, samples in bills if any(samples.values())]
+    if config.aws.promql == "off" or not on_api:
+        why = "aws.cloudwatch.promql: off" if config.aws.promql == "off" else "no node has ElastiCache's OpenTelemetry metrics"
+        print(f"Sources: GetMetricData alone ({why}).")
+        return
+    scanned = sum(promql_samples_per_month(samples[tier], intervals[tier]) for _node, _pairs, samples in bills for tier in TIERS)
+    api_usd = sum(usd(pairs, samples)[1] for _node, pairs, samples in bills)
+    gmd_usd = sum(usd(pairs, samples)[0] for _node, pairs, samples in bills) + caches_usd
+    on_path = sum(sum(usd(pairs, samples)) for pairs, samples in on_api)
+    print(f"Sources: CloudWatch's PromQL API serves {len(on_api)} Valkey node(s) what ElastiCache's OpenTelemetry metrics stand for.")
+    print(f"{'source':<16} {'USD/node/month':>15} {'USD/month':>10}")
+    print(f"{'GetMetricData':<16} {gmd_usd / watched:>15.4f} {gmd_usd:>10.2f}")
+    print(f"{'PromQL API':<16} {api_usd / watched:>15.4f} {api_usd:>10.2f}   {scanned / 1e6:,.1f} million samples scanned a month")
+    print(f"{'polling':<16} {(gmd_usd + api_usd) / watched:>15.4f} {gmd_usd + api_usd:>10.2f}")
+    print(f"  PromQL API: {PROMQL_SAMPLES_SOURCE}")
+    print(f"  A node on the OpenTelemetry path: USD {on_path / len(on_api):.4f} a month (GetMetricData for what the vended set lacks).")
 
 
 def _print_places(
@@ -170,8 +205,8 @@ def _print_alarms(choice: AlarmChoice, monitor: Any, nodes: list[Any], polling_u
 
 
 def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
-    from exporter.aws.budget import describe
-    from exporter.aws.cloudwatch import TIERS, pairs_by_tier, usd_per_month
+    from exporter.aws.budget import describe, monthly_usd
+    from exporter.aws.cloudwatch import TIERS, pairs_by_tier
     from exporter.aws.monitor import AwsMonitor
 
     if not config.aws.enabled:
@@ -190,12 +225,14 @@ def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
     secondaries = sum(len(d.members_of("secondary")) for d in monitor.global_datastores())
     if secondaries:
         print(f"Global Datastore secondary clusters: {secondaries}; each primary's GlobalDatastoreReplicationLag is polled (1 query)")
-    names = {spec.name for spec in metrics}
-    places: dict[tuple[str, str], dict[str, int]] = {}  # pairs per tier, by account and region
+    monitor.detect_otel()  # which Valkey nodes the PromQL API serves (aws.cloudwatch.promql); the plan follows
+    places: dict[tuple[str, str], dict[str, int]] = {}  # GetMetricData pairs per tier, by account and region
     counts: dict[tuple[str, str], list[int]] = {}  # nodes and serverless caches, by account and region
-    for node in nodes:
-        specs = (*metrics, *(spec for spec in monitor.extra_metrics(node) if spec.name not in names))
-        _add_pairs(places.setdefault((node.account_id, node.region), dict.fromkeys(TIERS, 0)), pairs_by_tier(specs))
+    samples = dict.fromkeys(TIERS, 0)  # the PromQL API's samples a minute, per tier
+    bills = monitor.node_bills(lambda node: False)
+    for node, node_pairs, node_samples in bills:
+        _add_pairs(places.setdefault((node.account_id, node.region), dict.fromkeys(TIERS, 0)), node_pairs)
+        _add_pairs(samples, node_samples)
         counts.setdefault((node.account_id, node.region), [0, 0])[0] += 1
     for cache in caches:
         _add_pairs(places.setdefault((cache.account_id, cache.region), dict.fromkeys(TIERS, 0)), pairs_by_tier(serverless_metrics))
@@ -204,13 +241,16 @@ def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
     for pairs in places.values():
         _add_pairs(total, pairs)
     made = monitor.budget_plan  # the intervals the poller would ask the tiers at, for this fleet and the budget
-    _print_tiers(made.intervals, total, max(1, len(nodes) + len(caches)))
+    watched = max(1, len(nodes) + len(caches))
+    _print_tiers(made.intervals, total, watched)
+    caches_pairs = {tier: count * len(caches) for tier, count in pairs_by_tier(serverless_metrics).items()}
+    _print_sources(config, made.intervals, bills, monthly_usd(caches_pairs, made.intervals), watched)
     if made.budget is not None:
         kept = f"CloudWatch budget USD {made.budget:.2f} a month: kept at the configured intervals"
         print(describe(made) if made.lengthened or not made.kept else kept)
     if config.aws.info_first and nodes:
-        _print_info_first(config, metrics, len(nodes), total, len(nodes) + len(caches))
-    polling_usd = sum(usd_per_month(total[tier], made.intervals[tier]) for tier in TIERS)
+        _print_info_first(config, monitor, len(caches), watched)
+    polling_usd = monthly_usd(total, made.intervals, samples)
     _print_alarms(alarms or AlarmChoice(), monitor, nodes, polling_usd, max(1, len(nodes) + len(caches)))
     if places:
         _print_places(places, counts, made.intervals)
