@@ -18,7 +18,7 @@ LAYERS = {
     "test_aws": "aws", "test_aws_fleet": "aws", "test_capacity": "aws", "test_fleet_events": "aws", "test_iam_auth": "aws",
     "test_secrets_manager": "aws", "test_aws_lifecycle": "aws", "test_fleet_shards": "aws", "test_aws_tiers": "aws",
     "test_minutes_over_time": "aws", "test_alarm_twins": "tools", "test_fleet_day": "tools", "test_alarm_bill": "tools",
-    "test_fleet_alarms": "tools", "test_promql_api": "tools", "test_otel_source": "tools",
+    "test_fleet_alarms": "tools", "test_promql_api": "tools", "test_otel_source": "tools", "test_backtest": "tools",
     "test_rules": "tools", "test_rule_guards": "tools", "test_deploy": "tools", "test_helm": "tools", "test_alertmanager": "tools",
     "test_browser": "e2e", "test_docker_replay": "e2e", "test_packaging": "e2e", "test_e2e_cluster_alerts": "e2e",
     "test_e2e_dashboard": "e2e", "test_e2e_prometheus": "e2e", "test_e2e_upstream_queries": "e2e", "test_e2e_alertmanager": "e2e",

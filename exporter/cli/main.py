@@ -131,6 +131,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("aws", "which nodes approach their baseline, how fast, and what to change, from CloudWatch history"),
     "benchmark": ("baseline", "load a node per data size, measure its bandwidth and CPU, write the seed's CSV and a baseline entry"),
     "cluster": ("cluster", "a cluster's shards: what would bring their skew under a limit, from the slots' measured load"),
+    "backtest": ("backtest", "what the rules would have paged over a Prometheus' history (pages, warnings, per alert, node and day), "
+                             "beside the rules run today (--compare)"),
     "healthcheck": ("healthcheck", "ask /-/healthy of the exporter serving beside it, with its listen address and web config "
                                    "(the image's HEALTHCHECK): exit 0 when healthy, else 1"),
     "check-config": ("check", "validate a configuration file (with the environment, as serve reads it) without starting: exit 0 "
@@ -208,6 +210,10 @@ def run_command(args: argparse.Namespace, clock: Callable[[], float] | None = No
         from .cluster import run_cluster
 
         return run_cluster(args, os.environ)
+    if args.command == "backtest":
+        from .backtest import run_backtest
+
+        return run_backtest(args, clock)
     if args.command == "check-config":
         from .check import run_check_config
 

@@ -1,0 +1,349 @@
+"""What a rule set would have paged: its alerting rules evaluated over a Prometheus' history, step by step as Prometheus
+evaluates them (``for``, ``keep_firing_for``), then through Alertmanager's inhibit rules and grouping (``notify``).
+
+Pure but for ``query``, the one call that reads history (``query_range``). A recorded series the history does not hold
+is evaluated in its place: each recording rule's expression, with its labels, inlined where an alert reads it. An
+alert whose inputs the history lacks is not evaluable, with the series it needs, never quiet; one whose answers came
+with warnings (partial data) is marked."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from exporter.common.records import field, record
+
+from .notify import Labels, Notification, notifications, seconds
+
+MAX_POINTS = 11_000  # Prometheus refuses a range query of more steps
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless", "atan2", "inf", "nan"}
+AGGREGATIONS = {"sum", "avg", "min", "max", "count", "topk", "bottomk", "quantile", "stddev", "stdvar", "count_values", "group", "limitk"}
+LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+FUNCTION_OR_AGGREGATION = re.compile(rf"({NAME})\s*\(")
+
+Series = tuple[dict[str, str], list[tuple[float, float]]]
+Query = Callable[[str, float, float, float], tuple[list[Series], list[str]]]  # expr, start, end, step -> series, warnings
+
+
+class BacktestError(Exception):
+    """A rule file that cannot be read, or a history that cannot be asked."""
+
+
+@record(frozen=True)
+class AlertRule:
+    name: str
+    expr: str  # with the recorded series it reads inlined
+    hold: float  # for, in seconds
+    keep_firing: float  # keep_firing_for, in seconds
+    labels: Labels
+    interval: float  # its group's evaluation interval
+    group: str
+
+
+@record(frozen=True)
+class RuleSet:
+    path: str
+    alerts: tuple[AlertRule, ...]
+
+
+def load_rules(path: str, text: str, default_interval: float) -> RuleSet:
+    """A Prometheus rule file (``groups``) or a PrometheusRule (its ``spec.groups``); recording rules inlined."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise BacktestError(f"{path}: not YAML: {str(err).splitlines()[0]}") from err
+    groups = (document.get("spec") or {}).get("groups") if "spec" in document else document.get("groups")
+    if not isinstance(groups, list):
+        raise BacktestError(f"{path}: no rule groups (a Prometheus rule file or a PrometheusRule)")
+    recorded: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for group in groups:
+        for rule in group.get("rules") or []:
+            if "record" in rule:
+                recorded.setdefault(str(rule["record"]), []).append(
+                    (str(rule["expr"]), {str(k): str(v) for k, v in (rule.get("labels") or {}).items()})
+                )
+    alerts = []
+    for group in groups:
+        interval = seconds(str(group["interval"])) if group.get("interval") else default_interval
+        for rule in group.get("rules") or []:
+            if "alert" not in rule:
+                continue
+            try:
+                hold = seconds(str(rule.get("for", "0s")))
+                keep = seconds(str(rule.get("keep_firing_for", "0s")))
+            except ValueError as err:
+                raise BacktestError(f"{path}: alert {rule['alert']}: {err}") from err
+            labels = tuple(sorted((str(k), str(v)) for k, v in (rule.get("labels") or {}).items()))
+            expr = inline(str(rule["expr"]), recorded)
+            alerts.append(AlertRule(str(rule["alert"]), expr, hold, keep, labels, interval, str(group.get("name", ""))))
+    return RuleSet(path, tuple(alerts))
+
+
+def _with_labels(expr: str, labels: dict[str, str]) -> str:
+    for name, value in sorted(labels.items()):
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        expr = f'label_replace({expr}, "{name}", "{quoted}", "", "")'
+    return expr
+
+
+def inline(expr: str, recorded: dict[str, list[tuple[str, dict[str, str]]]], depth: int = 0) -> str:
+    """``expr`` with each recorded series it reads replaced by its recording rules' expressions (their labels set, the
+    rules of one name joined with ``or``), recorded series within them too. A recorded series read with label matchers
+    is kept as it is: the history must hold it."""
+    if depth > 10:
+        return expr
+
+    def replace(found: re.Match[str]) -> str:
+        name = found.group(0)
+        after = expr[found.end() :].lstrip()
+        if name not in recorded or after.startswith(("{", "(")):
+            return name
+        union = " or ".join(_with_labels(f"({rule})", labels) for rule, labels in recorded[name])
+        return f"({inline(union, recorded, depth + 1)})"
+
+    # names outside quoted strings only
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', expr)
+    return "".join(part if index % 2 else re.sub(rf"(?<![a-zA-Z0-9_:]){NAME}", replace, part) for index, part in enumerate(parts))
+
+
+def selectors(expr: str) -> set[str]:
+    """The metric names an expression reads (for the list of what a history lacks)."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")|(\{[^}]*\})|(\[[^\]]*\])', LABEL_LISTS.sub(" ", expr))
+    names = set()
+    functions = {match.group(1) for match in FUNCTION_OR_AGGREGATION.finditer(expr)}
+    for part in parts:
+        if part is None or part.startswith(('"', "{", "[")):
+            continue
+        for name in re.findall(rf"(?<![a-zA-Z0-9_:.]){NAME}", part):
+            if name not in KEYWORDS and name not in AGGREGATIONS and name not in functions and not re.fullmatch(r"\d+[smhdwy]", name):
+                names.add(name)
+    return names
+
+
+def chunks(start: float, end: float, step: float) -> list[tuple[float, float]]:
+    """[start, end] in ranges of at most MAX_POINTS - 1 steps, each starting where the last one's steps end."""
+    made = []
+    per = step * (MAX_POINTS - 1)
+    at = start
+    while at <= end:
+        last = min(end, at + per - step)
+        made.append((at, last))
+        at = last + step
+    return made
+
+
+@record
+class AlertHistory:
+    """One alert's firing over the range: its label sets and, for each, the evaluations it fired at."""
+
+    rule: AlertRule
+    firing: dict[Labels, list[float]] = field(factory=dict)
+    evaluable: bool = True
+    missing: tuple[str, ...] = ()  # what the history lacks, where it is not evaluable
+    warnings: tuple[str, ...] = ()
+
+    def intervals(self) -> list[tuple[Labels, float, float]]:
+        """Each run of consecutive firing evaluations: (labels, first, last)."""
+        runs = []
+        for labels, times in self.firing.items():
+            first = previous = times[0]
+            for at in times[1:]:
+                if at - previous > self.rule.interval * 1.5:
+                    runs.append((labels, first, previous))
+                    first = at
+                previous = at
+            runs.append((labels, first, previous))
+        return sorted(runs, key=lambda run: (run[1], run[0]))
+
+
+@record
+class _Active:
+    since: float  # when it became active (pending)
+    firing: bool = False
+    left: float | None = None  # with keep_firing_for: when it first left the answer while firing
+
+
+def evaluate(rule: AlertRule, steps: list[float], present: dict[float, set[Labels]]) -> dict[Labels, list[float]]:
+    """The evaluations each label set fired at, as Prometheus' alerting rule does: active from the first evaluation its
+    expression returns it (``present``: the label sets returned at each evaluation), firing once active for ``for``; on
+    leaving the answer, resolved, or (``keep_firing_for``) kept firing that long since it first left."""
+    active: dict[Labels, _Active] = {}
+    fired: dict[Labels, list[float]] = {}
+    for at in steps:
+        now = present.get(at, set())
+        for labels in now:
+            alert = active.get(labels)
+            if alert is None:
+                active[labels] = _Active(at)
+            else:
+                alert.left = None
+        for labels in list(active):
+            alert = active[labels]
+            if labels not in now:
+                if rule.keep_firing > 0 and alert.firing:
+                    alert.left = at if alert.left is None else alert.left
+                    if at - alert.left < rule.keep_firing:
+                        fired.setdefault(labels, []).append(at)
+                        continue
+                del active[labels]
+                continue
+            if not alert.firing and at - alert.since >= rule.hold:
+                alert.firing = True
+            if alert.firing:
+                fired.setdefault(labels, []).append(at)
+    return fired
+
+
+def backtest(rules: RuleSet, query: Query, start: float, end: float, progress: Callable[[int, int], None] | None = None) -> list[AlertHistory]:
+    """Every alert of ``rules`` evaluated from ``start`` to ``end`` at its group's interval; each distinct expression
+    asked once a chunk."""
+    cache: dict[tuple[str, float, float, float], tuple[list[Series], list[str]]] = {}
+    histories = []
+    total = len(rules.alerts)
+    for done, rule in enumerate(rules.alerts):
+        if progress is not None:
+            progress(done, total)
+        histories.append(_backtest_one(rule, query, start, end, cache))
+    if progress is not None:
+        progress(total, total)
+    return histories
+
+
+def _backtest_one(
+    rule: AlertRule, query: Query, start: float, end: float, cache: dict[tuple[str, float, float, float], tuple[list[Series], list[str]]]
+) -> AlertHistory:
+    step = rule.interval
+    first = start - start % step if start % step else start
+    steps: list[float] = []
+    present: dict[float, set[Labels]] = {}
+    warnings: list[str] = []
+    for chunk_start, chunk_end in chunks(first, end, step):
+        key = (rule.expr, chunk_start, chunk_end, step)
+        if key not in cache:
+            cache[key] = query(rule.expr, chunk_start, chunk_end, step)
+        series, said = cache[key]
+        warnings += said
+        at = chunk_start
+        while at <= chunk_end:
+            steps.append(at)
+            at += step
+        for labels, points in series:
+            merged = {k: v for k, v in labels.items() if k != "__name__"}
+            merged.update(rule.labels)
+            merged["alertname"] = rule.name
+            labelled = tuple(sorted(merged.items()))
+            for at, _ in points:
+                present.setdefault(at, set()).add(labelled)
+    history = AlertHistory(rule, evaluate(rule, steps, present), warnings=tuple(dict.fromkeys(warnings)))
+    return history
+
+
+def mark_missing(histories: list[AlertHistory], known: Callable[[str], bool]) -> None:
+    """An alert that never fired and reads a series the history does not hold at all is not evaluable (``known``: whether
+    the history holds a metric name)."""
+    for history in histories:
+        if history.firing:
+            continue
+        missing = tuple(sorted(name for name in selectors(history.rule.expr) if not known(name)))
+        if missing:
+            history.evaluable = False
+            history.missing = missing
+
+
+@record
+class Outcome:
+    """A rule set's backtest: each alert's history and what Alertmanager would have sent."""
+
+    rules: RuleSet
+    histories: list[AlertHistory]
+    sent: list[Notification]
+    start: float
+    end: float
+
+
+def moments(histories: list[AlertHistory]) -> list[tuple[float, list[dict[str, str]]]]:
+    """Each evaluation time with the alerts firing then (every alert's evaluations, merged in time order)."""
+    at_time: dict[float, list[dict[str, str]]] = {}
+    for history in histories:
+        for labels, times in history.firing.items():
+            for at in times:
+                at_time.setdefault(at, []).append(dict(labels))
+        for at in _evaluations(history):
+            at_time.setdefault(at, [])
+    return sorted(at_time.items())
+
+
+def _evaluations(history: AlertHistory) -> list[float]:
+    return sorted(
+        {at for times in history.firing.values() for at in times} | {at + history.rule.interval for times in history.firing.values() for at in times}
+    )
+
+
+def outcome(rules: RuleSet, histories: list[AlertHistory], alertmanager: dict[str, Any], start: float, end: float) -> Outcome:
+    return Outcome(rules, histories, notifications(moments(histories), alertmanager, end), start, end)
+
+
+def summary(result: Outcome) -> dict[str, Any]:
+    """What on-call reads: per alert its firings, notifications, pages and warnings, longest and flapping runs; per node
+    and per day the notifications; the alerts not evaluable."""
+    day = 86_400
+    per_alert: dict[str, dict[str, Any]] = {}
+    for history in result.histories:
+        runs = history.intervals()
+        per_alert[history.rule.name] = {
+            "severity": dict(history.rule.labels).get("severity", ""),
+            "evaluable": history.evaluable,
+            "missing": list(history.missing),
+            "warnings": list(history.warnings),
+            "firings": len(runs),
+            "firing_minutes": round(sum(last - first + history.rule.interval for _, first, last in runs) / 60),
+            "longest_minutes": round(max((last - first + history.rule.interval for _, first, last in runs), default=0) / 60),
+            "flapping": sum(1 for _, first, last in runs if last - first + history.rule.interval <= 5 * 60),
+            "notifications": 0,
+            "pages": 0,
+            "warnings_sent": 0,
+        }
+    per_node: dict[str, int] = {}
+    per_day: dict[str, dict[str, int]] = {}
+    for note in result.sent:
+        if note.kind == "resolved":
+            continue
+        names = {dict(alert).get("alertname", "") for alert in note.alerts}
+        for name in names:
+            entry = per_alert.setdefault(name, {"notifications": 0, "pages": 0, "warnings_sent": 0})
+            entry["notifications"] += 1
+            if note.kind == "first":
+                entry["pages" if note.severity == "critical" else "warnings_sent"] += note.severity in ("critical", "warning")
+        for alert in note.alerts:
+            node = dict(alert).get("instance") or dict(alert).get("dimension_CacheClusterId") or "-"
+            per_node[node] = per_node.get(node, 0) + 1
+        stamp = _day(note.at, day)
+        counts = per_day.setdefault(stamp, {"pages": 0, "warnings": 0, "notifications": 0})
+        counts["notifications"] += 1
+        if note.kind == "first" and note.severity == "critical":
+            counts["pages"] += 1
+        elif note.kind == "first" and note.severity == "warning":
+            counts["warnings"] += 1
+    firsts = [n for n in result.sent if n.kind == "first"]
+    return {
+        "rules": result.rules.path,
+        "start": result.start,
+        "end": result.end,
+        "alerts": per_alert,
+        "pages": sum(1 for n in firsts if n.severity == "critical"),
+        "warnings": sum(1 for n in firsts if n.severity == "warning"),
+        "notifications": sum(1 for n in result.sent if n.kind != "resolved"),
+        "per_node": dict(sorted(per_node.items(), key=lambda item: -item[1])),
+        "per_day": per_day,
+        "not_evaluable": sorted(name for name, entry in per_alert.items() if not entry.get("evaluable", True)),
+    }
+
+
+def _day(at: float, day: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(at - at % day, tz=datetime.timezone.utc).strftime("%Y-%m-%d")

@@ -1,0 +1,195 @@
+"""`backtest`: what a rule set would have paged over a Prometheus' history, beside the rules run today."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from exporter.common.errors import UsageError
+
+DAY = 86_400
+
+
+def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus", required=True, metavar="URL", help="the Prometheus (or Thanos, Mimir, AMP, CloudWatch) to read history from")
+    parser.add_argument("--range", default="7d", metavar="DURATION", help="how far back from --end (default 7d)")
+    parser.add_argument("--start", metavar="TIME", help="the range's start: RFC 3339 or Unix seconds (instead of --range)")
+    parser.add_argument("--end", metavar="TIME", help="the range's end: RFC 3339 or Unix seconds (default now)")
+    parser.add_argument("--rules", metavar="FILE", help="a rule file or PrometheusRule to test (default: the rules `render prometheus` makes)")
+    parser.add_argument("--compare", metavar="FILE", help="the rules run today, reported beside --rules")
+    parser.add_argument(
+        "--alertmanager",
+        metavar="FILE",
+        help="Alertmanager configuration (route, inhibit_rules) for both rule sets "
+        "(default: the rendered routing for ours; group_by alertname, no inhibition, for --compare)",
+    )
+    parser.add_argument("--interval", default="1m", metavar="DURATION", help="evaluation interval of a group that names none (default 1m)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--bearer-token-file", metavar="FILE")
+    parser.add_argument("--basic-auth-user", metavar="USER")
+    parser.add_argument("--basic-auth-password-file", metavar="FILE")
+    parser.add_argument("--ca-file", metavar="FILE", help="CA bundle to verify the server")
+    parser.add_argument(
+        "--sigv4", choices=("aps", "monitoring"), help="sign with SigV4: aps (Amazon Managed Service for Prometheus) or monitoring (CloudWatch)"
+    )
+    parser.add_argument("--sigv4-region", metavar="REGION")
+    parser.add_argument("--timeout", default="2m", metavar="DURATION", help="per request (default 2m)")  # fmt: skip
+
+
+def _time(text: str, flag: str) -> float:
+    import datetime
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: not RFC 3339 or Unix seconds") from err
+
+
+def _duration(text: str, flag: str) -> float:
+    from exporter.alerts.notify import seconds
+
+    try:
+        value = seconds(text)
+    except ValueError as err:
+        raise UsageError(f"{flag} {text!r}: not a duration such as 7d or 90m") from err
+    if value <= 0:
+        raise UsageError(f"{flag} {text!r}: must be longer than 0")
+    return value
+
+
+def _read(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: {err.strerror or err}") from err
+
+
+def _default_rules() -> tuple[str, dict[str, Any]]:
+    """The rules and the Alertmanager routing `render` makes with its defaults."""
+    from exporter.alerts.alertmanager import routing
+    from exporter.alerts.catalog import load_catalog
+    from exporter.alerts.prometheus import render_prometheus
+    from exporter.baselines.table import load_table
+
+    alerts = load_catalog()
+    return render_prometheus(alerts, load_table()), routing(alerts)
+
+
+def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
+    import yaml
+
+    from exporter.alerts.backtest import BacktestError, backtest, load_rules, mark_missing, outcome, summary
+    from exporter.alerts.history import Access, PrometheusHistory
+
+    now = (clock or time.time)()
+    end = _time(args.end, "--end") if args.end else now
+    start = _time(args.start, "--start") if args.start else end - _duration(args.range, "--range")
+    if start >= end:
+        raise UsageError(f"the range is empty: --start {start:.0f} is not before --end {end:.0f}")
+    interval = _duration(args.interval, "--interval")
+    default_text, default_routing = _default_rules()
+    ours_path = args.rules or "the rendered rules"
+    try:
+        ours = load_rules(ours_path, _read(args.rules, "--rules") if args.rules else default_text, interval)
+        theirs = load_rules(args.compare, _read(args.compare, "--compare"), interval) if args.compare else None
+    except BacktestError as err:
+        raise UsageError(str(err)) from err
+    given = yaml.safe_load(_read(args.alertmanager, "--alertmanager")) if args.alertmanager else None
+    password = _read(args.basic_auth_password_file, "--basic-auth-password-file").strip() if args.basic_auth_password_file else None
+    token = _read(args.bearer_token_file, "--bearer-token-file").strip() if args.bearer_token_file else None
+    if bool(args.basic_auth_user) != bool(password):
+        raise UsageError("--basic-auth-user and --basic-auth-password-file go together")
+    access = Access(
+        args.prometheus,
+        bearer_token=token,
+        basic_auth=(args.basic_auth_user, password) if args.basic_auth_user and password else None,
+        ca_file=args.ca_file,
+        sigv4_service=args.sigv4,
+        sigv4_region=args.sigv4_region,
+        timeout=_duration(args.timeout, "--timeout"),
+    )
+    history = PrometheusHistory(access)
+    names = history.metric_names(start, end)
+    results = []
+    for rules, routing in ((ours, given or default_routing), *(((theirs, given or {"route": {"group_by": ["alertname"]}}),) if theirs else ())):
+        try:
+            histories = backtest(rules, history.query_range, start, end, _progress(rules.path))
+        except BacktestError as err:
+            print(f"elasticache-exporter: backtest: {err}", file=sys.stderr)
+            return 1
+        if names is not None:
+            mark_missing(histories, names.__contains__)
+        results.append(summary(outcome(rules, histories, routing, start, end)))
+    if args.format == "json":
+        print(json.dumps({"rule_sets": results, "requests": history.requests}, indent=2, sort_keys=True))
+    else:
+        print(text_report(results))
+    return 0
+
+
+def _progress(what: str) -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(1, total)
+        end = "\n" if done == total else ""
+        print(f"\r{what}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total} alerts", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def text_report(results: Sequence[Mapping[str, Any]]) -> str:
+    """The terminal's report: totals side by side, then per rule set its noisiest alerts, days and nodes."""
+    import datetime
+
+    def when(at: float) -> str:
+        return datetime.datetime.fromtimestamp(at, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    first = results[0]
+    lines = [f"Backtest {when(first['start'])} to {when(first['end'])} UTC ({(first['end'] - first['start']) / DAY:.1f} days)", ""]
+    lines.append(f"{'rule set':<40} {'pages':>6} {'warnings':>9} {'notifications':>14} {'not evaluable':>14}")
+    for result in results:
+        counts = f"{result['pages']:>6} {result['warnings']:>9} {result['notifications']:>14} {len(result['not_evaluable']):>14}"
+        lines.append(f"{str(result['rules'])[-40:]:<40} {counts}")
+    for result in results:
+        lines += ["", f"{result['rules']}:"]
+        alerts = result["alerts"]
+        noisy = sorted(
+            (name for name, entry in alerts.items() if entry.get("notifications") or entry.get("firings")),
+            key=lambda n: -alerts[n].get("notifications", 0),
+        )
+        if noisy:
+            lines.append(f"  {'alert':<44} {'sev':<8} {'firings':>7} {'pages':>5} {'warn':>5} {'notif':>6} {'longest':>8} {'flapping':>8}")
+            for name in noisy[:25]:
+                entry = alerts[name]
+                sent = f"{entry.get('pages', 0):>5} {entry.get('warnings_sent', 0):>5} {entry.get('notifications', 0):>6}"
+                runs = f"{entry.get('longest_minutes', 0):>7}m {entry.get('flapping', 0):>8}"
+                lines.append(f"  {name[:44]:<44} {entry.get('severity', ''):<8} {entry.get('firings', 0):>7} {sent} {runs}")
+        else:
+            lines.append("  nothing fired")
+        if result["per_day"]:
+            lines.append(
+                "  per day (pages / warnings / notifications): "
+                + ", ".join(f"{day} {c['pages']}/{c['warnings']}/{c['notifications']}" for day, c in sorted(result["per_day"].items()))
+            )
+        if result["per_node"]:
+            lines.append("  noisiest nodes: " + ", ".join(f"{node} {count}" for node, count in list(result["per_node"].items())[:10]))
+        partial = sorted(name for name, entry in alerts.items() if entry.get("warnings"))
+        if partial:
+            lines.append(f"  partial data (the server warned) for {len(partial)} alert(s): {', '.join(partial[:10])}")
+        if result["not_evaluable"]:
+            lines.append(f"  not evaluable, the history lacks their series ({len(result['not_evaluable'])}):")
+            for name in result["not_evaluable"][:40]:
+                lines.append(f"    {name}: needs {', '.join(alerts[name]['missing'][:6])}")
+    return "\n".join(lines)

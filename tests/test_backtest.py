@@ -1,0 +1,172 @@
+"""The backtest: alerting rules evaluated over a Prometheus' history as Prometheus evaluates them, then Alertmanager's
+inhibit rules and grouping. Proven against promtool (the same series, every alert's firing minute by minute) over a real
+Prometheus 3 whose storage is backfilled with those series."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+from fleetsim.replay import firing_alerts
+from promql_front import start_backfilled_prometheus
+
+from exporter.alerts.backtest import MAX_POINTS, AlertRule, chunks, evaluate, inline, load_rules, selectors
+from exporter.alerts.notify import notifications
+from exporter.cli.main import main
+
+MINUTES = 240
+START = math.floor(time.time() / 3600) * 3600 - 6 * 3600  # within the server's retention, minute-aligned
+
+
+def _rule(hold: float = 0, keep: float = 0) -> AlertRule:
+    return AlertRule("A", "x", hold, keep, (("severity", "critical"),), 60.0, "g")
+
+
+def _fired(rule: AlertRule, minutes_present: list[int], minutes: int = 20) -> list[int]:
+    steps = [60.0 * m for m in range(minutes)]
+    labels = (("alertname", "A"),)
+    present = {60.0 * m: {labels} for m in minutes_present}
+    return [int(at // 60) for at in evaluate(rule, steps, present).get(labels, [])]
+
+
+@pytest.mark.unit
+def test_an_alert_fires_once_active_for_its_for_and_keeps_firing_for_its_keep_firing_for():
+    assert _fired(_rule(), [3, 4, 5]) == [3, 4, 5]  # for 0: firing at its first evaluation
+    assert _fired(_rule(hold=120), [3, 4, 5, 6]) == [5, 6]  # active at 3, firing at 5
+    assert _fired(_rule(hold=120), [3, 4, 6, 7, 8]) == [8]  # a gap resets the pending alert
+    assert _fired(_rule(keep=180), [3, 4]) == [3, 4, 5, 6, 7]  # kept firing 3 minutes after it left (5, 6, 7)
+    assert _fired(_rule(keep=180), [3, 4, 6]) == [3, 4, 5, 6, 7, 8, 9]  # back within keep: the keep starts again
+    assert _fired(_rule(hold=120, keep=180), [3, 4]) == []  # never fired: nothing to keep
+
+
+@pytest.mark.unit
+def test_recorded_series_are_inlined_with_their_labels_and_a_name_with_matchers_is_left():
+    recorded = {"job:up:sum": [("sum(up)", {"team": "a"}), ("vector(1)", {"team": "b"})]}
+    got = inline('job:up:sum > 0 and on() job:up:sum{team="a"} and "job:up:sum"', recorded)
+    assert got.startswith('(label_replace((sum(up)), "team", "a", "", "") or label_replace((vector(1)), "team", "b", "", "")) > 0')
+    assert 'job:up:sum{team="a"}' in got
+    assert got.endswith('"job:up:sum"')
+    assert selectors('sum by (instance) (rate(redis_commands_total{cmd="get"}[5m])) / on(instance) redis_up') == {"redis_commands_total", "redis_up"}
+
+
+@pytest.mark.unit
+def test_no_range_query_passes_prometheus_points_limit_and_none_leaves_a_step_out():
+    made = chunks(0.0, 60.0 * 30_000, 60.0)
+    assert all((end - start) / 60 + 1 <= MAX_POINTS for start, end in made)
+    steps = [start + 60 * k for start, end in made for k in range(int((end - start) / 60) + 1)]
+    assert steps == [60.0 * k for k in range(30_001)]
+
+
+@pytest.mark.unit
+def test_grouping_waits_updates_repeats_and_resolves_as_alertmanager_does():
+    config = {
+        "route": {"group_by": ["alertname"], "group_wait": "30s", "group_interval": "5m", "repeat_interval": "1h"},
+        "inhibit_rules": [{"source_matchers": ['alertname="Down"'], "target_matchers": ['alertname="Lag"'], "equal": ["instance"]}],
+    }
+    down = {"alertname": "Down", "instance": "a", "severity": "critical"}
+    moments = [(60.0 * m, [down] if 10 <= m < 100 else []) for m in range(200)]
+    sent = notifications(moments, config, 200 * 60.0)
+    assert [(n.kind, n.at) for n in sent][:2] == [("first", 630.0), ("repeat", 630.0 + 3600)]
+    assert sent[-1].kind == "resolved"
+    lag = {"alertname": "Lag", "instance": "a", "severity": "warning"}
+    other = {"alertname": "Lag", "instance": "b", "severity": "warning"}
+    silenced = notifications([(0.0, [down, lag, other])], config, 600.0)
+    assert {dict(a)["instance"] for n in silenced if dict(n.alerts[0])["alertname"] == "Lag" for a in n.alerts} == {"b"}
+
+
+def _series() -> dict[tuple[str, tuple[tuple[str, str], ...]], list[float | None]]:
+    """Three nodes as redis_exporter serves them: one down for 70 minutes, one replica's link down for 40, one at its
+    maxmemory and evicting for an hour."""
+    series: dict[tuple[str, tuple[tuple[str, str], ...]], list[float | None]] = {}
+    for node, role in (("n1:6379", "master"), ("n2:6379", "slave"), ("n3:6379", "master")):
+        labels = (("instance", node), ("job", "redis"))
+        series[("redis_up", labels)] = [0.0 if node == "n1:6379" and 60 <= m < 130 else 1.0 for m in range(MINUTES)]
+        series[("redis_instance_info", (*labels, ("role", role)))] = [1.0] * MINUTES
+        full = node == "n3:6379"
+        series[("redis_memory_max_bytes", labels)] = [1e9] * MINUTES
+        series[("redis_memory_used_bytes", labels)] = [1e9 if full and 150 <= m < 210 else 4e8 for m in range(MINUTES)]
+        evicted, counts = 0.0, []
+        for m in range(MINUTES):
+            evicted += 500.0 if full and 150 <= m < 210 else 0.0
+            counts.append(evicted)
+        series[("redis_evicted_keys_total", labels)] = counts
+        if role == "slave":
+            series[("redis_master_link_up", labels)] = [0.0 if 100 <= m < 140 else 1.0 for m in range(MINUTES)]
+    return series
+
+
+def _openmetrics(series) -> str:
+    lines = []
+    for (name, labels), values in sorted(series.items()):
+        text = ",".join(f'{k}="{v}"' for k, v in labels)
+        lines += [f"{name}{{{text}}} {value!r} {START + 60 * m}" for m, value in enumerate(values) if value is not None]
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    series = _series()
+    prometheus = start_backfilled_prometheus(tmp_path_factory.mktemp("history"), _openmetrics(series))
+    try:
+        yield series, f"http://127.0.0.1:{prometheus.port}"
+    finally:
+        prometheus.stop()
+
+
+def test_the_backtest_fires_every_alert_on_the_minutes_promtool_does(history, tmp_path, capsys):
+    series, url = history
+    end = START + 60 * (MINUTES - 1)
+    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ours = report["rule_sets"][0]
+    # the same rules through promtool, over the same series
+    rules = tmp_path / "rules.yml"
+    from exporter.cli.backtest import _default_rules
+
+    rules.write_text(_default_rules()[0])
+    expected = firing_alerts(series, MINUTES, START, tmp_path, rules)
+    got = _firing_by_minute(rules.read_text(), url, end)
+    wanted = {(m, tuple(sorted(a.items()))) for m, alerts in expected.items() for a in alerts}
+    assert got == wanted, (sorted(got - wanted)[:5], sorted(wanted - got)[:5])
+    names = {alert for _, labels in wanted for key, alert in labels if key == "alertname"}
+    assert {"RedisDown", "RedisMasterLinkDown", "RedisOutOfConfiguredMaxmemory"} <= names, names
+    assert ours["pages"] >= 2
+    assert ours["alerts"]["RedisDown"]["pages"] == 1
+    assert "ElastiCacheNetworkOutAtBaseline" in ours["not_evaluable"]  # no elasticache_* series in a redis_exporter history
+
+
+def _firing_by_minute(rules_text: str, url: str, end: float) -> set[tuple[int, tuple[tuple[str, str], ...]]]:
+    from exporter.alerts.backtest import backtest
+    from exporter.alerts.history import Access, PrometheusHistory
+
+    histories = backtest(load_rules("rules", rules_text, 60.0), PrometheusHistory(Access(url)).query_range, START, end)
+    return {(int((at - START) // 60), labels) for h in histories for labels, times in h.firing.items() for at in times}
+
+
+def test_compare_reports_the_rules_run_today_beside_ours(history, tmp_path, capsys):
+    _, url = history
+    today = tmp_path / "today.yml"
+    today.write_text(
+        "groups:\n- name: redis\n  rules:\n"
+        "  - alert: RedisDown\n    expr: redis_up == 0\n    labels: {severity: critical}\n"
+        "  - alert: RedisMissingMaster\n    expr: count(redis_instance_info{role=\"master\"}) < 1\n    for: 2m\n    labels: {severity: critical}\n"
+        "  - alert: RedisMemoryFull\n    expr: redis_memory_used_bytes / redis_memory_max_bytes > 0.9\n    for: 2m\n    labels: {severity: warning}\n"
+    )
+    end = START + 60 * (MINUTES - 1)
+    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--compare", str(today)]) == 0
+    printed = capsys.readouterr().out
+    assert "the rendered rules" in printed
+    assert str(today)[-40:] in printed
+    assert "RedisMemoryFull" in printed
+    assert "not evaluable" in printed
+
+
+def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path, capsys):
+    from servers import free_port
+
+    assert main(["backtest", "--prometheus", f"http://127.0.0.1:{free_port()}", "--range", "1h"]) == 1
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1
+    assert "cannot reach" in said[0]
