@@ -151,7 +151,7 @@ def test_compare_reports_the_rules_run_today_beside_ours(history, tmp_path, caps
     today.write_text(
         "groups:\n- name: redis\n  rules:\n"
         "  - alert: RedisDown\n    expr: redis_up == 0\n    labels: {severity: critical}\n"
-        "  - alert: RedisMissingMaster\n    expr: count(redis_instance_info{role=\"master\"}) < 1\n    for: 2m\n    labels: {severity: critical}\n"
+        '  - alert: RedisMissingMaster\n    expr: count(redis_instance_info{role="master"}) < 1\n    for: 2m\n    labels: {severity: critical}\n'
         "  - alert: RedisMemoryFull\n    expr: redis_memory_used_bytes / redis_memory_max_bytes > 0.9\n    for: 2m\n    labels: {severity: warning}\n"
     )
     end = START + 60 * (MINUTES - 1)
@@ -170,3 +170,150 @@ def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path, capsys
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1
     assert "cannot reach" in said[0]
+
+
+class _Webhook:
+    """A webhook receiver recording each notification Alertmanager sends: (seconds since ``zero``, status, alertnames)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        from servers import free_port
+
+        self.received: list[tuple[float, str, tuple[str, ...]]] = []
+        self.zero = time.monotonic()
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                firing = tuple(sorted(a["labels"]["alertname"] for a in body["alerts"] if a["status"] == "firing"))
+                hook.received.append((time.monotonic() - hook.zero, body["status"], firing))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.port = free_port()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_notifications_counted_are_a_real_alertmanagers_with_its_timers_shortened(tmp_path):
+    """Alerts replayed into a real Alertmanager a second at a time, its timers in seconds (state changes half a second
+    from any flush): it sends the notifications the model counts, of each kind."""
+    import yaml
+    from servers import start_alertmanager, wait_until
+
+    hook = _Webhook()
+    route = {"receiver": "hook", "group_by": ["alertname"], "group_wait": "2500ms", "group_interval": "4s", "repeat_interval": "12s"}
+    config = {"route": route, "receivers": [{"name": "hook", "webhook_configs": [{"url": f"http://127.0.0.1:{hook.port}/", "send_resolved": True}]}]}
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config))
+    manager = start_alertmanager(path)
+    # each second: who fires (A for 0-9 s, B 3-26 s with a gap at 14-16 s, A again 20-23 s)
+    plan = [({"A"} if s < 10 or 20 <= s < 24 else set()) | ({"B"} if 3 <= s < 27 and not 14 <= s < 17 else set()) for s in range(36)]
+    try:
+        hook.zero = time.monotonic()
+        for second, firing in enumerate(plan):
+            wait_until(lambda second=second: time.monotonic() - hook.zero >= second, timeout=5, interval=0.01, what="the next second")
+            now = datetime_now()
+            alerts = [{"labels": {"alertname": name}, "startsAt": now, "endsAt": later(now, 60)} for name in sorted(firing)]
+            # as Prometheus does, an alert that stops firing is sent once resolved; one that never fired is never sent
+            stopped = plan[second - 1] - firing if second > 0 else set()
+            alerts += [{"labels": {"alertname": name}, "startsAt": now, "endsAt": now} for name in sorted(stopped)]
+            manager.api("/alerts", alerts)
+        wait_until(lambda: time.monotonic() - hook.zero >= len(plan) + 1, timeout=10, interval=0.1, what="the last flush")
+    finally:
+        manager.stop()
+        hook.stop()
+    moments = [(float(s), [{"alertname": name} for name in sorted(firing)]) for s, firing in enumerate(plan)]
+    modelled = notifications(moments, {"route": {**route, "group_wait": "2500ms"}}, float(len(plan)))
+    got = sorted((status, firing) for _, status, firing in hook.received)
+    wanted = sorted(("resolved" if n.kind == "resolved" else "firing", tuple(sorted(dict(a)["alertname"] for a in n.alerts))) for n in modelled)
+    assert got == wanted, (hook.received, [(n.at, n.kind) for n in modelled])
+    # and at the moments the model says, within the replay's jitter
+    assert all(abs(at - n.at) < 0.4 for (at, _, _), n in zip(sorted(hook.received), modelled, strict=True)), hook.received
+
+
+def datetime_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+def later(stamp: str, seconds: float) -> str:
+    import datetime
+
+    return (datetime.datetime.fromisoformat(stamp) + datetime.timedelta(seconds=seconds)).isoformat()
+
+
+def test_a_history_behind_sigv4_with_a_partial_answer_marks_the_alerts_it_touched(history, monkeypatch, capsys):
+    """CloudWatch's PromQL API (SigV4 for monitoring) in front of the history: every request signed as AWS checks it, and
+    an answer that came with a warning marks its alert as read from partial data, never quiet."""
+    from promql_front import PromQLFront
+
+    _, url = history
+    for name, value in {"AWS_ACCESS_KEY_ID": "AKIDBACKTEST", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token"}.items():
+        monkeypatch.setenv(name, value)
+    front = PromQLFront(int(url.rsplit(":", 1)[1]), "eu-west-1", "AKIDBACKTEST", "secret", "token")
+    front.answers = ["truncated"]
+    try:
+        end = START + 60 * (MINUTES - 1)
+        argv = [
+            "backtest",
+            "--prometheus",
+            front.url,
+            "--sigv4",
+            "monitoring",
+            "--sigv4-region",
+            "eu-west-1",
+            "--start",
+            str(START),
+            "--end",
+            str(end),
+        ]
+        assert main([*argv, "--format", "json"]) == 0
+    finally:
+        front.stop()
+    report = json.loads(capsys.readouterr().out)["rule_sets"][0]
+    assert front.refused == []
+    assert front.queries
+    partial = [name for name, entry in report["alerts"].items() if entry.get("warnings")]
+    assert len(partial) == 1, partial
+    assert report["alerts"]["RedisDown"]["pages"] == 1
+
+
+def test_the_html_report_plots_pages_a_day_beside_the_alerts_table(history, capsys):
+    from html.parser import HTMLParser
+
+    _, url = history
+    end = START + 60 * (MINUTES - 1)
+    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--format", "html"]) == 0
+    page = capsys.readouterr().out
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[str] = []
+            self.titles: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            self.seen.append(tag)
+
+        def handle_data(self, data: str) -> None:
+            if "pages" in data:
+                self.titles.append(data)
+
+    parsed = Tags()
+    parsed.feed(page)
+    assert "svg" in parsed.seen
+    assert parsed.seen.count("rect") >= 2
+    assert any(": 1 pages" in title or ": 2 pages" in title or ": 3 pages" in title for title in parsed.titles), parsed.titles
+    assert "RedisDown" in page

@@ -6,13 +6,10 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from exporter.common.errors import UsageError
-
-DAY = 86_400
 
 
 def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
@@ -29,7 +26,7 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
         "(default: the rendered routing for ours; group_by alertname, no inhibition, for --compare)",
     )
     parser.add_argument("--interval", default="1m", metavar="DURATION", help="evaluation interval of a group that names none (default 1m)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--format", choices=("text", "json", "html"), default="text", help="text (default), json, or html with a plot of pages a day")
     parser.add_argument("--bearer-token-file", metavar="FILE")
     parser.add_argument("--basic-auth-user", metavar="USER")
     parser.add_argument("--basic-auth-password-file", metavar="FILE")
@@ -88,6 +85,7 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
     import yaml
 
     from exporter.alerts.backtest import BacktestError, backtest, load_rules, mark_missing, outcome, summary
+    from exporter.alerts.backtest_report import html_report, text_report
     from exporter.alerts.history import Access, PrometheusHistory
 
     now = (clock or time.time)()
@@ -131,6 +129,8 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
         results.append(summary(outcome(rules, histories, routing, start, end)))
     if args.format == "json":
         print(json.dumps({"rule_sets": results, "requests": history.requests}, indent=2, sort_keys=True))
+    elif args.format == "html":
+        print(html_report(results))
     else:
         print(text_report(results))
     return 0
@@ -147,49 +147,3 @@ def _progress(what: str) -> Any:
         print(f"\r{what}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total} alerts", end=end, file=sys.stderr, flush=True)
 
     return show
-
-
-def text_report(results: Sequence[Mapping[str, Any]]) -> str:
-    """The terminal's report: totals side by side, then per rule set its noisiest alerts, days and nodes."""
-    import datetime
-
-    def when(at: float) -> str:
-        return datetime.datetime.fromtimestamp(at, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-    first = results[0]
-    lines = [f"Backtest {when(first['start'])} to {when(first['end'])} UTC ({(first['end'] - first['start']) / DAY:.1f} days)", ""]
-    lines.append(f"{'rule set':<40} {'pages':>6} {'warnings':>9} {'notifications':>14} {'not evaluable':>14}")
-    for result in results:
-        counts = f"{result['pages']:>6} {result['warnings']:>9} {result['notifications']:>14} {len(result['not_evaluable']):>14}"
-        lines.append(f"{str(result['rules'])[-40:]:<40} {counts}")
-    for result in results:
-        lines += ["", f"{result['rules']}:"]
-        alerts = result["alerts"]
-        noisy = sorted(
-            (name for name, entry in alerts.items() if entry.get("notifications") or entry.get("firings")),
-            key=lambda n: -alerts[n].get("notifications", 0),
-        )
-        if noisy:
-            lines.append(f"  {'alert':<44} {'sev':<8} {'firings':>7} {'pages':>5} {'warn':>5} {'notif':>6} {'longest':>8} {'flapping':>8}")
-            for name in noisy[:25]:
-                entry = alerts[name]
-                sent = f"{entry.get('pages', 0):>5} {entry.get('warnings_sent', 0):>5} {entry.get('notifications', 0):>6}"
-                runs = f"{entry.get('longest_minutes', 0):>7}m {entry.get('flapping', 0):>8}"
-                lines.append(f"  {name[:44]:<44} {entry.get('severity', ''):<8} {entry.get('firings', 0):>7} {sent} {runs}")
-        else:
-            lines.append("  nothing fired")
-        if result["per_day"]:
-            lines.append(
-                "  per day (pages / warnings / notifications): "
-                + ", ".join(f"{day} {c['pages']}/{c['warnings']}/{c['notifications']}" for day, c in sorted(result["per_day"].items()))
-            )
-        if result["per_node"]:
-            lines.append("  noisiest nodes: " + ", ".join(f"{node} {count}" for node, count in list(result["per_node"].items())[:10]))
-        partial = sorted(name for name, entry in alerts.items() if entry.get("warnings"))
-        if partial:
-            lines.append(f"  partial data (the server warned) for {len(partial)} alert(s): {', '.join(partial[:10])}")
-        if result["not_evaluable"]:
-            lines.append(f"  not evaluable, the history lacks their series ({len(result['not_evaluable'])}):")
-            for name in result["not_evaluable"][:40]:
-                lines.append(f"    {name}: needs {', '.join(alerts[name]['missing'][:6])}")
-    return "\n".join(lines)
