@@ -172,17 +172,21 @@ def start_otel_prometheus(directory: Path, text: str) -> tuple[PrometheusProcess
     return prometheus, exposition
 
 
-def start_backfilled_prometheus(directory: Path, openmetrics: str) -> PrometheusProcess:
-    """A real Prometheus that holds ``openmetrics`` (OpenMetrics text with timestamps, UTF-8 names quoted) from the
-    start: written into TSDB blocks with ``promtool tsdb create-blocks-from openmetrics``, as a backfill is."""
+def start_backfilled_prometheus(directory: Path, openmetrics: str | Path) -> PrometheusProcess:
+    """A real Prometheus that holds ``openmetrics`` (OpenMetrics text with timestamps, UTF-8 names quoted; or a file of
+    it, ending with ``# EOF``) from the start: written into TSDB blocks with ``promtool tsdb create-blocks-from
+    openmetrics``, as a backfill is."""
     import subprocess
     import tempfile
 
-    source = directory / "otel.om"
-    source.write_text(openmetrics if openmetrics.endswith("# EOF\n") else openmetrics + "# EOF\n")
+    if isinstance(openmetrics, Path):
+        source = openmetrics
+    else:
+        source = directory / "otel.om"
+        source.write_text(openmetrics if openmetrics.endswith("# EOF\n") else openmetrics + "# EOF\n")
     data = Path(tempfile.mkdtemp(prefix="ecx-prometheus-"))
     backfill = [prometheus_3("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)]
-    subprocess.run(backfill, check=True, capture_output=True, timeout=120)
+    subprocess.run(backfill, check=True, capture_output=True, timeout=1800)
     rules = directory / "none.rules.yml"
     rules.write_text("groups: []\n")
     prometheus = start_prometheus(directory, rules, [], data=data)

@@ -145,22 +145,25 @@ def _firing_by_minute(rules_text: str, url: str, end: float) -> set[tuple[int, t
     return {(int((at - START) // 60), labels) for h in histories for labels, times in h.firing.items() for at in times}
 
 
-def test_compare_reports_the_rules_run_today_beside_ours(history, tmp_path, capsys):
+def test_compare_reports_the_community_rules_beside_ours(history, capsys):
+    """The community's Redis alerts (tests/data/community-redis-rules.yml) side by side with ours: each set's pages, and
+    the alerts whose series this history lacks listed as not evaluable, with what they need."""
+    from pathlib import Path
+
     _, url = history
-    today = tmp_path / "today.yml"
-    today.write_text(
-        "groups:\n- name: redis\n  rules:\n"
-        "  - alert: RedisDown\n    expr: redis_up == 0\n    labels: {severity: critical}\n"
-        '  - alert: RedisMissingMaster\n    expr: count(redis_instance_info{role="master"}) < 1\n    for: 2m\n    labels: {severity: critical}\n'
-        "  - alert: RedisMemoryFull\n    expr: redis_memory_used_bytes / redis_memory_max_bytes > 0.9\n    for: 2m\n    labels: {severity: warning}\n"
-    )
+    community = Path(__file__).resolve().parent / "data" / "community-redis-rules.yml"
     end = START + 60 * (MINUTES - 1)
-    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--compare", str(today)]) == 0
+    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--compare", str(community), "--format", "json"]) == 0
+    ours, theirs = json.loads(capsys.readouterr().out)["rule_sets"]
+    assert theirs["alerts"]["RedisDown"]["pages"] == 1
+    assert theirs["alerts"]["RedisOutOfConfiguredMaxmemory"]["warnings_sent"] == 1
+    assert "RedisNotEnoughConnections" in theirs["not_evaluable"]  # no redis_connected_clients in this history
+    assert theirs["alerts"]["RedisNotEnoughConnections"]["missing"] == ["redis_connected_clients"]
+    assert ours["alerts"]["RedisDown"]["pages"] == 1
+    assert main(["backtest", "--prometheus", url, "--start", str(START), "--end", str(end), "--compare", str(community)]) == 0
     printed = capsys.readouterr().out
     assert "the rendered rules" in printed
-    assert str(today)[-40:] in printed
-    assert "RedisMemoryFull" in printed
-    assert "not evaluable" in printed
+    assert str(community)[-40:] in printed
 
 
 def test_a_server_that_cannot_be_reached_is_one_line_and_exit_1(tmp_path, capsys):
