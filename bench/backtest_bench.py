@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -32,46 +33,63 @@ MEASURED = (
 )
 
 
+def _values(name: str, minutes: int, mine: list[tuple[str, int, int]], replica_link: list[tuple[int, int]]) -> list[float]:
+    """A series' value each minute, in the incidents of its node (``mine``) and of its replica's link."""
+
+    def during(kind: str, m: int) -> bool:
+        return any(k == kind and first <= m < last for k, first, last in mine)
+
+    if name == "redis_evicted_keys_total":
+        counts, evicted = [], 0.0
+        for m in range(minutes):
+            evicted += 300.0 if during("full", m) else 0.0
+            counts.append(evicted)
+        return counts
+    each: dict[str, Callable[[int], float]] = {
+        "redis_up": lambda m: 0.0 if during("down", m) else 1.0,
+        "redis_instance_info": lambda m: 1.0,
+        "redis_connected_slaves": lambda m: 0.0 if any(first <= m < last for first, last in replica_link) else 1.0,
+        "redis_memory_used_bytes": lambda m: 1e9 if during("full", m) else 4e8 + (m % 1440) * 1e4,
+        "redis_memory_max_bytes": lambda m: 1e9,
+        "redis_connected_clients": lambda m: 100.0 + (m % 60),
+        "redis_master_link_up": lambda m: 0.0 if during("link", m) else 1.0,
+    }
+    return [each[name](m) for m in range(minutes)]
+
+
+NAMES = (
+    "redis_up",
+    "redis_instance_info",
+    "redis_connected_slaves",
+    "redis_memory_used_bytes",
+    "redis_memory_max_bytes",
+    "redis_connected_clients",
+    "redis_evicted_keys_total",
+    "redis_master_link_up",
+)
+
+
 def write_history(path: Path, nodes: int, minutes: int, start: int, seed: int) -> int:
-    """The fleet's series, a series' samples together; a node down, a link down or a memory full now and then."""
+    """The fleet's series, a series' samples together: primaries and their replicas (odd nodes), a node down, a replica's
+    link down or a memory full now and then."""
     rng = random.Random(seed)
     incidents: dict[int, list[tuple[str, int, int]]] = {}
     for _ in range(max(1, nodes * minutes // 20_000)):
         node, kind, at = rng.randrange(nodes), rng.choice(["down", "link", "full"]), rng.randrange(minutes - 120)
+        kind = kind if kind != "link" or node % 2 == 1 else "down"
         incidents.setdefault(node, []).append((kind, at, at + rng.randint(3, 90)))
     lines = 0
     with path.open("w") as out:
-        names = (
-            "redis_up",
-            "redis_memory_used_bytes",
-            "redis_memory_max_bytes",
-            "redis_connected_clients",
-            "redis_evicted_keys_total",
-            "redis_master_link_up",
-        )
-        for name in names:
+        for name in NAMES:
             for node in range(nodes):
                 replica = node % 2 == 1
-                if name == "redis_master_link_up" and not replica:
+                if (name == "redis_master_link_up" and not replica) or (name == "redis_connected_slaves" and replica):
                     continue
                 labels = f'instance="node-{node:04d}:6379",job="redis"'
-                mine = incidents.get(node, [])
-                evicted = 0.0
-                for m in range(minutes):
-                    now = [kind for kind, first, last in mine if first <= m < last]
-                    if name == "redis_up":
-                        value = 0.0 if "down" in now else 1.0
-                    elif name == "redis_memory_used_bytes":
-                        value = 1e9 if "full" in now else 4e8 + (m % 1440) * 1e4
-                    elif name == "redis_memory_max_bytes":
-                        value = 1e9
-                    elif name == "redis_connected_clients":
-                        value = 100.0 + (m % 60)
-                    elif name == "redis_evicted_keys_total":
-                        evicted += 300.0 if "full" in now else 0.0
-                        value = evicted
-                    else:
-                        value = 0.0 if "link" in now else 1.0
+                if name == "redis_instance_info":
+                    labels += f',role="{"slave" if replica else "master"}"'
+                link = [(first, last) for kind, first, last in incidents.get(node + 1, []) if kind == "link"]
+                for m, value in enumerate(_values(name, minutes, incidents.get(node, []), link)):
                     out.write(f"{name}{{{labels}}} {value} {start + 60 * m}\n")
                     lines += 1
         out.write("# EOF\n")

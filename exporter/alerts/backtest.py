@@ -16,7 +16,8 @@ from exporter.common.records import field, record
 
 from .notify import Labels, Notification, notifications, seconds
 
-MAX_POINTS = 11_000  # Prometheus refuses a range query of more steps
+MAX_POINTS = 11_000
+SERVER_SERIES = {"ALERTS", "ALERTS_FOR_STATE"}  # a server's own: never missing  # Prometheus refuses a range query of more steps
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or", "unless", "atan2", "inf", "nan"}
 AGGREGATIONS = {"sum", "avg", "min", "max", "count", "topk", "bottomk", "quantile", "stddev", "stdvar", "count_values", "group", "limitk"}
@@ -146,6 +147,11 @@ class AlertHistory:
     missing: tuple[str, ...] = ()  # what the history lacks, where it is not evaluable
     warnings: tuple[str, ...] = ()
 
+    @property
+    def reads_alerts(self) -> bool:
+        """It reads ``ALERTS``: the history's, of the rules that server ran, not this rule set's own."""
+        return "ALERTS" in selectors(self.rule.expr)
+
     def intervals(self) -> list[tuple[Labels, float, float]]:
         """Each run of consecutive firing evaluations: (labels, first, last)."""
         runs = []
@@ -243,15 +249,17 @@ def _backtest_one(
 
 
 def mark_missing(histories: list[AlertHistory], known: Callable[[str], bool]) -> None:
-    """An alert that never fired and reads a series the history does not hold at all is not evaluable (``known``: whether
-    the history holds a metric name)."""
+    """An alert that reads a series the history does not hold at all is not evaluable (``known``: whether the history
+    holds a metric name): one that never fired, and one that fired on ``absent()`` of such a series (it tells that the
+    history lacks it, not that a node failed). Either is listed, never counted as quiet or as pages."""
     for history in histories:
-        if history.firing:
+        if history.firing and "absent" not in history.rule.expr:
             continue
-        missing = tuple(sorted(name for name in selectors(history.rule.expr) if not known(name)))
+        missing = tuple(sorted(name for name in selectors(history.rule.expr) - SERVER_SERIES if not known(name)))
         if missing:
             history.evaluable = False
             history.missing = missing
+            history.firing = {}
 
 
 @record
@@ -299,6 +307,7 @@ def summary(result: Outcome) -> dict[str, Any]:
             "evaluable": history.evaluable,
             "missing": list(history.missing),
             "warnings": list(history.warnings),
+            "reads_alerts": history.reads_alerts,
             "firings": len(runs),
             "firing_minutes": round(sum(last - first + history.rule.interval for _, first, last in runs) / 60),
             "longest_minutes": round(max((last - first + history.rule.interval for _, first, last in runs), default=0) / 60),
@@ -319,7 +328,7 @@ def summary(result: Outcome) -> dict[str, Any]:
             if note.kind == "first":
                 entry["pages" if note.severity == "critical" else "warnings_sent"] += note.severity in ("critical", "warning")
         for alert in note.alerts:
-            node = dict(alert).get("instance") or dict(alert).get("dimension_CacheClusterId") or "-"
+            node = dict(alert).get("instance") or dict(alert).get("dimension_CacheClusterId") or "(no node)"
             per_node[node] = per_node.get(node, 0) + 1
         stamp = _day(note.at, day)
         counts = per_day.setdefault(stamp, {"pages": 0, "warnings": 0, "notifications": 0})

@@ -45,6 +45,9 @@ def text_report(results: Sequence[Mapping[str, Any]]) -> str:
             )
         if result["per_node"]:
             lines.append("  noisiest nodes: " + ", ".join(f"{node} {count}" for node, count in list(result["per_node"].items())[:10]))
+        reading = sorted(name for name, entry in alerts.items() if entry.get("reads_alerts") and entry.get("evaluable", True))
+        if reading:
+            lines.append(f"  read the server's own ALERTS, not this rule set's ({len(reading)}): {', '.join(reading[:10])}")
         partial = sorted(name for name, entry in alerts.items() if entry.get("warnings"))
         if partial:
             lines.append(f"  partial data (the server warned) for {len(partial)} alert(s): {', '.join(partial[:10])}")
