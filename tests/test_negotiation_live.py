@@ -106,3 +106,27 @@ def test_gzip_is_negotiated_apart_from_the_format(app):
     assert gzip.decompress(response.body).endswith(b"# EOF\n")
     plain = call(app, "/metrics", headers={"Accept": PROMETHEUS_3})
     assert "Content-Encoding" not in plain.headers
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "gzipped"),
+    [
+        ("gzip", True),
+        ("GZIP", True),
+        ("br, gzip;q=0.5", True),
+        ("gzip;q=0, identity", False),
+        ("gzip; q=0.000", False),
+        ("identity", False),
+        ("*", True),
+        ("*, gzip;q=0", False),
+        ("x-gzip", True),
+        ("gzipped", False),
+        ("", False),
+    ],
+)
+def test_gzip_is_chosen_by_its_weight_as_rfc_9110_reads_accept_encoding_and_the_reply_varies_by_both(app, accept_encoding, gzipped):
+    response = call(app, "/metrics", headers={"Accept": PROMETHEUS_3, "Accept-Encoding": accept_encoding})
+    assert ("Content-Encoding" in response.headers) == gzipped
+    assert response.headers["Vary"] == "Accept, Accept-Encoding"
+    if gzipped:
+        assert gzip.decompress(response.body).endswith(b"# EOF\n")

@@ -208,6 +208,32 @@ def choose_format(header: str | None) -> Choice:
     return chosen
 
 
+def accepts_gzip(header: str | None) -> bool:
+    """Whether ``Accept-Encoding`` (RFC 9110, 12.5.3) takes gzip: named (or ``x-gzip``) with a weight above 0, or, not
+    named, covered by ``*`` above 0; case-insensitive, as client_golang negotiates it. No header: no gzip."""
+    if not header:
+        return False
+    weights: dict[str, float] = {}
+    for element in header.split(","):
+        coding, _, params = element.strip().partition(";")
+        coding = coding.strip().lower()
+        if not coding:
+            continue
+        weight = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value.strip())
+                except ValueError:
+                    weight = 0.0
+        weights[coding] = weight
+    for name in ("gzip", "x-gzip"):
+        if name in weights:
+            return weights[name] > 0
+    return weights.get("*", 0.0) > 0
+
+
 class FormatCache:
     """:func:`choose_format` by ``Accept`` value, kept: Prometheus sends the same header every scrape. Bounded; a full
     cache starts again. One dict whose single get and set are atomic, so threads share it without a lock (two threads

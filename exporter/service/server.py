@@ -24,7 +24,7 @@ from .collectors.heartbeat import HeartbeatWriterCollector
 from .collectors.process import ProcessMetrics
 from .collectors.redis import RedisCollector
 from .http import HttpServer, Request
-from .negotiation import OPENMETRICS_1_0_0, PROTOBUF_DELIMITED, FormatCache
+from .negotiation import OPENMETRICS_1_0_0, PROTOBUF_DELIMITED, FormatCache, accepts_gzip
 from .pool import ScrapePool
 from .targets import Target, TargetRefused, TargetSet
 
@@ -344,8 +344,9 @@ class ExporterApp:
         # HELP and TYPE lines and its end; every name is legacy-valid, so each escaping writes it as it is (the
         # Content-Type echoes the one the client asked for)
         body: bytes | bytearray = out.body(openmetrics=choice.format is OPENMETRICS_1_0_0)
-        headers = [("Content-Type", choice.content_type)]
-        if "gzip" in request.headers.get("accept-encoding", ""):
+        # the reply depends on both: a cache between Prometheus and the exporter must not hand one client's to another
+        headers = [("Content-Type", choice.content_type), ("Vary", "Accept, Accept-Encoding")]
+        if accepts_gzip(request.headers.get("accept-encoding")):
             body = gzip_compress(body)
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
