@@ -24,6 +24,7 @@ from exporter.aws.monitor import AwsMonitor
 from exporter.aws.otel_metrics import NODE_LABEL, POLLED, as_results, samples_per_minute, with_nodes
 from exporter.baselines.table import load_table
 from exporter.common.exposition import encode_text
+from exporter.common.records import record
 from exporter.config import build_config
 from exporter.service.collectors.aws import AwsCollector
 
@@ -31,9 +32,6 @@ REGION = "eu-west-1"
 VALKEY = ("shop-0001-001", "shop-0001-002")
 REDIS = "legacy-0001-001"
 MINUTES = 50
-# the first minute in moto and the store: 40 minutes ago, so the minutes reach 10 minutes past now (`cost` and a poller on
-# the wall clock find them too)
-FIRST = math.floor(time.time() / 60) * 60 - 40 * 60
 COUNTERS = {
     "NetworkBytesOut": ('"system.network.io"', {"network.io.direction": "transmit", "network.interface.name": "eth0"}),
     "NetworkBytesIn": ('"system.network.io"', {"network.io.direction": "receive", "network.interface.name": "eth0"}),
@@ -41,12 +39,7 @@ COUNTERS = {
     "Evictions": ('"valkey.keys.evicted"', {}),
     "RejectedConnections": ('"valkey.connections.rejected"', {}),
 }
-ALLOWANCES = {
-    "NetworkBandwidthOutAllowanceExceeded": "bandwidth_out",
-    "NetworkBandwidthInAllowanceExceeded": "bandwidth_in",
-    "NetworkPacketsPerSecondAllowanceExceeded": "pps",
-    "NetworkConntrackAllowanceExceeded": "conntrack",
-}
+ALLOWANCES = ("NetworkBandwidthOutAllowanceExceeded", "NetworkBandwidthInAllowanceExceeded", "NetworkPacketsPerSecondAllowanceExceeded")
 GAUGES = {
     "TrafficManagementActive": ('"valkey.throttling.active"', {}),
     "FreeableMemory": ('"system.memory.usage"', {"system.memory.state": "free"}),
@@ -54,25 +47,38 @@ GAUGES = {
     "CurrConnections": ('"valkey.clients.connected"', {}),
 }
 MEMORY_MAX = 13e9
+JITTERED = "shop-0001-002"  # emits at 20 to 40 s into each minute, and skips one minute of its gauges
+GAP = 12  # that minute
+WITHOUT_REJECTED = "shop-0001-001"  # has no valkey.connections.rejected series: asked of GetMetricData
 
 
-def _minutes(node: str) -> dict[str, list[float]]:
+@record(frozen=True)
+class Store:
+    minutes: dict[str, dict[str, list[float | None]]]
+    front: PromQLFront
+    first: float  # the first minute's start: 40 minutes before the store was made, so its minutes reach 10 minutes past
+
+
+def _minutes(node: str) -> dict[str, list[float | None]]:
     """Each polled metric's CloudWatch value of each minute: counters' sums, allowance counts that rise now and then,
-    gauges, the memory percentage, the engine CPU."""
+    gauges (one minute missing for the jittered node, in both sources), the memory percentage, the engine CPU."""
     rng = random.Random(node)
-    values: dict[str, list[float]] = {name: [float(rng.randint(0, 5_000_000)) for _ in range(MINUTES)] for name in COUNTERS}
+    values: dict[str, list[float | None]] = {name: [float(rng.randint(0, 5_000_000)) for _ in range(MINUTES)] for name in COUNTERS}
     for name in ALLOWANCES:
         count, counts = float(rng.randint(0, 100)), []
         for _ in range(MINUTES):
             count += rng.choice([0, 0, 0, 7])
             counts.append(count)
-        values[name] = counts
+        values[name] = list(counts)
     values["TrafficManagementActive"] = [float(rng.random() < 0.2) for _ in range(MINUTES)]
     values["FreeableMemory"] = [float(rng.randint(1, 8) * 1_000_000_000) for _ in range(MINUTES)]
     values["SwapUsage"] = [float(rng.randint(0, 300) * 1_000_000) for _ in range(MINUTES)]
     values["CurrConnections"] = [float(rng.randint(10, 900)) for _ in range(MINUTES)]
     values["DatabaseMemoryUsagePercentage"] = [rng.randint(100, 9_900) / 100 for _ in range(MINUTES)]
     values["EngineCPUUtilization"] = [rng.randint(0, 9_000) / 100 for _ in range(MINUTES)]
+    if node == JITTERED:
+        for name in (*GAUGES, "DatabaseMemoryUsagePercentage"):
+            values[name][GAP] = None
     return values
 
 
@@ -85,23 +91,25 @@ def _series(name: str, node: str, labels: dict[str, str]) -> str:
     return "{" + ",".join(pairs) + "}"  # OpenMetrics: no space after a comma
 
 
-def _openmetrics(nodes: dict[str, dict[str, list[float]]]) -> str:
-    """The nodes' minutes as ElastiCache's vended metrics would be scraped: a sample at each minute's end; a counter
-    cumulative (its increase over the minute is the minute's Sum), the engine CPU as seconds of the main thread, a
-    loopback interface and minor faults that the expressions leave out."""
+def _openmetrics(nodes: dict[str, dict[str, list[float | None]]], first: float) -> str:
+    """The nodes' minutes as ElastiCache's vended metrics would be scraped: each minute's sample within it or at its end
+    (the jittered node's 20 to 40 s in); a counter cumulative (its rise over the minute is the minute's Sum), the engine
+    CPU as seconds of the main thread, a loopback interface and minor faults that the expressions leave out."""
     lines = []
     for node, values in nodes.items():
-        cumulative = {name: 0.0 for name in (*COUNTERS, "cpu", "lo", "minor")}
+        rng = random.Random(f"{node}-offsets")
+        cumulative = dict.fromkeys((*COUNTERS, "cpu", "lo", "minor"), 0.0)
         for minute in range(-1, MINUTES):
-            at = FIRST + 60 * (minute + 1)  # minute -1 ends where minute 0 starts: the counters' first sample
+            at = first + 60 * minute + (rng.randint(20, 40) if node == JITTERED else 60)
             if minute >= 0:
                 for name in COUNTERS:
-                    cumulative[name] += values[name][minute]
-                cumulative["cpu"] += values["EngineCPUUtilization"][minute] / 100 * 60
+                    cumulative[name] += values[name][minute] or 0.0
+                cumulative["cpu"] += (values["EngineCPUUtilization"][minute] or 0.0) / 100 * 60
                 cumulative["lo"] += 123_456_789
                 cumulative["minor"] += 99_999
             for name, (metric, labels) in COUNTERS.items():
-                lines.append(f"{_series(metric, node, labels)} {cumulative[name]!r} {at}")
+                if not (name == "RejectedConnections" and node == WITHOUT_REJECTED):
+                    lines.append(f"{_series(metric, node, labels)} {cumulative[name]!r} {at}")
             loopback = {"network.io.direction": "transmit", "network.interface.name": "lo"}
             lines.append(f"{_series(_quoted('system.network.io'), node, loopback)} {cumulative['lo']!r} {at}")
             lines.append(f"{_series(_quoted('process.paging.faults'), node, {'process.paging.fault_type': 'minor'})} {cumulative['minor']!r} {at}")
@@ -109,13 +117,12 @@ def _openmetrics(nodes: dict[str, dict[str, list[float]]]) -> str:
             lines.append(f"{_series(_quoted('valkey.memory.max'), node, {})} {MEMORY_MAX!r} {at}")
             if minute < 0:
                 continue
-            for name, reason in ALLOWANCES.items():
-                labels = {"network.allowance_exceeded.reason": reason}
-                lines.append(f"{_series(_quoted('system.network.allowance_exceeded'), node, labels)} {values[name][minute]!r} {at}")
             for name, (metric, labels) in GAUGES.items():
-                lines.append(f"{_series(metric, node, labels)} {values[name][minute]!r} {at}")
-            used = values["DatabaseMemoryUsagePercentage"][minute] / 100 * MEMORY_MAX
-            lines.append(f"{_series(_quoted('valkey.memory.used'), node, {})} {used!r} {at}")
+                if values[name][minute] is not None:
+                    lines.append(f"{_series(metric, node, labels)} {values[name][minute]!r} {at}")
+            percentage = values["DatabaseMemoryUsagePercentage"][minute]
+            if percentage is not None:
+                lines.append(f"{_series(_quoted('valkey.memory.used'), node, {})} {percentage / 100 * MEMORY_MAX!r} {at}")
     return "\n".join(_by_series(lines)) + "\n# EOF\n"
 
 
@@ -127,15 +134,16 @@ def _by_series(lines: list[str]) -> list[str]:
     return [line for series in sorted(grouped, key=lambda series: series.split(",", 1)[0]) for line in grouped[series]]
 
 
-def _put(nodes: dict[str, dict[str, list[float]]]) -> None:
+def _put(store: Store) -> None:
     """The same minutes in moto, as ElastiCache publishes them: each stamped with its minute's start."""
     data = []
-    for node, values in nodes.items():
+    for node, values in store.minutes.items():
         dimensions = [{"Name": "CacheClusterId", "Value": node}, {"Name": "CacheNodeId", "Value": "0001"}]
         for name, minutes in values.items():
             for minute, value in enumerate(minutes):
-                stamp = datetime.datetime.fromtimestamp(FIRST + 60 * minute, tz=datetime.timezone.utc)
-                data.append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": dimensions})
+                if value is not None:
+                    stamp = datetime.datetime.fromtimestamp(store.first + 60 * minute, tz=datetime.timezone.utc)
+                    data.append({"MetricName": name, "Timestamp": stamp, "Value": value, "Dimensions": dimensions})
     cloudwatch = boto3.client("cloudwatch", region_name=REGION)
     for first in range(0, len(data), 500):
         cloudwatch.put_metric_data(Namespace="AWS/ElastiCache", MetricData=data[first : first + 500])
@@ -149,14 +157,20 @@ class _Clock:
         return self.now
 
 
+def _clocks(store: Store) -> tuple[_Clock, _Clock]:
+    """The wall clock at minute 20 and a half of the store (its newest complete minute: 18), and a monotonic one."""
+    return _Clock(store.first + 20 * 60 + 150), _Clock(1000.0)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """The nodes' minutes in a real Prometheus behind the SigV4 front."""
+    first = math.floor(time.time() / 60) * 60 - 40 * 60
     nodes = {node: _minutes(node) for node in (*VALKEY, REDIS)}
-    prometheus = start_backfilled_prometheus(tmp_path_factory.mktemp("otel"), _openmetrics(nodes))
+    prometheus = start_backfilled_prometheus(tmp_path_factory.mktemp("otel"), _openmetrics(nodes, first))
     front = PromQLFront(prometheus.port, REGION, "FOOBARKEY", "FOOBARSECRET", "testing")  # as moto's mock gives them
     try:
-        yield nodes, front
+        yield Store(nodes, front, first)
     finally:
         front.stop()
         prometheus.stop()
@@ -199,28 +213,35 @@ def _polls(monitors: list[AwsMonitor], wall: _Clock, monotonic: _Clock, count: i
 def _same(left: dict, right: dict) -> None:
     assert left.keys() == right.keys(), sorted(set(left) ^ set(right))[:10]
     different = {key: (left[key], right[key]) for key in left if left[key] != pytest.approx(right[key], rel=1e-9, abs=1e-6)}
-    assert not different, list(different.items())[:10]
+    shown = [f"{key[0]} {dict(key[1]).get('dimension_CacheClusterId')} {dict(key[1]).get('metric', '')}: {pair}" for key, pair in different.items()]
+    assert not different, "\n".join(shown[:12])
 
 
 def test_the_promql_api_serves_a_valkey_node_what_getmetricdata_does_value_by_value(store, aws_credentials):
-    nodes, front = store
-    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)  # the newest complete minute: 19
+    """Two Valkey nodes, one emitting at the end of each minute, one 20 to 40 s into it and missing a minute of its
+    gauges, one of them without a rejected-connections series (asked of GetMetricData, said once, not asked of the API
+    again within the hour); a Redis OSS node never asked of the API."""
+    front = store.front
+    wall, monotonic = _clocks(store)
     asked_before = len(front.queries)
     with mock_aws():
         _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(nodes)
+        _put(store)
         through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
         served = _polls([through_api, alone], wall, monotonic, 5)
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
     assert front.refused == []
     ranges = front.queries[asked_before:]
-    assert any("irate(" in query for query in ranges)
+    assert any("idelta(" in query for query in ranges)
     assert not any(REDIS in query for query in ranges)  # the Redis OSS node is never asked of the PromQL API
-    # the Valkey nodes' 16 metric-statistics came from the PromQL API: GetMetricData asked only the rest
+    rejected = [query for query in ranges if "valkey.connections.rejected" in query]
+    assert WITHOUT_REJECTED in rejected[0]
+    assert not any(WITHOUT_REJECTED in query for query in rejected[1:])  # lacking: GetMetricData's for the hour
+    # the Valkey nodes' metric-statistics the API serves came from it: GetMetricData asked only the rest
     stats_api, stats_alone = through_api.api_stats()[0], alone.api_stats()[0]
-    covered = len(POLLED)
-    assert stats_alone.metrics_requested - stats_api.metrics_requested >= covered * len(VALKEY) * 5 - covered * len(VALKEY) * 2
+    paging = 7  # of POLLED's pairs, those asked at every poll: engine CPU, network in and out, memory, freeable, swap, traffic
+    assert stats_alone.metrics_requested - stats_api.metrics_requested >= paging * len(VALKEY) * 5
     assert stats_api.promql_samples > 0
     assert stats_alone.promql_samples == 0
     assert stats_api.calls.get("PromQLQueryRange", 0) > 0
@@ -229,23 +250,24 @@ def test_the_promql_api_serves_a_valkey_node_what_getmetricdata_does_value_by_va
 @pytest.mark.unit
 def test_a_range_answer_becomes_each_nodes_minutes_stamped_by_their_start():
     answer = [({NODE_LABEL: "a"}, [(1200.0, 5.0), (1260.0, 6.0)]), ({NODE_LABEL: "stranger"}, [(1200.0, 1.0)]), ({NODE_LABEL: "b"}, [])]
-    results = as_results(answer, {"a": "q1", "b": "q2"})
-    assert [(r["Id"], [t.timestamp() for t in r["Timestamps"]], r["Values"]) for r in results] == [("q1", [1140.0, 1200.0], [5.0, 6.0])]
+    results = as_results(answer, {"a": ["q1", "q3"], "b": ["q2"]})
+    got = [(r["Id"], [t.timestamp() for t in r["Timestamps"]], r["Values"]) for r in results]
+    assert got == [("q1", [1140.0, 1200.0], [5.0, 6.0]), ("q3", [1140.0, 1200.0], [5.0, 6.0])]
     expression = with_nodes(POLLED[("Evictions", "Sum")], ["b", "a"])
     assert '"@resource.aws.elasticache.node.id"=~"a|b"' in expression
     assert "{nodes}" not in expression
-    assert samples_per_minute("Evictions", "Sum") == 2
+    assert samples_per_minute("Evictions", "Sum") == 5
     assert samples_per_minute("SwapUsage", "Maximum") == 1
     assert samples_per_minute("DatabaseMemoryUsagePercentage", "Maximum") == 2
 
 
 @pytest.mark.parametrize("answer", [422, 429, "truncated"])
 def test_a_query_past_the_limits_or_cut_leaves_its_minutes_to_getmetricdata_and_says_so_once(store, aws_credentials, caplog, answer):
-    nodes, front = store
-    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    front = store.front
+    wall, monotonic = _clocks(store)
     with mock_aws():
         _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(nodes)
+        _put(store)
         through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
         caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
 
@@ -256,22 +278,23 @@ def test_a_query_past_the_limits_or_cut_leaves_its_minutes_to_getmetricdata_and_
     front.answers.clear()
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
-    # the detection and the range queries of two polls refused: each cause said once, with the kind of the refusal
-    said = [record.getMessage() for record in caplog.records if record.name == "exporter.aws.otel_poll"]
+    # the detection (the nodes found before kept) and the range queries of two polls refused: each cause said once an
+    # episode, with the kind of the refusal, and the API answering again said once
+    said = [record.getMessage() for record in caplog.records if record.name == "exporter.aws.otel_poll" and "series of" not in record.getMessage()]
     kind = "truncated" if answer == "truncated" else {422: "throttling", 429: "concurrency"}[answer]
-    assert 1 <= len(said) <= 2, said
-    assert all(f"({kind}:" in line for line in said), said
-    assert len({line.split("(")[0] for line in said}) == len(said), said
+    refused = [line for line in said if "answers again" not in line]
+    assert 1 <= len(refused) <= 2, said
+    assert all(f"({kind}:" in line for line in refused), said
+    assert len({line.split("(")[0] for line in refused}) == len(refused), said
 
 
 def test_a_region_without_the_api_is_polled_with_getmetricdata_and_said_once(store, aws_credentials, caplog):
     from servers import free_port
 
-    nodes, _front = store
-    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    wall, monotonic = _clocks(store)
     with mock_aws():
         _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(nodes)
+        _put(store)
         caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
         nowhere = f"http://127.0.0.1:{free_port()}"
         through_api, alone = _monitor("auto", nowhere, wall, monotonic), _monitor("off", nowhere, wall, monotonic)
@@ -287,11 +310,11 @@ def test_a_region_without_the_api_is_polled_with_getmetricdata_and_said_once(sto
 def test_a_node_upgraded_from_redis_oss_to_valkey_mid_run_loses_no_minute_and_counts_none_twice(store, aws_credentials):
     """The Redis OSS node becomes a Valkey one (ElastiCache's in-place upgrade keeps its ids) after two polls: from the
     next discovery it is read through the PromQL API; its windows and rising counts are what GetMetricData alone gives."""
-    nodes, front = store
-    wall, monotonic = _Clock(FIRST + 20 * 60 + 150), _Clock(1000.0)
+    front = store.front
+    wall, monotonic = _clocks(store)
     with mock_aws():
         _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(nodes)
+        _put(store)
         through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
 
         def upgrade(poll: int) -> None:
@@ -309,7 +332,7 @@ def test_a_node_upgraded_from_redis_oss_to_valkey_mid_run_loses_no_minute_and_co
         served = _polls([through_api, alone], wall, monotonic, 5, upgrade)
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
-    assert any(REDIS in query and "irate(" in query for query in front.queries[asked_before:])
+    assert any(REDIS in query and "idelta(" in query for query in front.queries[asked_before:])
 
 
 def test_cost_prices_each_source_and_a_running_poller_serves_the_same_bill(store, aws_credentials, tmp_path, capsys):
@@ -319,13 +342,13 @@ def test_cost_prices_each_source_and_a_running_poller_serves_the_same_bill(store
 
     from exporter.cli.main import main
 
-    nodes, front = store
+    front = store.front
     raw = {"aws": {"regions": [REGION], "events": False, "cloudwatch": {"promql_endpoint": front.url}}}
     config = tmp_path / "config.yml"
     config.write_text(yaml.safe_dump(raw))
     with mock_aws():
         _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(nodes)
+        _put(store)
         assert main(["cost", "--config.file", str(config), "--alarms", "none"]) == 0
         printed = capsys.readouterr().out
         monitor = AwsMonitor(build_config({**raw, "redis": {"addr": ""}}, environ={}).aws, log_failures=False)
@@ -341,3 +364,25 @@ def test_cost_prices_each_source_and_a_running_poller_serves_the_same_bill(store
     assert round(monitor.budget_plan.usd_per_month, 2) == float(polling.group(2))
     assert monitor.budget_plan.usd_per_month < before  # before its poll asked the API, every pair was GetMetricData's
     assert f"Polling alone: USD {float(polling.group(1)):.4f} a node" in printed
+
+
+def test_a_detection_refused_keeps_the_nodes_found_before_on_the_api(store, aws_credentials):
+    """The detection of the second poll is refused (422): the nodes found at the first stay on the PromQL API, whose
+    range queries of that poll answer; nothing differs from GetMetricData's minutes."""
+    front = store.front
+    wall, monotonic = _clocks(store)
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(store)
+        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        asked: list[int] = []
+
+        def refuse_detection(poll: int) -> None:
+            asked.append(len(front.queries))
+            front.answers[:] = [422] if poll == 1 else []
+
+        served = _polls([through_api, alone], wall, monotonic, 3, refuse_detection)
+    for ours, theirs in zip(*served, strict=True):
+        _same(ours, theirs)
+    second_poll = front.queries[asked[1] : asked[2]]
+    assert any("idelta(" in query and VALKEY[0] in query for query in second_poll)

@@ -310,17 +310,21 @@ class AwsMonitor:
             )
         return api
 
-    def detect_otel(self) -> dict[tuple[AwsAccount, str], frozenset[str]]:
+    def detect_otel(self, probe: bool = False) -> dict[tuple[AwsAccount, str], frozenset[str]]:
         """Per account and region, the Valkey nodes that have ElastiCache's OpenTelemetry metrics (none where
-        ``aws.cloudwatch.promql`` is off or the API cannot be asked): what the poll asks of the PromQL API."""
+        ``aws.cloudwatch.promql`` is off or the API cannot be asked): what the poll asks of the PromQL API; ``probe``:
+        and which series each has (``cost``, which polls nothing, prices what a poll would find). The plan follows."""
         if self._otel is None:
             return {}
         with self._lock:
             places = {key: list(nodes) for key, nodes in self._nodes.items()}
-        return {
-            (account, region): self._otel.detect((account, region), region, valkey_ids(nodes), self._clock())
-            for (account, region), nodes in places.items()
-        }
+        found = {}
+        for (account, region), nodes in places.items():
+            found[(account, region)] = self._otel.detect((account, region), region, valkey_ids(nodes), self._clock())
+            if probe:
+                self._otel.probe((account, region), region, nodes, self._clock())
+        self._replan(warn=False)
+        return found
 
     def node_pairs(self, node: Node, specs: tuple[MetricSpec, ...], emitting: frozenset[str]) -> tuple[dict[str, int], dict[str, int]]:
         """A node's metric-statistics by tier: GetMetricData pairs, and the samples a minute of those asked of the
@@ -560,7 +564,7 @@ class AwsMonitor:
         span = window(now, self.config.period, self.config.delay, self.config.lookback_periods, since=since)
         api = self.apis[account]
         if otel and self._otel is not None:
-            fetched = self._otel.fetch((account, region), region, otel, span[0].timestamp(), span[1].timestamp())
+            fetched = self._otel.fetch((account, region), region, otel, span[0].timestamp(), span[1].timestamp(), poll.deadline, self._stop.is_set)
             asked = {query.id for query in otel}
             left = {query.id for query in fetched.left}
             queries = [query for query in queries if query.id not in asked or query.id in left]

@@ -82,27 +82,38 @@ OTEL_VALUES: dict[str, str] = {
     "DatabaseMemoryUsagePercentage": _memory_percentage(),
 }
 
-# (CloudWatch metric, statistic) -> PromQL of the minute a poll serves, evaluated at the minute's end: a counter's
-# increase between its samples a minute apart (a window of 90 s holds those two only, so a minute without its sample is
-# a minute without a value, as in CloudWatch), a gauge's sample of that minute; with one datapoint a minute every
-# statistic of a one-minute period is that datapoint. An allowance-exceeded counter's CloudWatch value is a count the
-# alerts read the rises of: the cumulative count.
-_PER_MINUTE = "90s"
+
+# (CloudWatch metric, statistic) -> PromQL of the minute a poll serves, evaluated at the minute's end. A sample belongs to
+# the minute it comes within or at the end of (M < t <= M + 60), at whatever second of the minute the node emits: a
+# gauge's minute is its sample's; a counter's is its rise from the sample of the minute before (the left-open window of
+# 2 minutes holds exactly those two, so a minute without its sample, and the one after it, have no value rather than a
+# value of two minutes). With one datapoint a minute, every statistic of a one-minute period is that datapoint.
+# The allowance-exceeded counts are left to GetMetricData: their CloudWatch value is a count whose rises the alerts read,
+# and the OpenTelemetry counter's count starts elsewhere, so a node whose minutes came from both sources (a failed
+# query, a fallback) would show a rise that is only the two origins.
+def _rise(selector: str) -> str:
+    """A cumulative counter's rise from the sample of the minute before to the minute's: the difference of its last two
+    samples (at whatever seconds they came, never scaled to a rate), or where it fell (a restart), the count since."""
+    series = f"{{{selector}, {_NODES}}}"
+    delta = f"idelta({series}[2m])"
+    return f"sum {_BY_NODE} (({delta} >= 0) or (last_over_time({series}[1m]) and {delta} < 0))"
+
+
 POLLED: dict[tuple[str, str], str] = {
-    **{("EngineCPUUtilization", statistic): _engine_cpu(_PER_MINUTE) for statistic in ("Average", "Maximum")},
-    **{(name, "Sum"): _counter_per_minute(_SELECTORS[name], _PER_MINUTE) for name in _COUNTERS},
-    **{(name, "Maximum"): _gauge("sum", _SELECTORS[name], "1m") for name in _ALLOWANCES},
+    # seconds of the main thread's CPU in the minute, per cent of one core
+    **{("EngineCPUUtilization", statistic): f"100 / 60 * {_rise(_SELECTORS['EngineCPUUtilization'])}" for statistic in ("Average", "Maximum")},
+    **{(name, "Sum"): _rise(_SELECTORS[name]) for name in _COUNTERS},
     **{(name, _STATISTIC[aggregation]): _gauge(aggregation, _SELECTORS[name], "1m") for name, aggregation in _GAUGES.items()},
     ("DatabaseMemoryUsagePercentage", "Maximum"): _memory_percentage("1m"),
-}  # fmt: skip
+}
 
 
 def samples_per_minute(metric: str, statistic: str) -> int:
-    """The samples a node's minute of ``POLLED[(metric, statistic)]`` scans, a series each: two of a counter (the
-    minute's two ends), two of the memory percentage (used and max), one of a gauge. The samples-scanned bill is
-    estimated by it."""
+    """The samples a node's minute of ``POLLED[(metric, statistic)]`` scans, a series each: five of a counter (its last
+    two, twice, and the minute's), two of the memory percentage (used and max), one of a gauge. The samples-scanned bill
+    is estimated by it."""
     expression = POLLED[(metric, statistic)]
-    return 2 if "irate(" in expression or " / " in expression else 1
+    return 5 if "idelta(" in expression else (2 if " / (" in expression else 1)
 
 
 def emits_otel(node: Node) -> bool:
@@ -119,15 +130,17 @@ def with_nodes(expression: str, ids: Iterable[str]) -> str:
     return expression.replace(_NODES, node_matcher(ids))
 
 
-def as_results(series: list[tuple[dict[str, str], list[tuple[float, float]]]], query_ids: dict[str, str]) -> list[dict[str, Any]]:
-    """A range query's answer as MetricDataResults: each node's values (``query_ids``: node id -> the query id a
-    GetMetricData request would have given the node's metric-statistic), each stamped with the start of its minute (a
-    value evaluated at a minute's end is that minute's, as CloudWatch stamps a period by its start)."""
+def as_results(series: list[tuple[dict[str, str], list[tuple[float, float]]]], query_ids: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """A range query's answer as MetricDataResults: each node's values (``query_ids``: node id -> the query ids a
+    GetMetricData request would have given the node's metric-statistics this expression answers), each stamped with the
+    start of its minute (a value evaluated at a minute's end is that minute's, as CloudWatch stamps a period by its
+    start)."""
     results = []
     for labels, points in series:
-        query_id = query_ids.get(labels.get(NODE_LABEL, ""))
-        if query_id is None or not points:
+        if not points:
             continue
         stamps = [datetime.fromtimestamp(at - MINUTE, tz=timezone.utc) for at, _ in points]
-        results.append({"Id": query_id, "Timestamps": stamps, "Values": [value for _, value in points], "StatusCode": "Complete"})
+        values = [value for _, value in points]
+        for query_id in query_ids.get(labels.get(NODE_LABEL, ""), []):
+            results.append({"Id": query_id, "Timestamps": stamps, "Values": values, "StatusCode": "Complete"})
     return results

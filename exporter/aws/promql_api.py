@@ -100,34 +100,39 @@ class PromQLApi:
         form = {"query": expression, **({"time": f"{at:.3f}"} if at is not None else {})}
         return parse_vector(self._post(region, "/api/v1/query", form, "PromQLQuery"))
 
-    def query_range(self, region: str, expression: str, start: float, end: float, step: float) -> list[Series]:
-        """The expression at ``start``, every ``step`` seconds, up to ``end`` (both included)."""
+    def query_range(self, region: str, expression: str, start: float, end: float, step: float, timeout: float | None = None) -> list[Series]:
+        """The expression at ``start``, every ``step`` seconds, up to ``end`` (both included); ``timeout``: this request's
+        (at most the API's own 20 s)."""
         form = {"query": expression, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        return parse_matrix(self._post(region, "/api/v1/query_range", form, "PromQLQueryRange"))
+        return parse_matrix(self._post(region, "/api/v1/query_range", form, "PromQLQueryRange", timeout))
 
-    def _post(self, region: str, path: str, form: dict[str, str], name: str) -> dict[str, Any]:
+    def _post(self, region: str, path: str, form: dict[str, str], name: str, timeout: float | None = None) -> dict[str, Any]:
         if self._stats is not None:
             self._stats.count_call(name)
         try:
-            return self._send(region, path, form)
+            return self._send(region, path, form, min(self._timeout, timeout) if timeout is not None else self._timeout)
         except PromQLError as err:
             if self._stats is not None:
                 self._stats.count_error(name, err.kind)
             raise
 
-    def _send(self, region: str, path: str, form: dict[str, str]) -> dict[str, Any]:
-        url = self._endpoint(region).rstrip("/") + path
-        body = urllib.parse.urlencode(form).encode()
+    def _send(self, region: str, path: str, form: dict[str, str], timeout: float) -> dict[str, Any]:
         try:
+            # the endpoint may come from a client that assumes a role, and signing refreshes credentials: whatever
+            # botocore raises there is this query's failure, never the poll's
+            url = self._endpoint(region).rstrip("/") + path
             credentials = self._credentials(region)
-        except Exception as err:  # an assumed role that cannot be had: botocore's errors, whatever their class
-            raise PromQLError("credentials", f"no credentials to sign with: {err}") from err
-        if credentials is None:
-            raise PromQLError("credentials", "no AWS credentials to sign with")
-        headers = sign(credentials, region, url, body)
+            if credentials is None:
+                raise PromQLError("credentials", "no AWS credentials to sign with")
+            body = urllib.parse.urlencode(form).encode()
+            headers = sign(credentials, region, url, body)
+        except PromQLError:
+            raise
+        except Exception as err:  # botocore's errors, whatever their class
+            raise PromQLError("credentials", f"cannot sign a query for {region}: {type(err).__name__}: {err}") from err
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - an https endpoint of AWS's
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as reply:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=max(0.5, timeout)) as reply:  # noqa: S310
                 answer: dict[str, Any] = json.loads(reply.read())
                 return answer
         except urllib.error.HTTPError as err:

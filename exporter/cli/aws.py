@@ -225,7 +225,7 @@ def print_cost(config: Config, alarms: AlarmChoice | None = None) -> int:
     secondaries = sum(len(d.members_of("secondary")) for d in monitor.global_datastores())
     if secondaries:
         print(f"Global Datastore secondary clusters: {secondaries}; each primary's GlobalDatastoreReplicationLag is polled (1 query)")
-    monitor.detect_otel()  # which Valkey nodes the PromQL API serves (aws.cloudwatch.promql); the plan follows
+    monitor.detect_otel(probe=True)  # which Valkey nodes and series the PromQL API serves (aws.cloudwatch.promql)
     places: dict[tuple[str, str], dict[str, int]] = {}  # GetMetricData pairs per tier, by account and region
     counts: dict[tuple[str, str], list[int]] = {}  # nodes and serverless caches, by account and region
     samples = dict.fromkeys(TIERS, 0)  # the PromQL API's samples a minute, per tier

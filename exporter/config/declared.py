@@ -190,7 +190,12 @@ def checked_string(check: Callable[[str], str | None] | None = None, kind: str =
 
 
 def _http_url(text: str) -> str | None:
-    return None if text.startswith(("https://", "http://")) else f"not an http(s) URL: {text!r}"
+    import urllib.parse
+
+    if not text.startswith(("https://", "http://")):
+        return f"not an http(s) URL: {text!r}"
+    # never into a log line: requests are signed with the account's credentials, not a URL's
+    return "must not carry a user or password (requests are signed with SigV4)" if urllib.parse.urlsplit(text).username is not None else None
 
 
 def optional_string() -> Reader:
@@ -592,8 +597,9 @@ CLOUDWATCH = Group(
                 shown_default="none: all polled"),
         Setting("info_first", BOOL, "for a node whose INFO the exporter reads, do not ask CloudWatch what INFO says "
                 "(connections, evictions, hits, replication, fragmentation...: docs/cloudwatch-cost.md)", field="info_first"),
-        Setting("budget_usd_per_month", Reader("USD a month", _usd, _text), "the most GetMetricData may cost a month: over it "
-                "the non-paging tiers are asked less often, and a warning gives the figures", field="budget_usd_per_month",
+        Setting("budget_usd_per_month", Reader("USD a month", _usd, _text), "the most the polling may cost a month (GetMetricData, "
+                "the PromQL API): over it the non-paging tiers are asked less often, and a warning gives the figures",
+                field="budget_usd_per_month",
                 shown_default="none"),
         Setting("promql", choice("auto", "off"), "auto: a Valkey node's metrics that ElastiCache's OpenTelemetry metrics stand "
                 "for are read through CloudWatch's PromQL API where it has them, billed per sample scanned instead of per "
