@@ -208,6 +208,34 @@ def test_redis_exporters_variables_without_an_equivalent_are_refused_by_name():
 
 
 @pytest.mark.unit
+def test_a_redis_exporter_variable_set_to_its_default_asks_for_nothing_and_passes():
+    """Migrated charts set redis_exporter's variables to false, 0, empty or their defaults: none asks for a feature, so
+    none is refused; a value that asks for one still is."""
+    from exporter.common.errors import UsageError
+
+    quiet = {
+        "REDIS_EXPORTER_DEBUG": "false",
+        "REDIS_EXPORTER_IS_TILE38": "0",
+        "REDIS_EXPORTER_IS_CLUSTER": "",
+        "REDIS_EXPORTER_SET_CLIENT_NAME": "true",  # on by default there
+        "REDIS_EXPORTER_NAMESPACE": "redis",
+        "REDIS_EXPORTER_CONFIG_COMMAND": "CONFIG",
+        "REDIS_EXPORTER_INCL_METRICS_FOR_EMPTY_DATABASES": "True",
+    }
+    assert config_from([], quiet).targets
+    for name, value in (
+        ("REDIS_EXPORTER_DEBUG", "true"),
+        ("REDIS_EXPORTER_SET_CLIENT_NAME", "false"),
+        ("REDIS_EXPORTER_NAMESPACE", "cache"),
+        ("REDIS_EXPORTER_IS_TILE38", "yes"),
+    ):
+        with pytest.raises(UsageError) as refused:
+            config_from([], {**quiet, name: value})
+        assert name in str(refused.value)
+        assert str(refused.value).count("REDIS_EXPORTER_") == 1
+
+
+@pytest.mark.unit
 def test_redis_exporters_password_file_a_map_of_addresses_is_refused_not_read_as_one_password(tmp_path):
     """redis_exporter's REDIS_PASSWORD_FILE is a JSON map of address to password; read as the password it would fail
     every AUTH without a word, so it is refused by name, its content never shown."""

@@ -53,10 +53,58 @@ NO_EQUIVALENT = {
 }
 
 
+# redis_exporter's default of each (main.go): a variable set to it asks for nothing this exporter lacks, as migrated
+# charts set them (REDIS_EXPORTER_DEBUG=false, REDIS_EXPORTER_NAMESPACE=redis); a boolean as Go's strconv.ParseBool reads it
+DEFAULTS = {
+    "REDIS_EXPORTER_NAMESPACE": "redis",
+    "REDIS_EXPORTER_CONFIG_COMMAND": "CONFIG",
+    "REDIS_EXPORTER_TLS_SERVER_MIN_VERSION": "TLS1.2",
+    "REDIS_EXPORTER_MAX_DISTINCT_KEY_GROUPS": "100",
+    "REDIS_EXPORTER_CHECK_SEARCH_INDEXES": ".*",
+}
+TRUE_BY_DEFAULT = frozenset(
+    {"REDIS_EXPORTER_SET_CLIENT_NAME", "REDIS_EXPORTER_REDACT_CONFIG_METRICS", "REDIS_EXPORTER_INCL_METRICS_FOR_EMPTY_DATABASES"}
+)
+BOOLEANS = TRUE_BY_DEFAULT | {
+    "REDIS_EXPORTER_STREAMS_EXCLUDE_CONSUMER_METRICS",
+    "REDIS_EXPORTER_LUA_SCRIPT_READ_ONLY",
+    "REDIS_EXPORTER_DEBUG",
+    "REDIS_EXPORTER_IS_TILE38",
+    "REDIS_EXPORTER_IS_CLUSTER",
+    "REDIS_EXPORTER_CLUSTER_DISCOVER_HOSTNAMES",
+    "REDIS_EXPORTER_REDIS_ONLY_METRICS",
+    "REDIS_EXPORTER_INCLUDE_GO_RUNTIME_METRICS",
+    "REDIS_EXPORTER_PING_ON_CONNECT",
+    "REDIS_EXPORTER_INCL_CONFIG_METRICS",
+    "REDIS_EXPORTER_INCL_MODULES_METRICS",
+    "REDIS_EXPORTER_INCL_SEARCH_INDEXES_METRICS",
+    "REDIS_EXPORTER_INCL_SENTINEL_PEER_INFO",
+    "REDIS_EXPORTER_DISABLE_EXPORTING_KEY_VALUES",
+    "REDIS_EXPORTER_EXCLUDE_LATENCY_HISTOGRAM_METRICS",
+    "REDIS_EXPORTER_INCL_SYSTEM_METRICS",
+    "REDIS_EXPORTER_INCL_RDB_FILE_SIZE_METRIC",
+    "REDIS_EXPORTER_SKIP_CHECKKEYS_FOR_ROLE_MASTER",
+    "REDIS_EXPORTER_DISABLE_SCRAPE_ENDPOINT",
+    "REDIS_EXPORTER_APPEND_INSTANCE_ROLE_LABEL",
+}
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def asks_for_something(name: str, value: str) -> bool:
+    """Whether ``value`` of redis_exporter's variable ``name`` asks for anything but redis_exporter's default."""
+    if not value:
+        return False
+    if name in BOOLEANS:
+        default_true = name in TRUE_BY_DEFAULT
+        return not ((value in GO_TRUE and default_true) or (value in GO_FALSE and not default_true))
+    return value != DEFAULTS.get(name)
+
+
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
-    """One line naming every variable of ``NO_EQUIVALENT`` set to a value (never the value); an empty one asks for
-    nothing and passes."""
-    refused = [name for name in NO_EQUIVALENT if environ.get(name)]
+    """One line naming every variable of ``NO_EQUIVALENT`` set to a value that asks for something (never the value);
+    one empty or set to redis_exporter's default asks for nothing and passes."""
+    refused = [name for name in NO_EQUIVALENT if asks_for_something(name, environ.get(name, ""))]
     if refused:
         named = ", ".join(f"{name} (--{NO_EQUIVALENT[name]})" for name in refused)
         one = len(refused) == 1
