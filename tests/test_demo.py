@@ -10,6 +10,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+import pytest
 from helpers import exact_samples
 from servers import free_port, wait_until
 
@@ -122,3 +123,15 @@ def test_the_first_page_after_the_demo_says_where_to_look_shows_a_scraped_node_a
     finally:
         demo.send_signal(signal.SIGTERM)
         demo.wait(timeout=15)
+
+
+@pytest.mark.unit
+def test_the_demo_listens_on_loopback_unless_told_where():
+    """serve's default listens on every interface; the demo's on 127.0.0.1, so a laptop serves its network nothing.
+    An address given (all interfaces included) is kept."""
+    from exporter.cli.demo import on_loopback
+    from exporter.config import build_config
+
+    assert on_loopback(build_config({}, environ={})).listen_address == "127.0.0.1:9769"
+    told = build_config({"web": {"listen_address": "0.0.0.0:9769"}}, environ={})
+    assert on_loopback(told).listen_address == "0.0.0.0:9769"

@@ -50,7 +50,18 @@ def demo_port(config: Config) -> int:
     return DEMO_PORT
 
 
+DEFAULT_LISTEN = ":9769"  # serve's: every interface
+DEMO_LISTEN = "127.0.0.1:9769"
+
+
+def on_loopback(config: Config) -> Config:
+    """The demo listens on loopback unless told where (a laptop must not serve unauthenticated metrics to its network):
+    serve's default of every interface becomes 127.0.0.1; ``--web.listen-address 0.0.0.0:9769`` still reaches them."""
+    return replace(config, listen_address=DEMO_LISTEN) if config.listen_address == DEFAULT_LISTEN else config
+
+
 def run_demo(config: Config, run_server: Callable[[Config], int]) -> int:
+    config = on_loopback(config)
     port = demo_port(config)
     if _answers(port):
         log.info("a Redis answers on 127.0.0.1:%d; exporting it", port)
