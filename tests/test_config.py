@@ -355,6 +355,42 @@ def test_check_config_validates_a_file_without_starting(tmp_path, capsys, monkey
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "targets:\n  - addr: localhost:6379\n    node_type: cache.r7g.larg\n",
+            "'cache.r7g.larg' is no node type the baseline table knows (did you mean 'cache.r7g.large'?)",
+        ),
+        ("aws:\n  regions: [eu-wset-1]\n", "no ElastiCache region 'eu-wset-1' in botocore's partition data (did you mean 'eu-west-1'?)"),
+        ("aws:\n  regions: [eu-west-9]\n", "no ElastiCache region 'eu-west-9' in botocore's partition data"),
+        ("aws:\n  regions: []\n  scrape_discovered: true\n", "config key 'aws.regions': is empty"),
+    ],
+)
+def test_check_config_catches_what_would_hurt_later(tmp_path, capsys, text, said):
+    """A node type one letter off, a region no partition has, an empty region list where AWS is clearly meant: each a
+    problem, not a valid file that serve runs without a baseline, polls nothing or scrapes localhost."""
+    from exporter.cli.main import main
+
+    path = tmp_path / "config.yml"
+    path.write_text(text)
+    assert main(["check-config", str(path)]) == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_check_config_checks_a_file_with_the_flags_it_will_run_with(tmp_path, capsys):
+    from exporter.cli.main import main
+
+    path = tmp_path / "config.yml"
+    path.write_text("targets:\n  - addr: localhost:6379\n")
+    assert main(["check-config", str(path), "--scrape.timeout", "5s", "--aws.region", "eu-west-1"]) == 0
+    assert "AWS discovery in eu-west-1" in capsys.readouterr().out
+    assert main(["check-config", str(path), "--scrape.timeout", "5"]) == 2
+    assert "scrape.timeout" in capsys.readouterr().err
+
+
+@pytest.mark.unit
 def test_one_problem_is_one_line():
     with pytest.raises(ConfigError) as raised:
         build_config({"scrape": {"concurrency": 0}}, environ={})

@@ -29,8 +29,31 @@ def _regions(value: Any, key: str) -> tuple[str, ...]:
         region = as_string(item, f"{key}[{i}]").strip()
         if not _REGION.match(region):
             raise ConfigError(f"{key}[{i}]", f"not an AWS region: {region!r}")
+        known = known_regions()
+        if known and region not in known:
+            import difflib
+
+            near = difflib.get_close_matches(region, sorted(known), n=1, cutoff=0.8)
+            hint = f"did you mean {near[0]!r}?" if near else "a region newer than the installed botocore needs a newer one"
+            raise ConfigError(f"{key}[{i}]", f"no ElastiCache region {region!r} in botocore's partition data ({hint})")
         regions.append(region)
     return tuple(dict.fromkeys(regions))
+
+
+def known_regions() -> frozenset[str]:
+    """The regions ElastiCache has in any partition, as the installed botocore's endpoint data lists them (none where
+    botocore cannot say: then the name's form alone is checked)."""
+    try:
+        import botocore.session
+
+        session = botocore.session.get_session()
+        return frozenset(
+            region
+            for partition in session.get_available_partitions()
+            for region in session.get_available_regions("elasticache", partition_name=partition)
+        )
+    except Exception:  # noqa: BLE001 - botocore's data missing or unreadable: the form check stands
+        return frozenset()
 
 
 def aws_config(raw: dict[str, Any]) -> AwsConfig:
@@ -39,23 +62,7 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
     from exporter.aws.cloudwatch import DEFAULT_METRICS
 
     fields = AWS.fields(raw, "aws")
-    regions = _regions(raw.get("regions"), "aws.regions") + _regions(raw.get("region"), "aws.region")
-    accounts: list[AwsAccount] = []
-    role = raw.get("role_arn")
-    if regions:
-        accounts.append(AwsAccount(regions=regions, role_arn=_role(role, "aws.role_arn"), external_id=raw.get("external_id")))
-    elif role:
-        raise ConfigError("aws.role_arn", "needs aws.regions")
-    for i, item in enumerate(raw.get("accounts") or []):
-        key = f"aws.accounts[{i}]"
-        if not isinstance(item, dict):
-            raise ConfigError(key, "must be a mapping with role_arn and regions")
-        check_keys(item, key, ACCOUNT.keys())
-        account_regions = _regions(item.get("regions"), f"{key}.regions") or regions
-        if not account_regions:
-            raise ConfigError(f"{key}.regions", "no regions given here or in aws.regions")
-        external_id = item.get("external_id")
-        accounts.append(AwsAccount(account_regions, _role(item.get("role_arn"), f"{key}.role_arn"), external_id))
+    accounts = _accounts(raw)
     filters_raw = raw.get("tag_filters") or {}
     if not isinstance(filters_raw, dict):
         raise ConfigError("aws.tag_filters", "must map tag keys to lists of values")
@@ -86,6 +93,33 @@ def aws_config(raw: dict[str, Any]) -> AwsConfig:
         serverless_metrics=None if serverless_metrics is None else _metric_specs(serverless_metrics, "aws.cloudwatch.serverless_metrics"),
         export_tags=_export_tags(raw.get("export_tags")),
     )
+
+
+def _accounts(raw: dict[str, Any]) -> list[AwsAccount]:
+    """The default chain's account in ``regions`` (with its role, if any) and the ``accounts`` listed; an aws section
+    with no region at all would scrape localhost instead of AWS, so it is refused."""
+    regions = _regions(raw.get("regions"), "aws.regions") + _regions(raw.get("region"), "aws.region")
+    accounts: list[AwsAccount] = []
+    role = raw.get("role_arn")
+    if regions:
+        accounts.append(AwsAccount(regions=regions, role_arn=_role(role, "aws.role_arn"), external_id=raw.get("external_id")))
+    elif role:
+        raise ConfigError("aws.role_arn", "needs aws.regions")
+    if not regions and not role and not raw.get("accounts") and ("regions" in raw or "region" in raw or raw.get("scrape_discovered")):
+        # regions: [] (a list templated empty) or scrape_discovered with no region: AWS clearly meant, and what would run
+        # instead is a scrape of localhost
+        raise ConfigError("aws.regions", "is empty: name the regions to discover (or leave aws.regions and scrape_discovered out)")
+    for i, item in enumerate(raw.get("accounts") or []):
+        key = f"aws.accounts[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(key, "must be a mapping with role_arn and regions")
+        check_keys(item, key, ACCOUNT.keys())
+        account_regions = _regions(item.get("regions"), f"{key}.regions") or regions
+        if not account_regions:
+            raise ConfigError(f"{key}.regions", "no regions given here or in aws.regions")
+        external_id = item.get("external_id")
+        accounts.append(AwsAccount(account_regions, _role(item.get("role_arn"), f"{key}.role_arn"), external_id))
+    return accounts
 
 
 def _export_tags(value: Any) -> tuple[str, ...]:
