@@ -171,3 +171,28 @@ def test_the_health_check_passes_behind_every_web_config(kind, tmp_path, certifi
     stopped = healthcheck("--serve-pid", "0", env=given)
     assert stopped.returncode == 1
     assert f"127.0.0.1:{port}/-/healthy" in stopped.stderr
+
+
+def test_a_reload_refused_for_a_typo_leaves_the_container_healthy(tmp_path):
+    """A typo sent with SIGHUP is refused and the running configuration kept: the health check reads only the listen
+    address and web config it needs, so Docker and ECS keep the working container."""
+    import signal
+
+    config = tmp_path / "config.yml"
+    config.write_text("scrape:\n  timeout: 2s\n")
+    with exporter_on_every_address("--config.file", str(config)) as (process, port):
+        wait_until(lambda: healthcheck("--serve-pid", str(process.pid)).returncode == 0, timeout=20, what="healthy")
+        config.write_text("scrape:\n  timeot: 2s\n")  # the typo
+        process.send_signal(signal.SIGHUP)
+        # the refusal is served (elasticache_exporter_config_last_reload_successful 0) before the health is asked
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def refused() -> bool:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return b"elasticache_exporter_config_last_reload_successful 0" in response.read()
+
+        wait_until(refused, timeout=20, what="the reload refused")
+        found = healthcheck("--serve-pid", str(process.pid))
+        assert found.returncode == 0, found.stderr
+        config.write_text("web: [not, a, mapping\n")  # not even YAML: the defaults and serve's flags still find it
+        assert healthcheck("--serve-pid", str(process.pid)).returncode == 0

@@ -64,10 +64,13 @@ def health_url(listen_address: str, tls: bool) -> str:
 
 
 def _serve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str, str | None]:
-    """The listen address and web config file that serve uses: its flags, then these, over the environment and file."""
+    """The listen address and web config file that serve uses: its flags, then these, over the environment and file.
+    Only those two are read, and tolerantly: a configuration file serve refused on a reload (a typo sent with SIGHUP,
+    the running configuration kept) must not make the container unhealthy while the exporter serves."""
+    from exporter.config import flag_to_env
     from exporter.config.declared import serve_flags
 
-    from .config_flags import add_config_flags, load_config
+    from .config_flags import add_config_flags
 
     merged = argparse.Namespace(**vars(args))
     words = process_arguments(args.serve_pid)
@@ -78,8 +81,35 @@ def _serve_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> tup
         for name in ("config.file", *(flag.name for flag in serve_flags())):
             if getattr(args, name, None) is None and getattr(served, name, None) is not None:
                 setattr(merged, name, getattr(served, name))
-    config = load_config(merged, environ)
-    return config.listen_address, config.web_config_file
+    flags = {flag.key: flag for flag in serve_flags()}
+    config_file = getattr(merged, "config.file", None) or environ.get(flag_to_env("config.file"))
+    in_file = _web_section(config_file) if config_file else {}
+
+    def setting(key: str, default: str | None) -> str | None:
+        flag = flags.get(key)
+        if flag is not None:
+            given = getattr(merged, flag.name, None)
+            if given is not None:
+                return str(given)
+            for variable in (flag.env, flag.upstream_env):
+                if variable and environ.get(variable):
+                    return environ[variable]
+        value = in_file.get(key.split(".", 1)[1])
+        return str(value) if value not in (None, "") else default
+
+    return setting("web.listen_address", ":9769") or ":9769", setting("web.config_file", None)
+
+
+def _web_section(path: str) -> dict[str, object]:
+    """The file's ``web`` keys as written, or none where the file cannot be read or parsed (the defaults then)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return {}
+    web = raw.get("web") if isinstance(raw, dict) else None
+    return web if isinstance(web, dict) else {}
 
 
 def _uses_tls(web_config_file: str | None) -> bool:
