@@ -18,11 +18,19 @@ from exporter.config import flag_to_env
 log = logging.getLogger("exporter")
 
 
+def rfc3339(created: float) -> str:
+    """A log record's time as RFC 3339 with its zone and milliseconds (UTC: ``2026-12-02T13:17:48.175Z``), as Go's
+    exporters log it."""
+    import datetime
+
+    return datetime.datetime.fromtimestamp(created, tz=datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         import json  # only with --log.format json: a text-logging exporter does without the module
 
-        entry = {"time": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        entry = {"time": rfc3339(record.created), "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)

@@ -33,6 +33,16 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+STARTUP_TARGETS_SHOWN = 5  # a fleet of 200 is named by its count and first few, not in 10 KB of one line
+
+
+def targets_summary(targets: Any) -> str:
+    """The configured targets for the start-up line: their count and the first few, the rest counted."""
+    shown = ", ".join(f"{t.name} ({t.display})" for t in targets[:STARTUP_TARGETS_SHOWN]) or "none"
+    more = len(targets) - STARTUP_TARGETS_SHOWN
+    return f"{len(targets)} configured target(s): {shown}" + (f" and {more} more (/discovery lists them)" if more > 0 else "")
+
+
 def run_server(config: Config, reload: Callable[[], Config] | None = None) -> int:
     """Serve until SIGTERM or SIGINT (exit 0 within a few seconds, whatever targets do); SIGHUP reloads the
     configuration through ``reload``: a new file that does not validate is logged in one line and the running
@@ -62,14 +72,7 @@ def run_server(config: Config, reload: Callable[[], Config] | None = None) -> in
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGHUP, lambda signum, frame: threading.Thread(target=_reload, name="reload", daemon=True).start())
     host, port = server.server_address[:2]
-    log.info(
-        "elasticache-exporter %s listening on %s:%s; %d configured target(s): %s",
-        __version__,
-        host,
-        port,
-        len(config.targets),
-        ", ".join(f"{t.name} ({t.display})" for t in config.targets) or "none",
-    )
+    log.info("elasticache-exporter %s listening on %s:%s; %s", __version__, host, port, targets_summary(config.targets))
     try:
         server.serve_forever(poll_interval=0.5)
     finally:

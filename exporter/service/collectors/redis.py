@@ -223,9 +223,12 @@ def _record_state(
 ) -> None:
     state = target.state
     with target.lock:
+        failed_before = state.scraped and not state.up
         state.scraped = True
         if isinstance(outcome, ScrapeResult):
             info = outcome.parsed
+            if failed_before:  # the other side of the failure's line: said once, when it ends
+                log.info("target %s (%s): scrape succeeds again (after %s)", target.name, target.display, state.last_error)
             state.up = True
             state.last_error = "none"
             state.last_duration = outcome.duration
