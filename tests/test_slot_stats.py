@@ -436,3 +436,51 @@ def test_cluster_plan_on_a_real_cluster(tmp_path, capsys):
     assert {move["from_address"] for move in result["moves"]} == {f"127.0.0.1:{primary.port}"}
     assert 'CLUSTER SETSLOT "$slot" IMPORTING' in text
     assert "move(s) bring the skew to" in text
+
+
+def test_two_exporter_shards_serve_each_shares_of_the_whole_group_once():
+    """Two exporters (``scrape.shard 0/2`` and ``1/2``) over a 3-primary cluster found from one endpoint: each node's
+    slot series on the exporter that owns the node, and the group's shares, from all three primaries, on the one that
+    owns the group's name: three shares, summing to 1, served once."""
+    engine = "valkey-8.1"
+    if ENGINES.get(engine) is None:
+        missing(engine)  # skipped outside CI; under CI a missing engine fails
+    nodes = start_cluster(engine, "--cluster-slot-stats-enabled", "yes")
+    apps = [
+        make_app(
+            {
+                "targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}],
+                "cluster": {"refresh": "1h", "slot_stats": {"enabled": True}},
+                "scrape": {"shard": f"{index}/2"},
+            }
+        )
+        for index in range(2)
+    ]
+    try:
+        client = redis.cluster.RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        for i in range(3000):
+            client.set(f"key:{i}", "x")
+
+        def read() -> list[dict]:
+            for app in apps:
+                app.slot_stats_profiler.visit_all()
+            return [call(app, "/metrics").samples() for app in apps]
+
+        def shares_of(samples: dict) -> dict[str, float]:
+            return {
+                dict(labels)["shard"]: value
+                for (name, labels), value in samples.items()
+                if name == "elasticache_cluster_shard_share_ratio" and ("resource", "keys") in labels
+            }
+
+        wait_until(lambda: sum(len(shares_of(samples)) for samples in read()) == 3, timeout=60, interval=1.0, what="three shares")
+        served = [shares_of(samples) for samples in read()]
+    finally:
+        for app in apps:
+            app.close()
+        for node in nodes:
+            node.stop()
+    assert sorted(len(shares) for shares in served) == [0, 3]  # on one exporter, whole
+    shares = next(shares for shares in served if shares)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert all(0.25 < share < 0.42 for share in shares.values()), shares  # keys spread evenly over three

@@ -108,9 +108,10 @@ class ExporterApp:
 
             from .collectors.slot_stats import SlotStatsCollector
 
-            self.slot_stats_profiler = self._start_profiler(
-                SlotStatsProfiler(config.slot_stats, self._profiled_targets, config.scrape_max_reply_bytes), SlotStatsCollector
-            )
+            # the primaries of this shard's targets and of the groups it owns, on any shard: a share is of the whole group
+            self.slot_stats_profiler = SlotStatsProfiler(config.slot_stats, self._group_profiled_targets, config.scrape_max_reply_bytes)
+            self._extra_collectors.append(SlotStatsCollector(self.slot_stats_profiler, self.targets.owns))
+            self.slot_stats_profiler.start()
         self._start_aws(config, running)
 
     def _start_aws(self, config: Config, running: ExporterApp | None) -> None:
@@ -278,12 +279,11 @@ class ExporterApp:
     def _profiled_targets(self) -> list[Any]:
         """What the profilers read: the targets of /metrics (the configured ones and, with aws.scrape_discovered, the
         discovered nodes of this shard), each on a connection of the profiler's own."""
-        from exporter.redis.settings import TargetConfig
+        return _as_configs(self.targets.on_metrics())
 
-        return [
-            TargetConfig(target.name, target.node.endpoint, target.node.credentials, target.node_type, target.replication_group, target.shard)
-            for target in self.targets.on_metrics()
-        ]
+    def _group_profiled_targets(self) -> list[Any]:
+        """The targets of /metrics and every member of the replication groups this shard owns (``of_owned_groups``)."""
+        return _as_configs(self.targets.of_owned_groups())
 
     def _on_discovery(self, named: list[tuple[str, Any]]) -> None:
         """Discovered nodes and serverless caches become targets that /scrape resolves (and /metrics serves when
@@ -351,6 +351,13 @@ class ExporterApp:
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
         return 200, headers, body
+
+
+def _as_configs(targets: list[Target]) -> list[Any]:
+    """Targets as the profilers take them, each read on a connection of the profiler's own."""
+    from exporter.redis.settings import TargetConfig
+
+    return [TargetConfig(t.name, t.node.endpoint, t.node.credentials, t.node_type, t.replication_group, t.shard) for t in targets]
 
 
 def _discovery_labels(target: Target) -> dict[str, str]:

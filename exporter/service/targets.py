@@ -234,6 +234,16 @@ class TargetSet:
         """(target, what discovery knows of it) of every node discovered by AWS."""
         return [(target, target.aws_node) for target in self.of_kind(DISCOVERED) if target.aws_node is not None]
 
+    def of_owned_groups(self) -> list[Target]:
+        """The targets /metrics serves, and every member, on any shard, of the replication groups whose name this shard
+        owns: a group's figures (each shard's share of its load) are of the whole group, whichever exporter serves them."""
+        with self._lock:
+            targets = [target for target in self._targets.values() if self._served(target)]
+            shard = self.shard
+        if shard is None:
+            return targets
+        return [target for target in targets if shard.owns(target.name) or (target.replication_group and shard.owns(target.replication_group))]
+
     def every(self) -> list[Target]:
         """Every target this set holds, each once: configured, cluster members, discovered (whatever /metrics serves of
         them) and the ad hoc ones of /scrape. Each may hold a connection."""

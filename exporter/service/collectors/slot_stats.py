@@ -4,6 +4,8 @@ replication group's load, its load over the mean shard's, and the group's skew."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from exporter.common.families import COUNTER, GAUGE, FamilyCollector, FamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.slot_stats import SlotProfile, SlotStatsProfiler
@@ -15,14 +17,20 @@ RESOURCES = ("cpu", "network", "keys")
 
 
 class SlotStatsCollector(FamilyCollector):
-    def __init__(self, profiler: SlotStatsProfiler) -> None:
+    """``owns``: whether a target or group name is this exporter shard's. The profiler reads the members of the groups
+    this shard owns on every shard; each node's series are served by the shard that owns the node, each group's by the
+    shard that owns the group (from all its primaries)."""
+
+    def __init__(self, profiler: SlotStatsProfiler, owns: Callable[[str], bool] | None = None) -> None:
         self._profiler = profiler
+        self._owns = owns or (lambda _name: True)
 
     def write(self, out: FamilySet) -> None:
         profiles, errors, durations = self._profiler.snapshot()
         members = {target.name: target for target in self._profiler.members}
         for name, result in sorted(profiles.items()):
-            _add_node(name, result, out)
+            if self._owns(name):
+                _add_node(name, result, out)
         groups: dict[str, dict[str, SlotProfile]] = {}
         for name, result in profiles.items():
             target = members.get(name)
@@ -34,9 +42,13 @@ class SlotStatsCollector(FamilyCollector):
             if kept is None or kept.read_at < result.read_at:  # just after a failover, the new primary's read is the later
                 groups[group][shard] = result
         for group, shards in sorted(groups.items()):
-            add_shard_shares(group, shards, out)
+            # a named group on the shard that owns its name; the nodes of no named group, where they are served
+            if self._owns(group) if group else any(self._owns(name) for name, result in profiles.items() if result in shards.values()):
+                add_shard_shares(group, shards, out)
         add_failures(out, "elasticache_exporter_slot_stats_errors_total", "Failed reads of CLUSTER SLOT-STATS, by kind.", errors)
         for name, seconds in sorted(durations.items()):
+            if not self._owns(name):
+                continue
             out.add(
                 "elasticache_exporter_slot_stats_read_duration_seconds",
                 GAUGE,
