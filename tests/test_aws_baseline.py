@@ -226,6 +226,23 @@ def test_the_status_page_shows_aws_share_and_busiest_second_beside_the_tables(fl
     assert "out 5 % (busiest second 130 %)" in page
 
 
+def test_the_status_page_lists_a_fleet_known_only_through_aws_discovery(fleet):
+    """No configured target and aws.scrape_discovered off: every node discovery found is a row, with AWS's share of its
+    baseline, not "No targets are configured"."""
+    from exporter.service.collectors.aws_baseline import aws_shares
+    from exporter.service.status import render_status_page
+
+    nodes, _ = fleet
+    monitor = _monitor()
+    config = build_config({"redis": {"addr": ""}}, environ={})
+    page = render_status_page(config, [], 0.0, load_table, None, [], lambda name: aws_shares(monitor, name, 0.0), None, monitor.named_nodes())
+    assert "No targets are configured" not in page
+    for cluster_id in nodes:
+        assert f"<td>{cluster_id}</td>" in page
+    assert "out 5 % (busiest second 130 %)" in page
+    assert page.count("not scraped (aws.scrape_discovered off)") == len(monitor.named_nodes()) >= len(nodes)
+
+
 @pytest.mark.unit
 def test_burst_minutes_count_each_cloudwatch_minute_once_by_its_timestamp():
     from exporter.aws.minutes import BurstMinutes, burst_window

@@ -246,8 +246,12 @@ class ExporterApp:
                     fresh_after = monitor.now() - monitor.fresh_seconds()
                     shares = lambda name: aws_shares(monitor, name, fresh_after)  # noqa: E731 - read once per target
                     support = affected_rows(cluster_support(monitor.nodes(), self._aws_collector.support_table), time.time())
+                targets = self.targets.every()
+                # nodes AWS discovery found that no target reads (aws.scrape_discovered off): shown with AWS's view
+                known = {target.name for target in targets}
+                discovered = [(name, node) for name, node in monitor.named_nodes() if name not in known] if monitor is not None else []
                 body = render_status_page(
-                    self.config, self.targets.every(), self.started, lambda: self.baselines, last_poll, events, shares, support
+                    self.config, targets, self.started, lambda: self.baselines, last_poll, events, shares, support, discovered
                 ).encode()
                 return 200, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))], body
             return _plain(404, "not found\n")

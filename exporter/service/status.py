@@ -62,11 +62,13 @@ def render_status_page(
     events: list[Any] | None = None,
     aws_shares: Callable[[str], dict[str, tuple[float | None, float | None]]] | None = None,
     support: list[dict[str, str]] | None = None,
+    discovered: list[tuple[str, Any]] | None = None,
 ) -> str:
     """``table``: gives the baseline table, asked only for a target with a node type (reading it costs 1.5 MiB);
     ``events``: the newest fleet event of each source (FleetEvent records), newest first; ``aws_shares``: a target's
     share of the baseline AWS counts for it, and its busiest second's, per direction (where AWS publishes them);
-    ``support``: the clusters past or near their engine's end of standard support (engine_support.affected_rows)."""
+    ``support``: the clusters past or near their engine's end of standard support (engine_support.affected_rows);
+    ``discovered``: the nodes AWS discovery found that no target reads, by name, shown with what CloudWatch says."""
     now = time.time()
     monotonic = time.monotonic()
     rows = []
@@ -91,6 +93,24 @@ def render_status_page(
                     "last_success_ago": round(now - state.last_success) if state.last_success else None,
                 }
             )
+    for name, node in discovered or []:
+        rows.append(
+            {
+                "name": name,
+                "address": f"{node.address}:{node.port}" if node.address else node.cluster_id,
+                "state": "discovered",
+                "role": node.role,
+                "version": node.engine_version,
+                "node_type": node.node_type,
+                "baseline_known": False,
+                "bars": dict.fromkeys(("out", "in", "engine_cpu")),
+                "aws": _aws_text(aws_shares(name) if aws_shares else {}),
+                "lag": "",
+                "last_error": "not scraped (aws.scrape_discovered off)",
+                "duration_ms": None,
+                "last_success_ago": None,
+            }
+        )
     poll_ago = None if not last_poll else round(now - last_poll)
     return (
         _environment()
