@@ -118,6 +118,8 @@ def main() -> int:
             run = subprocess.run([sys.executable, "-c", MEASURED, *argv], capture_output=True, text=True, check=False)
             took = time.monotonic() - before
             code = run.returncode
+            if code != 0:
+                raise SystemExit(f"backtest exited {code}: {run.stderr.strip()[-2000:]}")
             report = json.loads(run.stdout)
             peak_mib = int(run.stderr.strip().splitlines()[-1]) / 1024
             status = Path(f"/proc/{prometheus.process.pid}/status").read_text()
