@@ -76,6 +76,106 @@ def test_grouping_waits_updates_repeats_and_resolves_as_alertmanager_does():
     assert {dict(a)["instance"] for n in silenced if dict(n.alerts[0])["alertname"] == "Lag" for a in n.alerts} == {"b"}
 
 
+@pytest.mark.unit
+def test_routes_are_walked_as_alertmanager_walks_them():
+    """match and match_re as matchers, nested routes, continue, group_by '...', a child's own timers, unquoted values."""
+    from exporter.alerts.notify import route_tree, routes_of
+
+    tree = route_tree(
+        {
+            "route": {
+                "receiver": "default",
+                "group_by": ["alertname"],
+                "routes": [
+                    {"receiver": "pager", "match": {"severity": "critical"}, "group_wait": "10s"},
+                    {
+                        "receiver": "team-a",
+                        "match_re": {"team": "a|b"},
+                        "continue": True,
+                        "routes": [{"receiver": "team-a-db", "matchers": ["service=db"], "group_by": ["..."]}],
+                    },
+                    {"receiver": "audit", "matchers": ['team="a"']},
+                ],
+            }
+        }
+    )
+    assert [r.receiver for r in routes_of(tree, {"severity": "warning", "team": "c"})] == ["default"]
+    assert [r.receiver for r in routes_of(tree, {"severity": "critical", "team": "a"})] == ["pager"]
+    db = routes_of(tree, {"severity": "warning", "team": "a", "service": "db"})
+    assert [r.receiver for r in db] == ["team-a-db", "audit"]
+    assert db[0].group_by == ("...",)
+    assert routes_of(tree, {"severity": "critical"})[0].group_wait == 10.0
+
+
+@pytest.mark.unit
+def test_a_receiver_without_resolved_notifications_is_told_only_of_new_alerts():
+    """send_resolved off (email's and Slack's default): a group that shrinks sends nothing, and a group that resolves
+    sends no resolution; a webhook (on by default) is told both."""
+    one = {"alertname": "Lag", "instance": "a", "severity": "warning"}
+    two = {"alertname": "Lag", "instance": "b", "severity": "warning"}
+    moments = [(60.0 * m, [one, two] if m < 10 else ([one] if m < 20 else [])) for m in range(40)]
+    route = {"receiver": "r", "group_by": ["alertname"], "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
+    quiet = notifications(moments, {"route": route, "receivers": [{"name": "r", "slack_configs": [{"channel": "#x"}]}]}, 2400.0)
+    assert [n.kind for n in quiet] == ["first"]
+    told = notifications(moments, {"route": route, "receivers": [{"name": "r", "webhook_configs": [{"url": "http://x"}]}]}, 2400.0)
+    assert [n.kind for n in told] == ["first", "update", "resolved"]
+
+
+@pytest.mark.unit
+def test_inhibition_in_both_forms_and_never_by_a_source_that_is_also_a_target():
+    from exporter.alerts.notify import inhibited
+
+    old_form = inhibited(
+        {"inhibit_rules": [{"source_match": {"severity": "critical"}, "target_match": {"severity": "warning"}, "equal": ["instance"]}]}
+    )
+    critical = {"alertname": "Down", "severity": "critical", "instance": "a"}
+    warning = {"alertname": "Lag", "severity": "warning", "instance": "a"}
+    other = {"alertname": "Lag", "severity": "warning", "instance": "b"}
+    assert old_form([critical, warning, other]) == [critical, other]
+    # a rule whose sources are targets too: two such alerts never silence each other
+    both = inhibited({"inhibit_rules": [{"source_matchers": ['alertname=~"A|B"'], "target_matchers": ['alertname=~"A|B"'], "equal": ["instance"]}]})
+    a, b = {"alertname": "A", "instance": "x"}, {"alertname": "B", "instance": "x"}
+    assert both([a, b]) == [a, b]
+
+
+@pytest.mark.unit
+def test_a_failing_alert_is_marked_and_the_others_go_on_and_too_many_samples_is_asked_in_halves():
+    from exporter.alerts.backtest import BacktestError, RuleSet, backtest
+
+    rules = RuleSet(
+        "r",
+        (
+            AlertRule("Broken", "bad(", 0, 0, (), 60.0, "g"),
+            AlertRule("Heavy", "heavy", 0, 0, (("node", "{{ $labels.instance }}"),), 60.0, "g"),
+            AlertRule("Ends", "x @ end()", 0, 0, (), 60.0, "g"),
+            AlertRule("Dup", "heavy", 0, 0, (("severity", "warning"),), 60.0, "g"),
+            AlertRule("Dup", "heavy", 0, 0, (("severity", "critical"),), 60.0, "g"),
+        ),
+    )
+    asked: list[tuple[str, float, float]] = []
+
+    def query(expr: str, start: float, end: float, step: float):
+        asked.append((expr, start, end))
+        if expr == "bad(":
+            raise BacktestError("http://p: bad_data: parse error")
+        if end - start > 4 * 3600:
+            raise BacktestError("http://p: execution: query processing would load too many samples into memory")
+        return [({"instance": "a"}, [(at, 1.0) for at in range(int(start), int(end) + 1, 60)])], []
+
+    histories = backtest(rules, query, 0.0, 12 * 3600.0)
+    by_name = {(h.rule.name, h.rule.labels): h for h in histories}
+    assert "parse error" in by_name[("Broken", ())].error
+    heavy = by_name[("Heavy", (("node", "{{ $labels.instance }}"),))]
+    assert [dict(labels)["node"] for labels in heavy.firing] == ["a"]  # the template expanded
+    assert len(next(iter(heavy.firing.values()))) == 12 * 60 + 1  # every minute, from the halves
+    assert "range query" in by_name[("Ends", ())].error
+    from exporter.alerts.backtest import outcome, summary
+
+    report = summary(outcome(rules, histories, {"route": {"group_by": ["alertname"]}}, 0.0, 12 * 3600.0))
+    assert {"Dup [warning]", "Dup [critical]"} <= set(report["alerts"])
+    assert report["alerts"]["Dup [warning]"]["firings"] == 1
+
+
 def _series() -> dict[tuple[str, tuple[tuple[str, str], ...]], list[float | None]]:
     """Three nodes as redis_exporter serves them: one down for 70 minutes, one replica's link down for 40, one at its
     maxmemory and evicting for an hour."""

@@ -49,38 +49,51 @@ class RuleSet:
     alerts: tuple[AlertRule, ...]
 
 
-def load_rules(path: str, text: str, default_interval: float) -> RuleSet:
-    """A Prometheus rule file (``groups``) or a PrometheusRule (its ``spec.groups``); recording rules inlined."""
+def load_rules(path: str, text: str, default_interval: float, held: Callable[[str], bool] | None = None) -> RuleSet:
+    """A Prometheus rule file (``groups``) or a PrometheusRule (its ``spec.groups``); the recorded series the history
+    does not hold (``held``: whether it holds a metric name; None: none) inlined."""
     import yaml
 
     try:
         document = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
         raise BacktestError(f"{path}: not YAML: {str(err).splitlines()[0]}") from err
-    groups = (document.get("spec") or {}).get("groups") if "spec" in document else document.get("groups")
+    groups = (
+        (document.get("spec") or {}).get("groups")
+        if isinstance(document, dict) and "spec" in document
+        else (document or {}).get("groups")
+        if isinstance(document, dict)
+        else None
+    )
     if not isinstance(groups, list):
         raise BacktestError(f"{path}: no rule groups (a Prometheus rule file or a PrometheusRule)")
     recorded: dict[str, list[tuple[str, dict[str, str]]]] = {}
     for group in groups:
-        for rule in group.get("rules") or []:
-            if "record" in rule:
+        for rule in (group or {}).get("rules") or []:
+            if "record" in rule and (held is None or not held(str(rule["record"]))):
                 recorded.setdefault(str(rule["record"]), []).append(
-                    (str(rule["expr"]), {str(k): str(v) for k, v in (rule.get("labels") or {}).items()})
+                    (str(rule.get("expr", "")), {str(k): str(v) for k, v in (rule.get("labels") or {}).items()})
                 )
     alerts = []
     for group in groups:
-        interval = seconds(str(group["interval"])) if group.get("interval") else default_interval
+        name = str((group or {}).get("name", ""))
+        try:
+            interval = seconds(str(group["interval"])) if group.get("interval") else default_interval
+        except ValueError as err:
+            raise BacktestError(f"{path}: group {name}: interval: {err}") from err
         for rule in group.get("rules") or []:
             if "alert" not in rule:
                 continue
+            where = f"{path}: alert {rule['alert']}"
+            if not rule.get("expr"):
+                raise BacktestError(f"{where}: no expr")
             try:
                 hold = seconds(str(rule.get("for", "0s")))
                 keep = seconds(str(rule.get("keep_firing_for", "0s")))
             except ValueError as err:
-                raise BacktestError(f"{path}: alert {rule['alert']}: {err}") from err
+                raise BacktestError(f"{where}: {err}") from err
             labels = tuple(sorted((str(k), str(v)) for k, v in (rule.get("labels") or {}).items()))
-            expr = inline(str(rule["expr"]), recorded)
-            alerts.append(AlertRule(str(rule["alert"]), expr, hold, keep, labels, interval, str(group.get("name", ""))))
+            alerts.append(AlertRule(str(rule["alert"]), inline(str(rule["expr"]), recorded), hold, keep, labels, interval, name))
     return RuleSet(path, tuple(alerts))
 
 
@@ -93,28 +106,33 @@ def _with_labels(expr: str, labels: dict[str, str]) -> str:
 
 def inline(expr: str, recorded: dict[str, list[tuple[str, dict[str, str]]]], depth: int = 0) -> str:
     """``expr`` with each recorded series it reads replaced by its recording rules' expressions (their labels set, the
-    rules of one name joined with ``or``), recorded series within them too. A recorded series read with label matchers
-    is kept as it is: the history must hold it."""
+    rules of one name joined with ``or``), recorded series within them too. A recorded series read with label matchers,
+    a range, an ``offset`` or an ``@`` is kept as it is (an expression takes none of them): the history must hold it."""
     if depth > 10:
         return expr
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', expr)
 
-    def replace(found: re.Match[str]) -> str:
-        name = found.group(0)
-        after = expr[found.end() :].lstrip()
-        if name not in recorded or after.startswith(("{", "(")):
-            return name
-        union = " or ".join(_with_labels(f"({rule})", labels) for rule, labels in recorded[name])
-        return f"({inline(union, recorded, depth + 1)})"
+    def inlined(part: str) -> str:
+        def replace(found: re.Match[str]) -> str:
+            name = found.group(0)
+            after = part[found.end() :].lstrip()
+            if name not in recorded or after.startswith(("{", "(", "[", "@")) or re.match(r"offset\b", after):
+                return name
+            union = " or ".join(_with_labels(f"({rule})", labels) for rule, labels in recorded[name])
+            return f"({inline(union, recorded, depth + 1)})"
+
+        return re.sub(rf"(?<![a-zA-Z0-9_:]){NAME}", replace, part)
 
     # names outside quoted strings only
-    parts = re.split(r'("(?:[^"\\]|\\.)*")', expr)
-    return "".join(part if index % 2 else re.sub(rf"(?<![a-zA-Z0-9_:]){NAME}", replace, part) for index, part in enumerate(parts))
+    return "".join(part if index % 2 else inlined(part) for index, part in enumerate(parts))
 
 
 def selectors(expr: str) -> set[str]:
     """The metric names an expression reads (for the list of what a history lacks)."""
     parts = re.split(r'("(?:[^"\\]|\\.)*")|(\{[^}]*\})|(\[[^\]]*\])', LABEL_LISTS.sub(" ", expr))
-    names = set()
+    names = set(re.findall(r'__name__\s*=\s*"([^"]+)"', expr))
+    # Prometheus 3's quoted names: {"metric.name", ...}
+    names |= set(re.findall(r'\{\s*"((?:[^"\\]|\\.)*)"\s*[,}]', expr))
     functions = {match.group(1) for match in FUNCTION_OR_AGGREGATION.finditer(expr)}
     for part in parts:
         if part is None or part.startswith(('"', "{", "[")):
@@ -146,6 +164,8 @@ class AlertHistory:
     evaluable: bool = True
     missing: tuple[str, ...] = ()  # what the history lacks, where it is not evaluable
     warnings: tuple[str, ...] = ()
+    error: str = ""  # why it could not be evaluated (a query refused), where it could not
+    notes: tuple[str, ...] = ()  # where its figures are approximate, and why
 
     @property
     def reads_alerts(self) -> bool:
@@ -204,48 +224,93 @@ def evaluate(rule: AlertRule, steps: list[float], present: dict[float, set[Label
     return fired
 
 
-def backtest(rules: RuleSet, query: Query, start: float, end: float, progress: Callable[[int, int], None] | None = None) -> list[AlertHistory]:
+Cache = dict[tuple[str, float, float, float], tuple[list[Series], list[str]]]
+MIN_SPLIT_SECONDS = 3600.0  # a chunk a server refuses as too many samples is halved down to an hour
+TOO_MANY_SAMPLES = ("too many samples", "would load too many samples", "query processing would load")
+AT_RANGE_ENDS = re.compile(r"@\s*(start|end)\s*\(\s*\)")
+TEMPLATE = re.compile(r"\{\{\s*(?:\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)|index\s+\$labels\s+\"([^\"]+)\")\s*\}\}")
+
+
+def backtest(
+    rules: RuleSet, query: Query, start: float, end: float, progress: Callable[[int, int], None] | None = None, cache: Cache | None = None
+) -> list[AlertHistory]:
     """Every alert of ``rules`` evaluated from ``start`` to ``end`` at its group's interval; each distinct expression
-    asked once a chunk."""
-    cache: dict[tuple[str, float, float, float], tuple[list[Series], list[str]]] = {}
+    asked once a chunk (``cache``: shared with another rule set's run). An alert whose queries fail is marked with the
+    error, and the others go on."""
+    cache = {} if cache is None else cache
     histories = []
     total = len(rules.alerts)
     for done, rule in enumerate(rules.alerts):
         if progress is not None:
             progress(done, total)
-        histories.append(_backtest_one(rule, query, start, end, cache))
+        if AT_RANGE_ENDS.search(rule.expr):
+            # in a range query @ start() and @ end() are the range's; in a rule's evaluation, the evaluation's time
+            histories.append(AlertHistory(rule, evaluable=False, error="uses @ start() or @ end(), which a range query reads otherwise"))
+            continue
+        try:
+            histories.append(_backtest_one(rule, query, start, end, cache))
+        except BacktestError as err:
+            histories.append(AlertHistory(rule, evaluable=False, error=str(err)))
     if progress is not None:
         progress(total, total)
     return histories
 
 
-def _backtest_one(
-    rule: AlertRule, query: Query, start: float, end: float, cache: dict[tuple[str, float, float, float], tuple[list[Series], list[str]]]
-) -> AlertHistory:
+def _answer(query: Query, expr: str, start: float, end: float, step: float, cache: Cache) -> tuple[list[Series], list[str]]:
+    """A chunk's answer, the chunk halved (down to MIN_SPLIT_SECONDS) where the server refuses it as too many samples."""
+    key = (expr, start, end, step)
+    if key in cache:
+        return cache[key]
+    try:
+        answer = query(expr, start, end, step)
+    except BacktestError as err:
+        if not any(text in str(err) for text in TOO_MANY_SAMPLES) or end - start < 2 * MIN_SPLIT_SECONDS:
+            raise
+        middle = start + ((end - start) / step // 2) * step
+        first, second = _answer(query, expr, start, middle, step, {}), _answer(query, expr, middle + step, end, step, {})
+        answer = (_joined(first[0], second[0]), first[1] + second[1])
+    cache[key] = answer
+    return answer
+
+
+def _joined(first: list[Series], second: list[Series]) -> list[Series]:
+    by_labels: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
+    for labels, points in (*first, *second):
+        by_labels.setdefault(tuple(sorted(labels.items())), []).extend(points)
+    return [(dict(labels), points) for labels, points in by_labels.items()]
+
+
+def _expanded(template: str, labels: dict[str, str]) -> str:
+    """A rule label's ``{{ $labels.name }}`` (or ``index $labels "name"``) with the series' label."""
+    return TEMPLATE.sub(lambda found: labels.get(found.group(1) or found.group(2), ""), template)
+
+
+def _backtest_one(rule: AlertRule, query: Query, start: float, end: float, cache: Cache) -> AlertHistory:
     step = rule.interval
     first = start - start % step if start % step else start
     steps: list[float] = []
     present: dict[float, set[Labels]] = {}
     warnings: list[str] = []
+    notes: list[str] = []
+    templated = {name: value for name, value in rule.labels if "{{" in value}
+    if any(TEMPLATE.sub("", value).find("{{") >= 0 for value in templated.values()):
+        notes.append("a label's template other than $labels is left as written")
     for chunk_start, chunk_end in chunks(first, end, step):
-        key = (rule.expr, chunk_start, chunk_end, step)
-        if key not in cache:
-            cache[key] = query(rule.expr, chunk_start, chunk_end, step)
-        series, said = cache[key]
+        series, said = _answer(query, rule.expr, chunk_start, chunk_end, step, cache)
         warnings += said
         at = chunk_start
         while at <= chunk_end:
-            steps.append(at)
+            steps.append(round(at, 3))
             at += step
         for labels, points in series:
             merged = {k: v for k, v in labels.items() if k != "__name__"}
-            merged.update(rule.labels)
+            for name, value in rule.labels:
+                merged[name] = _expanded(value, labels) if name in templated else value
             merged["alertname"] = rule.name
             labelled = tuple(sorted(merged.items()))
             for at, _ in points:
-                present.setdefault(at, set()).add(labelled)
-    history = AlertHistory(rule, evaluate(rule, steps, present), warnings=tuple(dict.fromkeys(warnings)))
-    return history
+                present.setdefault(round(at, 3), set()).add(labelled)
+    return AlertHistory(rule, evaluate(rule, steps, present), warnings=tuple(dict.fromkeys(warnings)), notes=tuple(notes))
 
 
 def mark_missing(histories: list[AlertHistory], known: Callable[[str], bool]) -> None:
@@ -300,12 +365,15 @@ def summary(result: Outcome) -> dict[str, Any]:
     and per day the notifications; the alerts not evaluable."""
     day = 86_400
     per_alert: dict[str, dict[str, Any]] = {}
-    for history in result.histories:
+    keys = _alert_keys(result.histories)
+    for history, key in zip(result.histories, keys, strict=True):
         runs = history.intervals()
-        per_alert[history.rule.name] = {
+        per_alert[key] = {
             "severity": dict(history.rule.labels).get("severity", ""),
             "evaluable": history.evaluable,
             "missing": list(history.missing),
+            "error": history.error,
+            "notes": list(history.notes),
             "warnings": list(history.warnings),
             "reads_alerts": history.reads_alerts,
             "firings": len(runs),
@@ -316,12 +384,13 @@ def summary(result: Outcome) -> dict[str, Any]:
             "pages": 0,
             "warnings_sent": 0,
         }
+    keys_by_rule = {(h.rule.name, dict(h.rule.labels).get("severity", "")): key for h, key in zip(result.histories, keys, strict=True)}
     per_node: dict[str, int] = {}
     per_day: dict[str, dict[str, int]] = {}
     for note in result.sent:
         if note.kind == "resolved":
             continue
-        names = {dict(alert).get("alertname", "") for alert in note.alerts}
+        names = {_key_of(dict(alert), keys_by_rule) for alert in note.alerts}
         for name in names:
             entry = per_alert.setdefault(name, {"notifications": 0, "pages": 0, "warnings_sent": 0})
             entry["notifications"] += 1
@@ -350,6 +419,23 @@ def summary(result: Outcome) -> dict[str, Any]:
         "per_day": per_day,
         "not_evaluable": sorted(name for name, entry in per_alert.items() if not entry.get("evaluable", True)),
     }
+
+
+def _alert_keys(histories: list[AlertHistory]) -> list[str]:
+    """Each rule's name in the report; rules of one name (a warning and a critical variant) told apart by severity."""
+    counts: dict[str, int] = {}
+    for history in histories:
+        counts[history.rule.name] = counts.get(history.rule.name, 0) + 1
+    keys = []
+    for history in histories:
+        name = history.rule.name
+        keys.append(name if counts[name] == 1 else f"{name} [{dict(history.rule.labels).get('severity', '') or 'no severity'}]")
+    return keys
+
+
+def _key_of(alert: dict[str, str], keys_by_rule: dict[tuple[str, str], str]) -> str:
+    name = alert.get("alertname", "")
+    return keys_by_rule.get((name, alert.get("severity", "")), name)
 
 
 def _day(at: float, day: int) -> str:

@@ -45,17 +45,31 @@ def text_report(results: Sequence[Mapping[str, Any]]) -> str:
             )
         if result["per_node"]:
             lines.append("  noisiest nodes: " + ", ".join(f"{node} {count}" for node, count in list(result["per_node"].items())[:10]))
-        reading = sorted(name for name, entry in alerts.items() if entry.get("reads_alerts") and entry.get("evaluable", True))
-        if reading:
-            lines.append(f"  read the server's own ALERTS, not this rule set's ({len(reading)}): {', '.join(reading[:10])}")
-        partial = sorted(name for name, entry in alerts.items() if entry.get("warnings"))
-        if partial:
-            lines.append(f"  partial data (the server warned) for {len(partial)} alert(s): {', '.join(partial[:10])}")
-        if result["not_evaluable"]:
-            lines.append(f"  not evaluable, the history lacks their series ({len(result['not_evaluable'])}):")
-            for name in result["not_evaluable"][:40]:
-                lines.append(f"    {name}: needs {', '.join(alerts[name]['missing'][:6])}")
+        lines += _caveats(result, alerts)
     return "\n".join(lines)
+
+
+def _caveats(result: Mapping[str, Any], alerts: Mapping[str, Any]) -> list[str]:
+    """What a rule set's figures do not say: the alerts read from partial data, or that read ALERTS, those that could not
+    be evaluated, and those whose figures are approximate."""
+    lines: list[str] = []
+    reading = sorted(name for name, entry in alerts.items() if entry.get("reads_alerts") and entry.get("evaluable", True))
+    if reading:
+        lines.append(f"  read the server's own ALERTS, not this rule set's ({len(reading)}): {', '.join(reading[:10])}")
+    partial = sorted(name for name, entry in alerts.items() if entry.get("warnings"))
+    if partial:
+        lines.append(f"  partial data (the server warned) for {len(partial)} alert(s): {', '.join(partial[:10])}")
+    if result["not_evaluable"]:
+        lines.append(f"  not evaluable ({len(result['not_evaluable'])}): the history lacks their series, or a query failed:")
+        for name in result["not_evaluable"][:40]:
+            entry = alerts[name]
+            lines.append(f"    {name}: " + (entry.get("error") or f"needs {', '.join(entry['missing'][:6])}"))
+    if result.get("names_unknown"):
+        lines.append("  the server does not list its metric names: an alert whose series it lacks cannot be told from a quiet one")
+    noted = sorted(name for name, entry in alerts.items() if entry.get("notes"))
+    if noted:
+        lines.append(f"  approximate ({len(noted)}): " + "; ".join(f"{name}: {', '.join(alerts[name]['notes'])}" for name in noted[:10]))
+    return lines
 
 
 def _days(results: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -126,7 +140,10 @@ def html_report(results: Sequence[Mapping[str, Any]]) -> str:
             )
         parts.append("</table>")
         if result["not_evaluable"]:
-            listed = "".join(f"<li>{html.escape(n)}: needs {html.escape(', '.join(alerts[n]['missing'][:6]))}</li>" for n in result["not_evaluable"])
+            listed = "".join(
+                f"<li>{html.escape(n)}: {html.escape(alerts[n].get('error') or 'needs ' + ', '.join(alerts[n]['missing'][:6]))}</li>"
+                for n in result["not_evaluable"]
+            )
             parts.append(f"<p>Not evaluable, the history lacks their series:</p><ul>{listed}</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

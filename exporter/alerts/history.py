@@ -28,10 +28,26 @@ class Access:
     timeout: float = 120.0
 
 
+def _parts(url: str) -> tuple[str, str, tuple[str, str] | None, str]:
+    """The URL without its user, password and query (what requests go to), the query (kept on each request), the
+    user and password it carried, and the URL as a message may show it (no secret)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port:
+        netloc += f":{parts.port}"
+    base = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    user = (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")) if parts.username else None
+    return base, parts.query, user, base
+
+
 class PrometheusHistory:
     def __init__(self, access: Access) -> None:
         self.access = access
         self._context = ssl.create_default_context(cafile=access.ca_file) if access.ca_file else None
+        self._base, self._query, user, self.shown = _parts(access.url)
+        self._basic_auth = access.basic_auth or user
         self.requests = 0
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> tuple[list[Series], list[str]]:
@@ -39,7 +55,7 @@ class PrometheusHistory:
         reply = self._call("/api/v1/query_range", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
         data = reply.get("data") or {}
         if data.get("resultType") != "matrix":
-            raise BacktestError(f"{self.access.url}: a range query answered {data.get('resultType')!r}, not a matrix")
+            raise BacktestError(f"{self.shown}: a range query answered {data.get('resultType')!r}, not a matrix")
         series = [
             (
                 {str(k): str(v) for k, v in (item.get("metric") or {}).items()},
@@ -50,25 +66,28 @@ class PrometheusHistory:
         return series, [str(warning) for warning in reply.get("warnings") or []]
 
     def metric_names(self, start: float, end: float) -> set[str] | None:
-        """The metric names the history holds over the range; None where the server does not say (then none is taken
-        for missing)."""
+        """The metric names the history holds over the range; None where the server answers but will not list them
+        (then none is taken for missing, and the report says so). One that cannot be reached at all is an error."""
         try:
             reply = self._call("/api/v1/label/__name__/values", {"start": f"{start:.3f}", "end": f"{end:.3f}"}, "GET")
-        except BacktestError:
+        except BacktestError as err:
+            if str(err).startswith("cannot reach"):
+                raise
             return None
         return {str(name) for name in reply.get("data") or []}
 
     def _call(self, path: str, form: dict[str, str], method: str = "POST") -> dict[str, Any]:
-        """POST the form, or GET with it as the query string (an endpoint that takes no POST)."""
-        url = self.access.url.rstrip("/") + path
+        """POST the form, or GET with it as the query string (an endpoint that takes no POST); the URL's own query
+        (a tenant, say) on each request. No message shows a credential."""
+        url = self._base + path + (f"?{self._query}" if self._query else "")
         body: bytes | None = urllib.parse.urlencode(form).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded"}
         if method == "GET":
-            url, body, headers = f"{url}?{urllib.parse.urlencode(form)}", None, {}
+            url, body, headers = f"{url}{'&' if self._query else '?'}{urllib.parse.urlencode(form)}", None, {}
         if self.access.bearer_token:
             headers["Authorization"] = f"Bearer {self.access.bearer_token}"
-        elif self.access.basic_auth:
-            user, password = self.access.basic_auth
+        elif self._basic_auth:
+            user, password = self._basic_auth
             headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         if self.access.sigv4_service:
             headers = self._signed(method, url, body)
@@ -79,13 +98,13 @@ class PrometheusHistory:
                 reply: dict[str, Any] = json.loads(answer.read())
         except urllib.error.HTTPError as err:
             detail = err.read()[:300].decode("utf-8", errors="replace").strip()
-            raise BacktestError(f"{self.access.url} answered HTTP {err.code}: {detail}") from err
+            raise BacktestError(f"{self.shown} answered HTTP {err.code}: {detail}") from err
         except (urllib.error.URLError, TimeoutError, OSError) as err:
-            raise BacktestError(f"cannot reach {self.access.url}: {getattr(err, 'reason', err)}") from err
+            raise BacktestError(f"cannot reach {self.shown}: {getattr(err, 'reason', err)}") from err
         except ValueError as err:
-            raise BacktestError(f"{self.access.url} answered no JSON: {err}") from err
+            raise BacktestError(f"{self.shown} answered no JSON: {err}") from err
         if reply.get("status") != "success":
-            raise BacktestError(f"{self.access.url}: {reply.get('errorType', 'error')}: {reply.get('error', 'no error given')}")
+            raise BacktestError(f"{self.shown}: {reply.get('errorType', 'error')}: {reply.get('error', 'no error given')}")
         return reply
 
     def _signed(self, method: str, url: str, body: bytes | None) -> dict[str, str]:

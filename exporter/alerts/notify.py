@@ -1,13 +1,16 @@
-"""What Alertmanager makes of what fired (pure): its inhibit rules, and its grouping with ``group_wait``,
-``group_interval`` and ``repeat_interval``, as notifications.
+"""What Alertmanager makes of what fired (pure): its inhibit rules, and its routing tree and grouping with
+``group_wait``, ``group_interval`` and ``repeat_interval``, as notifications.
 
 The model: alerts change only at the rules' evaluations, and Alertmanager has each evaluation's firing alerts at once.
 A firing source silences a target whose ``equal`` labels are the same (a missing label is the empty one), never itself;
-of a rule whose source also matches its target, only the sources that are no targets count. An alert goes to the
-first child route it matches (none: the root), with that route's timers and ``group_by``; a group's first notification
-goes out ``group_wait`` after its first alert, then every ``group_interval`` an update where its alerts changed, or a
-repeat once ``repeat_interval`` has passed since the last; a group whose alerts all resolved sends the resolution and
-ends, and the next alert of its labels starts a new group."""
+of a rule whose source also matches its target, only the sources that are no targets count. An alert walks the routing
+tree as Alertmanager's does (``matchers``, ``match``, ``match_re``; the first matching child, the next ones too where
+it says ``continue``; a route with no matching child takes it itself), and joins the group of its route and
+``group_by`` labels (``...``: all of them). A group's first notification goes out ``group_wait`` after its first alert;
+then at each ``group_interval`` one goes out where a new alert fires, where alerts resolved and the receiver sends
+resolved notifications, or, nothing new, once ``repeat_interval`` has passed since the last; a group whose alerts all
+resolved ends (with a notification where the receiver sends resolved ones), and the next alert of its labels starts a
+new one."""
 
 from __future__ import annotations
 
@@ -18,8 +21,18 @@ from typing import Any
 from exporter.common.records import record
 
 Labels = tuple[tuple[str, str], ...]  # an alert's labels, sorted
+Alert = dict[str, str]
 DURATION = re.compile(r"(\d+)(ms|[ywdhms])")
 SECONDS = {"y": 31_536_000, "w": 604_800, "d": 86_400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+# the integrations that send resolved notifications unless told not to (Alertmanager's defaults); the others do not
+RESOLVED_BY_DEFAULT = frozenset(
+    {"webhook_configs", "pagerduty_configs", "opsgenie_configs", "victorops_configs", "sns_configs", "discord_configs",
+     "msteams_configs", "msteamsv2_configs", "telegram_configs", "webex_configs", "jira_configs", "rocketchat_configs"}
+)  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """An Alertmanager configuration this model cannot read."""
 
 
 def seconds(duration: str) -> float:
@@ -34,78 +47,122 @@ def _unquoted(text: str) -> str:
     return re.sub(r'\\(["\\])', r"\1", text)
 
 
-def matcher(text: str) -> Callable[[dict[str, str]], bool]:
-    """One Alertmanager matcher (``name="value"``, ``=~``, ``!=``, ``!~``)."""
-    parsed = re.fullmatch(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*', text)
+def matcher(text: str) -> Callable[[Alert], bool]:
+    """One Alertmanager matcher (``name="value"``, ``=~``, ``!=``, ``!~``; the value quoted or not)."""
+    parsed = re.fullmatch(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|([^"]*?))\s*', text)
     if parsed is None:
-        raise ValueError(f"not an Alertmanager matcher: {text}")
-    name, op, value = parsed.group(1), parsed.group(2), _unquoted(parsed.group(3))
+        raise ConfigError(f"not an Alertmanager matcher: {text}")
+    name, op = parsed.group(1), parsed.group(2)
+    value = _unquoted(parsed.group(3)) if parsed.group(3) is not None else (parsed.group(4) or "")
+    return _test(name, op, value)
+
+
+def _test(name: str, op: str, value: str) -> Callable[[Alert], bool]:
     if op in ("=~", "!~"):
         pattern = re.compile(f"^(?:{value})$")
         return lambda a: bool(pattern.match(a.get(name, ""))) == (op == "=~")
     return lambda a: (a.get(name, "") == value) == (op == "=")
 
 
-def all_of(matchers: Iterable[str]) -> Callable[[dict[str, str]], bool]:
+def all_of(matchers: Iterable[str]) -> Callable[[Alert], bool]:
     tests = [matcher(m) for m in matchers]
     return lambda alert: all(test(alert) for test in tests)
 
 
-def inhibited(config: dict[str, Any]) -> Callable[[list[dict[str, str]]], list[dict[str, str]]]:
-    """The alerts of one moment that the inhibit rules of ``config`` leave."""
-    rules = [
-        (all_of(r.get("source_matchers", [])), all_of(r.get("target_matchers", [])), r.get("equal", [])) for r in config.get("inhibit_rules") or []
-    ]
+def _matching(node: dict[str, Any], prefix: str = "") -> Callable[[Alert], bool]:
+    """A route's or an inhibit side's matchers, in the current form and the older ``match`` and ``match_re``."""
+    tests = [matcher(m) for m in node.get(f"{prefix}matchers") or []]
+    tests += [_test(str(k), "=", str(v)) for k, v in (node.get(f"{prefix}match") or {}).items()]
+    tests += [_test(str(k), "=~", str(v)) for k, v in (node.get(f"{prefix}match_re") or {}).items()]
+    return lambda alert: all(test(alert) for test in tests)
 
-    def silenced(alert: dict[str, str], alerts: list[dict[str, str]]) -> bool:
+
+def inhibited(config: dict[str, Any]) -> Callable[[list[Alert]], list[Alert]]:
+    """The alerts of one moment that the inhibit rules of ``config`` leave (each rule's firing sources indexed by their
+    ``equal`` labels: linear in the alerts)."""
+    rules = [(_matching(r, "source_"), _matching(r, "target_"), tuple(r.get("equal") or ())) for r in config.get("inhibit_rules") or []]
+
+    def leave(alerts: list[Alert]) -> list[Alert]:
+        silenced: set[int] = set()
         for source, target, equal in rules:
-            if not target(alert):
+            sources: dict[tuple[str, ...], list[int]] = {}
+            for index, alert in enumerate(alerts):
+                if source(alert):
+                    sources.setdefault(tuple(alert.get(k, "") for k in equal), []).append(index)
+            if not sources:
                 continue
-            two_sided = source(alert)
-            for other in alerts:
-                if other is alert or not source(other) or (two_sided and target(other)):
+            for index, alert in enumerate(alerts):
+                if index in silenced or not target(alert):
                     continue
-                if all(other.get(k, "") == alert.get(k, "") for k in equal):
-                    return True
-        return False
+                two_sided = source(alert)  # then only sources that are no targets of the rule count, never itself
+                for other in sources.get(tuple(alert.get(k, "") for k in equal), []):
+                    if other != index and not (two_sided and target(alerts[other])):
+                        silenced.add(index)
+                        break
+        return [alert for index, alert in enumerate(alerts) if index not in silenced]
 
-    return lambda alerts: [alert for alert in alerts if not silenced(alert, alerts)]
+    return leave
 
 
 @record(frozen=True)
 class Route:
-    name: str  # its receiver
-    matches: Callable[[dict[str, str]], bool]
-    group_by: tuple[str, ...]
+    receiver: str
+    matches: Callable[[Alert], bool]
+    group_by: tuple[str, ...]  # ("...",): every label
     group_wait: float
     group_interval: float
     repeat_interval: float
+    keeps_going: bool  # continue
+    children: tuple[Route, ...]
 
 
-def routes(config: dict[str, Any]) -> list[Route]:
-    """The root route's children with what they inherit, then the root itself (the first that matches takes an alert)."""
+def route_tree(config: dict[str, Any]) -> Route:
+    """The routing tree, each route with what it inherits (Alertmanager's defaults at the root)."""
     root = config.get("route") or {}
 
-    def timers(node: dict[str, Any], parent: tuple[tuple[str, ...], float, float, float]) -> tuple[tuple[str, ...], float, float, float]:
-        return (
-            tuple(node.get("group_by", parent[0])),
-            seconds(node["group_wait"]) if "group_wait" in node else parent[1],
-            seconds(node["group_interval"]) if "group_interval" in node else parent[2],
-            seconds(node["repeat_interval"]) if "repeat_interval" in node else parent[3],
+    def build(node: dict[str, Any], parent: Route | None) -> Route:
+        inherited = parent or Route("", lambda _alert: True, (), 30.0, 300.0, 14_400.0, False, ())
+        made = Route(
+            str(node.get("receiver", inherited.receiver)),
+            _matching(node) if parent is not None else (lambda _alert: True),  # the root takes every alert
+            tuple(node.get("group_by", inherited.group_by)),
+            seconds(str(node["group_wait"])) if "group_wait" in node else inherited.group_wait,
+            seconds(str(node["group_interval"])) if "group_interval" in node else inherited.group_interval,
+            seconds(str(node["repeat_interval"])) if "repeat_interval" in node else inherited.repeat_interval,
+            bool(node.get("continue", False)),
+            (),
+        )
+        children = tuple(build(child, made) for child in node.get("routes") or [])
+        return Route(
+            made.receiver, made.matches, made.group_by, made.group_wait, made.group_interval, made.repeat_interval, made.keeps_going, children
         )
 
-    top = timers(root, ((), 30.0, 300.0, 14_400.0))  # Alertmanager's defaults
-    root_match = all_of(root.get("matchers", []))
-    made = []
-    for child in root.get("routes") or []:
-        child_match = all_of(child.get("matchers", []))
-        made.append(Route(child.get("receiver", root.get("receiver", "")), _both(root_match, child_match), *timers(child, top)))
-    made.append(Route(root.get("receiver", ""), root_match, *top))
-    return made
+    try:
+        return build(root, None)
+    except (ValueError, re.error) as err:
+        raise ConfigError(f"route: {err}") from err
 
 
-def _both(first: Callable[[dict[str, str]], bool], second: Callable[[dict[str, str]], bool]) -> Callable[[dict[str, str]], bool]:
-    return lambda alert: first(alert) and second(alert)
+def routes_of(tree: Route, alert: Alert) -> list[Route]:
+    """The routes an alert ends at, as Alertmanager's dispatcher walks the tree."""
+    found: list[Route] = []
+    for child in tree.children:
+        if child.matches(alert):
+            found += routes_of(child, alert)
+            if not child.keeps_going:
+                break
+    return found or [tree]
+
+
+def sends_resolved(config: dict[str, Any]) -> dict[str, bool]:
+    """Per receiver, whether it sends resolved notifications (any of its integrations does; one with none: yes)."""
+    sending = {}
+    for receiver in config.get("receivers") or []:
+        integrations = [(kind, item) for kind, items in receiver.items() if kind.endswith("_configs") for item in items or []]
+        sending[str(receiver.get("name", ""))] = not integrations or any(
+            item.get("send_resolved", kind in RESOLVED_BY_DEFAULT) for kind, item in integrations if isinstance(item, dict)
+        )
+    return sending
 
 
 @record(frozen=True)
@@ -122,31 +179,49 @@ class Notification:
         return "critical" if "critical" in found else (found.pop() if len(found) == 1 else "")
 
 
-def notifications(moments: list[tuple[float, list[dict[str, str]]]], config: dict[str, Any], end: float) -> list[Notification]:
+def notifications(moments: list[tuple[float, list[Alert]]], config: dict[str, Any], end: float) -> list[Notification]:
     """The notifications Alertmanager sends for ``moments`` (each evaluation's time and firing alerts, in time order),
     up to ``end``."""
     leave = inhibited(config)
-    made = routes(config)
-    # each group's firing alerts at each moment
+    tree = route_tree(config)
+    resolved = sends_resolved(config)
+    # each group's firing alerts, where they change: (route, group labels) -> [(time, alerts)]
     by_group: dict[tuple[int, Labels], list[tuple[float, frozenset[Labels]]]] = {}
+    routes: dict[int, Route] = {}
     for at, alerts in moments:
         now: dict[tuple[int, Labels], set[Labels]] = {}
         for alert in leave(alerts):
-            index = next((i for i, route in enumerate(made) if route.matches(alert)), None)
-            if index is None:
-                continue
-            key = (index, tuple((name, alert.get(name, "")) for name in made[index].group_by))
-            now.setdefault(key, set()).add(tuple(sorted(alert.items())))
+            for route in routes_of(tree, alert):
+                routes[id(route)] = route
+                names = sorted(alert) if route.group_by == ("...",) else route.group_by
+                now.setdefault((id(route), tuple((name, alert.get(name, "")) for name in names)), set()).add(tuple(sorted(alert.items())))
         for key in by_group.keys() | now.keys():
-            by_group.setdefault(key, []).append((at, frozenset(now.get(key, set()))))
+            state = frozenset(now.get(key, set()))
+            states = by_group.setdefault(key, [])
+            if not states or states[-1][1] != state:
+                states.append((at, state))
     sent: list[Notification] = []
-    for (index, group), states in by_group.items():
-        sent += _group_notifications(made[index], group, states, end)
+    for (route_id, group), states in by_group.items():
+        route = routes[route_id]
+        sent += _group_notifications(route, group, states, end, resolved.get(route.receiver, True))
     return sorted(sent, key=lambda n: (n.at, n.receiver, n.group))
 
 
-def _group_notifications(route: Route, group: Labels, states: list[tuple[float, frozenset[Labels]]], end: float) -> list[Notification]:
-    """One group's notifications from its alerts at each moment (a state holds until the next moment)."""
+def _kind(alerts: frozenset[Labels], last: frozenset[Labels], since: float, repeat: float, send_resolved: bool) -> str:
+    """What a flush sends, as Alertmanager's deduplication decides (``last``: the firing alerts last sent)."""
+    if not last:
+        return "first"
+    if not alerts <= last or (send_resolved and alerts != last):
+        return "update"
+    return "repeat" if since >= repeat else ""
+
+
+def _group_notifications(
+    route: Route, group: Labels, states: list[tuple[float, frozenset[Labels]]], end: float, send_resolved: bool
+) -> list[Notification]:
+    """One group's notifications from its alerts where they change (a state holds until the next), as Alertmanager's
+    deduplication decides them: new firing alerts; all resolved; some resolved where resolved notifications are sent;
+    else a repeat once repeat_interval passed."""
     sent: list[Notification] = []
     position = 0
     while position < len(states):
@@ -160,12 +235,12 @@ def _group_notifications(route: Route, group: Labels, states: list[tuple[float, 
                 position += 1
             alerts = states[position][1]
             if not alerts:
-                if last:
-                    sent.append(Notification(flush, route.name, group, "resolved", ()))
+                if last and send_resolved:
+                    sent.append(Notification(flush, route.receiver, group, "resolved", ()))
                 break
-            kind = "first" if not last else ("update" if alerts != last else ("repeat" if flush - last_at >= route.repeat_interval else ""))
+            kind = _kind(alerts, last, flush - last_at, route.repeat_interval, send_resolved)
             if kind:
-                sent.append(Notification(flush, route.name, group, kind, tuple(sorted(alerts))))
+                sent.append(Notification(flush, route.receiver, group, kind, tuple(sorted(alerts))))
                 last, last_at = alerts, flush
             flush += route.group_interval
         else:

@@ -82,11 +82,10 @@ def _default_rules() -> tuple[str, dict[str, Any]]:
 
 
 def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
-    import yaml
-
     from exporter.alerts.backtest import BacktestError, backtest, load_rules, mark_missing, outcome, summary
     from exporter.alerts.backtest_report import html_report, text_report
-    from exporter.alerts.history import Access, PrometheusHistory
+    from exporter.alerts.history import PrometheusHistory
+    from exporter.alerts.notify import ConfigError
 
     now = (clock or time.time)()
     end = _time(args.end, "--end") if args.end else now
@@ -94,19 +93,61 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
     if start >= end:
         raise UsageError(f"the range is empty: --start {start:.0f} is not before --end {end:.0f}")
     interval = _duration(args.interval, "--interval")
-    default_text, default_routing = _default_rules()
-    ours_path = args.rules or "the rendered rules"
+    given = _alertmanager(args.alertmanager) if args.alertmanager else None
+    history = PrometheusHistory(_access(args))
     try:
-        ours = load_rules(ours_path, _read(args.rules, "--rules") if args.rules else default_text, interval)
-        theirs = load_rules(args.compare, _read(args.compare, "--compare"), interval) if args.compare else None
+        names = history.metric_names(start, end)
+    except BacktestError as err:  # the server cannot be asked at all: one line, exit 1
+        print(f"elasticache-exporter: backtest: {err}", file=sys.stderr)
+        return 1
+    held = names.__contains__ if names is not None else None
+    default_text, default_routing = _default_rules()
+    try:
+        ours = load_rules(args.rules or "the rendered rules", _read(args.rules, "--rules") if args.rules else default_text, interval, held)
+        theirs = load_rules(args.compare, _read(args.compare, "--compare"), interval, held) if args.compare else None
     except BacktestError as err:
         raise UsageError(str(err)) from err
-    given = yaml.safe_load(_read(args.alertmanager, "--alertmanager")) if args.alertmanager else None
+    results = []
+    cache: dict = {}  # an expression both rule sets hold is asked once
+    for rules, routing in ((ours, given or default_routing), *(((theirs, given or {"route": {"group_by": ["alertname"]}}),) if theirs else ())):
+        histories = backtest(rules, history.query_range, start, end, _progress(rules.path), cache)
+        if names is not None:
+            mark_missing(histories, names.__contains__)
+        try:
+            results.append(summary(outcome(rules, histories, routing, start, end)))
+        except ConfigError as err:
+            raise UsageError(f"--alertmanager: {err}") from err
+        if names is None:
+            results[-1]["names_unknown"] = True
+    if args.format == "json":
+        print(json.dumps({"rule_sets": results, "requests": history.requests}, indent=2, sort_keys=True))
+    elif args.format == "html":
+        print(html_report(results))
+    else:
+        print(text_report(results))
+    return 0
+
+
+def _alertmanager(path: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        document = yaml.safe_load(_read(path, "--alertmanager"))
+    except yaml.YAMLError as err:
+        raise UsageError(f"--alertmanager {path}: not YAML: {str(err).splitlines()[0]}") from err
+    if not isinstance(document, dict) or not isinstance(document.get("route", {}), dict):
+        raise UsageError(f"--alertmanager {path}: not an Alertmanager configuration (a mapping with route, receivers, inhibit_rules)")
+    return document
+
+
+def _access(args: argparse.Namespace) -> Any:
+    from exporter.alerts.history import Access
+
     password = _read(args.basic_auth_password_file, "--basic-auth-password-file").strip() if args.basic_auth_password_file else None
     token = _read(args.bearer_token_file, "--bearer-token-file").strip() if args.bearer_token_file else None
     if bool(args.basic_auth_user) != bool(password):
         raise UsageError("--basic-auth-user and --basic-auth-password-file go together")
-    access = Access(
+    return Access(
         args.prometheus,
         bearer_token=token,
         basic_auth=(args.basic_auth_user, password) if args.basic_auth_user and password else None,
@@ -115,25 +156,6 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
         sigv4_region=args.sigv4_region,
         timeout=_duration(args.timeout, "--timeout"),
     )
-    history = PrometheusHistory(access)
-    names = history.metric_names(start, end)
-    results = []
-    for rules, routing in ((ours, given or default_routing), *(((theirs, given or {"route": {"group_by": ["alertname"]}}),) if theirs else ())):
-        try:
-            histories = backtest(rules, history.query_range, start, end, _progress(rules.path))
-        except BacktestError as err:
-            print(f"elasticache-exporter: backtest: {err}", file=sys.stderr)
-            return 1
-        if names is not None:
-            mark_missing(histories, names.__contains__)
-        results.append(summary(outcome(rules, histories, routing, start, end)))
-    if args.format == "json":
-        print(json.dumps({"rule_sets": results, "requests": history.requests}, indent=2, sort_keys=True))
-    elif args.format == "html":
-        print(html_report(results))
-    else:
-        print(text_report(results))
-    return 0
 
 
 def _progress(what: str) -> Any:
