@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,6 +50,7 @@ class PrometheusHistory:
         self._base, self._query, user, self.shown = _parts(access.url)
         self._basic_auth = access.basic_auth or user
         self.requests = 0
+        self._lock = threading.Lock()  # the backtest's queries come from a few threads
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> tuple[list[Series], list[str]]:
         """The expression's series over [start, end] every ``step``, and the answer's warnings (partial data)."""
@@ -92,7 +94,8 @@ class PrometheusHistory:
         if self.access.sigv4_service:
             headers = self._signed(method, url, body)
         request = urllib.request.Request(url, data=body, headers=headers, method=method)  # noqa: S310 - the URL the user gave
-        self.requests += 1
+        with self._lock:
+            self.requests += 1
         try:
             with urllib.request.urlopen(request, timeout=self.access.timeout, context=self._context) as answer:  # noqa: S310
                 reply: dict[str, Any] = json.loads(answer.read())

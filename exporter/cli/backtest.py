@@ -35,7 +35,8 @@ def add_arguments(command: str, parser: argparse.ArgumentParser) -> None:
         "--sigv4", choices=("aps", "monitoring"), help="sign with SigV4: aps (Amazon Managed Service for Prometheus) or monitoring (CloudWatch)"
     )
     parser.add_argument("--sigv4-region", metavar="REGION")
-    parser.add_argument("--timeout", default="2m", metavar="DURATION", help="per request (default 2m)")  # fmt: skip
+    parser.add_argument("--timeout", default="2m", metavar="DURATION", help="per request (default 2m)")
+    parser.add_argument("--parallel", type=int, default=4, metavar="N", help="queries asked at once (default 4)")  # fmt: skip
 
 
 def _time(text: str, flag: str) -> float:
@@ -110,7 +111,7 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
     results = []
     cache: dict = {}  # an expression both rule sets hold is asked once
     for rules, routing in ((ours, given or default_routing), *(((theirs, given or {"route": {"group_by": ["alertname"]}}),) if theirs else ())):
-        histories = backtest(rules, history.query_range, start, end, _progress(rules.path), cache)
+        histories = backtest(rules, history.query_range, start, end, _progress(rules.path), cache, max(1, args.parallel))
         if names is not None:
             mark_missing(histories, names.__contains__)
         try:
