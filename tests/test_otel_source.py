@@ -184,6 +184,14 @@ def _monitor(promql: str, endpoint: str, wall: _Clock, monotonic: _Clock) -> Aws
     return monitor
 
 
+def _fleet(store: Store, endpoint: str, wall: _Clock, monotonic: _Clock) -> tuple[AwsMonitor, AwsMonitor]:
+    """In moto: the two Valkey nodes and the Redis OSS one with the store's minutes; a monitor reading the PromQL API at
+    ``endpoint`` where it serves, and one reading GetMetricData alone."""
+    _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+    _put(store)
+    return _monitor("auto", endpoint, wall, monotonic), _monitor("off", endpoint, wall, monotonic)
+
+
 def _create(engine_of: dict[str, str]) -> None:
     elasticache = boto3.client("elasticache", region_name=REGION)
     for node, engine in engine_of.items():
@@ -225,9 +233,7 @@ def test_the_promql_api_serves_a_valkey_node_what_getmetricdata_does_value_by_va
     wall, monotonic = _clocks(store)
     asked_before = len(front.queries)
     with mock_aws():
-        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(store)
-        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        through_api, alone = _fleet(store, front.url, wall, monotonic)
         served = _polls([through_api, alone], wall, monotonic, 5)
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
@@ -266,9 +272,7 @@ def test_a_query_past_the_limits_or_cut_leaves_its_minutes_to_getmetricdata_and_
     front = store.front
     wall, monotonic = _clocks(store)
     with mock_aws():
-        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(store)
-        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        through_api, alone = _fleet(store, front.url, wall, monotonic)
         caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
 
         def refuse(poll: int) -> None:
@@ -293,11 +297,8 @@ def test_a_region_without_the_api_is_polled_with_getmetricdata_and_said_once(sto
 
     wall, monotonic = _clocks(store)
     with mock_aws():
-        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(store)
         caplog.set_level(logging.WARNING, logger="exporter.aws.otel_poll")
-        nowhere = f"http://127.0.0.1:{free_port()}"
-        through_api, alone = _monitor("auto", nowhere, wall, monotonic), _monitor("off", nowhere, wall, monotonic)
+        through_api, alone = _fleet(store, f"http://127.0.0.1:{free_port()}", wall, monotonic)
         served = _polls([through_api, alone], wall, monotonic, 3)
     for ours, theirs in zip(*served, strict=True):
         _same(ours, theirs)
@@ -313,9 +314,7 @@ def test_a_node_upgraded_from_redis_oss_to_valkey_mid_run_loses_no_minute_and_co
     front = store.front
     wall, monotonic = _clocks(store)
     with mock_aws():
-        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(store)
-        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        through_api, alone = _fleet(store, front.url, wall, monotonic)
 
         def upgrade(poll: int) -> None:
             if poll == 2:
@@ -372,9 +371,7 @@ def test_a_detection_refused_keeps_the_nodes_found_before_on_the_api(store, aws_
     front = store.front
     wall, monotonic = _clocks(store)
     with mock_aws():
-        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
-        _put(store)
-        through_api, alone = _monitor("auto", front.url, wall, monotonic), _monitor("off", front.url, wall, monotonic)
+        through_api, alone = _fleet(store, front.url, wall, monotonic)
         asked: list[int] = []
 
         def refuse_detection(poll: int) -> None:

@@ -4,36 +4,20 @@ and each notification attributed to the incident whose node or shard it names.""
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from exporter.alerts.notify import inhibited
+
 from .capture import EXPORTER
 from .plan import CLASSES, Incident, Plan
-from .replay import Firing, unquoted
+from .replay import Firing
 
 ALERTMANAGER = Path(__file__).resolve().parents[2] / "rules" / "alertmanager" / "elasticache-exporter.alertmanager.yml"
 GRACE = 30  # minutes after an incident's end in which a notification is still its own (a recovery's echo counts)
 Alert = dict[str, str]
-
-
-def _matcher(text: str) -> Callable[[Alert], bool]:
-    parsed = re.fullmatch(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*', text)
-    if parsed is None:
-        raise ValueError(f"not an Alertmanager matcher: {text}")
-    name, op, value = parsed.group(1), parsed.group(2), unquoted(parsed.group(3))
-    if op in ("=~", "!~"):
-        pattern = re.compile(f"^(?:{value})$")
-        return lambda a: bool(pattern.match(a.get(name, ""))) == (op == "=~")
-    return lambda a: (a.get(name, "") == value) == (op == "=")
-
-
-def _all(matchers: list[str]) -> Callable[[Alert], bool]:
-    tests = [_matcher(m) for m in matchers]
-    return lambda alert: all(test(alert) for test in tests)
 
 
 def _config(config: dict[str, Any] | None) -> dict[str, Any]:
@@ -41,23 +25,10 @@ def _config(config: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def notified(firing: Firing, config: dict[str, Any] | None = None) -> Firing:
-    """The alerts left at each minute after the inhibit rules, as Alertmanager applies them: a firing source silences a
-    target whose ``equal`` labels are the same (a missing label is the empty one), never itself."""
-    rules = [(_all(r["source_matchers"]), _all(r["target_matchers"]), r.get("equal", [])) for r in _config(config)["inhibit_rules"]]
-
-    def silenced(alert: Alert, alerts: list[Alert]) -> bool:
-        for source, target, equal in rules:
-            if not target(alert):
-                continue
-            two_sided = source(alert)  # then, as Alertmanager does, only sources that are no targets of the rule count
-            for other in alerts:
-                if other is alert or not source(other) or (two_sided and target(other)):
-                    continue
-                if all(other.get(k, "") == alert.get(k, "") for k in equal):
-                    return True
-        return False
-
-    return {minute: [alert for alert in alerts if not silenced(alert, alerts)] for minute, alerts in firing.items()}
+    """The alerts left at each minute after the inhibit rules, as Alertmanager applies them (the backtest's model,
+    ``exporter.alerts.notify.inhibited``, which a real Alertmanager checks at the busiest minute)."""
+    leave = inhibited(_config(config))
+    return {minute: leave(alerts) for minute, alerts in firing.items()}
 
 
 @dataclasses.dataclass(frozen=True)
