@@ -365,6 +365,26 @@ def test_cost_prices_each_source_and_a_running_poller_serves_the_same_bill(store
     assert f"Polling alone: USD {float(polling.group(1)):.4f} a node" in printed
 
 
+def test_costs_probe_at_any_second_finds_the_series_a_poll_finds(store, aws_credentials):
+    """`cost` asks which series each node has at one moment, a poll over its minutes: at every 10 s of three minutes
+    around the jittered node's skipped minute (its gauges stamped 20 to 40 s in, so a minute's window can hold none of
+    them), the probe prices what a poll then finds."""
+    front = store.front
+    with mock_aws():
+        _create({**dict.fromkeys(VALKEY, "valkey"), REDIS: "redis"})
+        _put(store)
+        wall, monotonic = _clocks(store)
+        poller = _monitor("auto", front.url, wall, monotonic)
+        poller.poll_once()
+        polled = poller.budget_plan.usd_per_month
+        bills = {}
+        for at in range(int(store.first) + (GAP + 1) * 60, int(store.first) + (GAP + 4) * 60, 10):
+            prober = _monitor("auto", front.url, _Clock(at), _Clock(1000.0))
+            prober.detect_otel(probe=True)
+            bills[at - int(store.first)] = prober.budget_plan.usd_per_month
+    assert {second: bill for second, bill in bills.items() if bill != pytest.approx(polled)} == {}
+
+
 def test_a_detection_refused_keeps_the_nodes_found_before_on_the_api(store, aws_credentials):
     """The detection of the second poll is refused (422): the nodes found at the first stay on the PromQL API, whose
     range queries of that poll answer; nothing differs from GetMetricData's minutes."""

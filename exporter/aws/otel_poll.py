@@ -25,6 +25,7 @@ from .cloudwatch import Query
 from .discovery import NodeKey
 from .otel_metrics import MINUTE, NODE_LABEL, POLLED, as_results, emits_otel, samples_per_minute, with_nodes
 from .promql_api import IDS_PER_QUERY, PromQLApi, PromQLError, otel_nodes
+from .schedule import ASKED_AGAIN_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +189,9 @@ class OtelSource:
         return fetched
 
     def probe(self, place: Any, region: str, nodes: list[Any], at: float) -> None:
-        """Which of ``nodes`` (emitting) have the series of each metric-statistic the API would serve, asked at ``at`` (an
-        instant query an expression): those without are marked lacking, as a poll would find them (``cost``'s bill)."""
+        """Which of ``nodes`` (emitting) have the series of each metric-statistic the API would serve, asked over the
+        minutes a poll asks again up to ``at`` (a range query an expression; an instant one would miss a gauge whose
+        minute was stamped late): those without are marked lacking, as a poll would find them (``cost``'s bill)."""
         emitting = self.emitting(place)
         mine = [node for node in nodes if node.cluster_id in emitting]
         if not mine:
@@ -201,13 +203,15 @@ class OtelSource:
         marked = dict(self._lacking)
         for template, keys in keys_of.items():
             try:
+                expression = with_nodes(template, {n.cluster_id for n in mine})
                 found = {
-                    sample.labels.get(NODE_LABEL, "")
-                    for sample in self._promql(place).query(region, with_nodes(template, {n.cluster_id for n in mine}), at)
+                    labels.get(NODE_LABEL, "")
+                    for labels, points in self._promql(place).query_range(region, expression, at - ASKED_AGAIN_SECONDS + MINUTE, at, MINUTE)
+                    if points
                 }
             except PromQLError:
                 return  # the detection said why, if the API cannot be asked
-            self._count_samples(len(mine) * samples_per_minute(*keys[0]))
+            self._count_samples(len(mine) * round(ASKED_AGAIN_SECONDS / MINUTE) * samples_per_minute(*keys[0]))
             marked.update(((node.key, *key), now) for node in mine if node.cluster_id not in found for key in keys)
         self._lacking = marked
 
