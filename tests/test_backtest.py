@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import pytest
@@ -226,9 +227,13 @@ def test_the_backtest_fires_every_alert_on_the_minutes_promtool_does(history, tm
     from exporter.cli.backtest import _default_rules
 
     rules.write_text(_default_rules()[0])
-    expected = firing_alerts(series, MINUTES, START, tmp_path, rules)
+    # the backtest evaluates from the longest for and keep_firing_for before its start: promtool too, over no data
+    loaded = load_rules("rules", rules.read_text(), 60.0).alerts
+    warm = math.ceil(max(rule.hold + rule.keep_firing for rule in loaded) / 60)
+    padded = {key: [None] * warm + values for key, values in series.items()}
+    expected = firing_alerts(padded, warm + MINUTES, START - 60 * warm, tmp_path, rules)
     got = _firing_by_minute(rules.read_text(), url, end)
-    wanted = {(m, tuple(sorted(a.items()))) for m, alerts in expected.items() for a in alerts}
+    wanted = {(m - warm, tuple(sorted(a.items()))) for m, alerts in expected.items() for a in alerts if m >= warm}
     assert got == wanted, (sorted(got - wanted)[:5], sorted(wanted - got)[:5])
     names = {alert for _, labels in wanted for key, alert in labels if key == "alertname"}
     assert {"RedisDown", "RedisMasterLinkDown", "RedisOutOfConfiguredMaxmemory"} <= names, names
@@ -237,12 +242,26 @@ def test_the_backtest_fires_every_alert_on_the_minutes_promtool_does(history, tm
     assert "ElastiCacheNetworkOutAtBaseline" in ours["not_evaluable"]  # no elasticache_* series in a redis_exporter history
 
 
-def _firing_by_minute(rules_text: str, url: str, end: float) -> set[tuple[int, tuple[tuple[str, str], ...]]]:
+def _firing_by_minute(rules_text: str, url: str, end: float, start: float = START) -> set[tuple[int, tuple[tuple[str, str], ...]]]:
     from exporter.alerts.backtest import backtest
     from exporter.alerts.history import Access, PrometheusHistory
 
-    histories = backtest(load_rules("rules", rules_text, 60.0), PrometheusHistory(Access(url)).query_range, START, end)
+    histories = backtest(load_rules("rules", rules_text, 60.0), PrometheusHistory(Access(url)).query_range, start, end)
     return {(int((at - START) // 60), labels) for h in histories for labels, times in h.firing.items() for at in times}
+
+
+def test_a_range_that_starts_mid_incident_fires_from_its_start_as_the_whole_history_does(history):
+    """The range starts 30 minutes into a node's 70-minute outage and 10 minutes before a replica's link goes down: each
+    alert firing then fires from the range's first minute (its ``for`` passed before), as over the whole history."""
+    from exporter.cli.backtest import _default_rules
+
+    _, url = history
+    end = START + 60 * (MINUTES - 1)
+    rules = _default_rules()[0]
+    whole = _firing_by_minute(rules, url, end)
+    late = _firing_by_minute(rules, url, end, start=START + 90 * 60)
+    assert late == {(minute, labels) for minute, labels in whole if minute >= 90}
+    assert any(minute == 90 and ("alertname", "RedisDown") in labels for minute, labels in late), sorted(late)[:5]
 
 
 def test_compare_reports_the_community_rules_beside_ours(history, capsys):
@@ -420,3 +439,6 @@ def test_the_html_report_plots_pages_a_day_beside_the_alerts_table(history, caps
     assert parsed.seen.count("rect") >= 2
     assert any(": 1 pages" in title or ": 2 pages" in title or ": 3 pages" in title for title in parsed.titles), parsed.titles
     assert "RedisDown" in page
+    down = page[page.index("<td>RedisDown</td>") :].split("</tr>", 1)[0]  # its row: a bar a day, the page on its day
+    day = time.strftime("%Y-%m-%d", time.gmtime(START + 60 * 60))
+    assert re.search(rf"<title>{day}: [12] notifications, 1 pages, 0 warnings</title>", down), down

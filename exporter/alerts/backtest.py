@@ -242,18 +242,21 @@ def backtest(
 ) -> list[AlertHistory]:
     """Every alert of ``rules`` evaluated from ``start`` to ``end`` at its group's interval, ``parallel`` at once; each
     distinct expression asked once a chunk (``cache``: shared with another rule set's run). An alert whose queries fail
-    is marked with the error, and the others go on."""
+    is marked with the error, and the others go on. The evaluations begin the longest ``for`` and ``keep_firing_for``
+    before ``start`` (one warm-up for all, so the chunks of one expression stay one), so that an alert already firing
+    then fires at ``start``, as a Prometheus that restored its alerts' state would have it; none before counts."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     cache = {} if cache is None else cache
     total = len(rules.alerts)
+    warm_up = max((rule.hold + rule.keep_firing for rule in rules.alerts), default=0.0)
 
     def one(rule: AlertRule) -> AlertHistory:
         if AT_RANGE_ENDS.search(rule.expr):
             # in a range query @ start() and @ end() are the range's; in a rule's evaluation, the evaluation's time
             return AlertHistory(rule, evaluable=False, error="uses @ start() or @ end(), which a range query reads otherwise")
         try:
-            return _backtest_one(rule, query, start, end, cache)
+            return _backtest_one(rule, query, start - warm_up, start, end, cache)
         except BacktestError as err:
             return AlertHistory(rule, evaluable=False, error=str(err))
 
@@ -297,9 +300,10 @@ def _expanded(template: str, labels: dict[str, str]) -> str:
     return TEMPLATE.sub(lambda found: labels.get(found.group(1) or found.group(2), ""), template)
 
 
-def _backtest_one(rule: AlertRule, query: Query, start: float, end: float, cache: Cache) -> AlertHistory:
+def _backtest_one(rule: AlertRule, query: Query, warm: float, start: float, end: float, cache: Cache) -> AlertHistory:
+    """One alert evaluated from ``warm`` to ``end``; its firing from ``start`` on."""
     step = rule.interval
-    first = start - start % step if start % step else start
+    first = warm - warm % step if warm % step else warm
     steps: list[float] = []
     present: dict[float, set[Labels]] = {}
     warnings: list[str] = []
@@ -322,7 +326,8 @@ def _backtest_one(rule: AlertRule, query: Query, start: float, end: float, cache
             labelled = tuple(sorted(merged.items()))
             for at, _ in points:
                 present.setdefault(round(at, 3), set()).add(labelled)
-    return AlertHistory(rule, evaluate(rule, steps, present), warnings=tuple(dict.fromkeys(warnings)), notes=tuple(notes))
+    fired = {labels: kept for labels, times in evaluate(rule, steps, present).items() if (kept := [at for at in times if at >= start])}
+    return AlertHistory(rule, fired, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(notes))
 
 
 def mark_missing(histories: list[AlertHistory], known: Callable[[str], bool]) -> None:
@@ -395,6 +400,7 @@ def summary(result: Outcome) -> dict[str, Any]:
             "notifications": 0,
             "pages": 0,
             "warnings_sent": 0,
+            "per_day": {},
         }
     keys_by_rule = {(h.rule.name, dict(h.rule.labels).get("severity", "")): key for h, key in zip(result.histories, keys, strict=True)}
     per_node: dict[str, int] = {}
@@ -402,16 +408,20 @@ def summary(result: Outcome) -> dict[str, Any]:
     for note in result.sent:
         if note.kind == "resolved":
             continue
+        stamp = _day(note.at, day)
         names = {_key_of(dict(alert), keys_by_rule) for alert in note.alerts}
         for name in names:
-            entry = per_alert.setdefault(name, {"notifications": 0, "pages": 0, "warnings_sent": 0})
+            entry = per_alert.setdefault(name, {"notifications": 0, "pages": 0, "warnings_sent": 0, "per_day": {}})
             entry["notifications"] += 1
+            daily = entry["per_day"].setdefault(stamp, {"pages": 0, "warnings": 0, "notifications": 0})
+            daily["notifications"] += 1
             if note.kind == "first":
                 entry["pages" if note.severity == "critical" else "warnings_sent"] += note.severity in ("critical", "warning")
+                if note.severity in ("critical", "warning"):
+                    daily["pages" if note.severity == "critical" else "warnings"] += 1
         for alert in note.alerts:
             node = dict(alert).get("instance") or dict(alert).get("dimension_CacheClusterId") or "(no node)"
             per_node[node] = per_node.get(node, 0) + 1
-        stamp = _day(note.at, day)
         counts = per_day.setdefault(stamp, {"pages": 0, "warnings": 0, "notifications": 0})
         counts["notifications"] += 1
         if note.kind == "first" and note.severity == "critical":

@@ -1,4 +1,5 @@
-"""The backtest's reports (pure): the terminal's text and an HTML page with a plot of pages and warnings a day."""
+"""The backtest's reports (pure): the terminal's text and an HTML page with plots of pages and warnings a day, per rule
+set and per alert."""
 
 from __future__ import annotations
 
@@ -100,8 +101,25 @@ def _chart(result: Mapping[str, Any], days: list[str], top: float) -> str:
     return f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{height + 30}">{axis}{"".join(bars)}</svg>'
 
 
+def _spark(entry: Mapping[str, Any], days: list[str]) -> str:
+    """One alert's notifications a day as small bars (red where a page was among them, amber a warning), to its own
+    highest day."""
+    per_day = entry.get("per_day", {})
+    top = max([1] + [counts["notifications"] for counts in per_day.values()])
+    width, height = 8, 24
+    bars = []
+    for index, day in enumerate(days):
+        counts = per_day.get(day, {"pages": 0, "warnings": 0, "notifications": 0})
+        colour = "#c0392b" if counts["pages"] else "#e0a020" if counts["warnings"] else "#7f8c8d"
+        title = f"{day}: {counts['notifications']} notifications, {counts['pages']} pages, {counts['warnings']} warnings"
+        bars.append(_bar(index * (width + 2), counts["notifications"] / top * height, height, width, colour, title))
+    total = len(days) * (width + 2)
+    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{height + 12}">{"".join(bars)}</svg> {top}'
+
+
 def html_report(results: Sequence[Mapping[str, Any]]) -> str:
-    """One page: the totals side by side, each rule set's pages and warnings a day as bars, its alerts as a table."""
+    """One page: the totals side by side, each rule set's pages and warnings a day as bars, its alerts as a table with
+    each alert's notifications a day."""
     days = _days(results)
     top = max([1] + [max(c["pages"], c["warnings"]) for r in results for c in r["per_day"].values()])
     first = results[0]
@@ -118,7 +136,7 @@ def html_report(results: Sequence[Mapping[str, Any]]) -> str:
     parts.append("</table>")
     for result in results:
         parts.append(f"<h2>{html.escape(str(result['rules']))}</h2><p>Pages (red) and warnings (amber) a day</p>{_chart(result, days, top)}")
-        heads = ("alert", "severity", "firings", "pages", "warnings", "notifications", "longest (min)", "flapping")
+        heads = ("alert", "severity", "firings", "pages", "warnings", "notifications", "longest (min)", "flapping", "notifications a day (max)")
         parts.append("<table><tr>" + "".join(f"<th>{head}</th>" for head in heads) + "</tr>")
         alerts = result["alerts"]
         for name in sorted(alerts, key=lambda n: (-alerts[n].get("notifications", 0), n)):
@@ -136,7 +154,7 @@ def html_report(results: Sequence[Mapping[str, Any]]) -> str:
             parts.append(
                 f"<tr><td>{html.escape(name)}</td><td>{html.escape(str(entry.get('severity', '')))}</td>"
                 + "".join(f"<td>{c}</td>" for c in row)
-                + "</tr>"
+                + f"<td>{_spark(entry, days)}</td></tr>"
             )
         parts.append("</table>")
         if result["not_evaluable"]:
