@@ -189,6 +189,7 @@ def start_backfilled_prometheus(directory: Path, openmetrics: str | Path) -> Pro
     subprocess.run(backfill, check=True, capture_output=True, timeout=1800)
     rules = directory / "none.rules.yml"
     rules.write_text("groups: []\n")
-    prometheus = start_prometheus(directory, rules, [], data=data)
+    # a history of minutes, read as a Prometheus that evaluates its rules every minute reads it (a subquery's step)
+    prometheus = start_prometheus(directory, rules, [], data=data, evaluation_interval="1m")
     wait_ready(prometheus.process, prometheus.port, "Prometheus over the backfilled OpenTelemetry series")
     return prometheus

@@ -313,15 +313,21 @@ class PrometheusProcess:
 
 
 def start_prometheus(
-    directory: Path, rules: Path, scrape_configs: list[dict], alertmanager_port: int | None = None, data: Path | None = None
+    directory: Path,
+    rules: Path,
+    scrape_configs: list[dict],
+    alertmanager_port: int | None = None,
+    data: Path | None = None,
+    evaluation_interval: str = "1s",
 ) -> PrometheusProcess:
-    """A real Prometheus on loopback scraping every second and evaluating ``rules`` every second; its alerts go to the
-    Alertmanager on ``alertmanager_port``, if given; ``data``: a TSDB directory it starts from (backfilled blocks)."""
+    """A real Prometheus on loopback scraping every second and evaluating ``rules`` every ``evaluation_interval`` (also
+    the step of a subquery that names none); its alerts go to the Alertmanager on ``alertmanager_port``, if given;
+    ``data``: a TSDB directory it starts from (backfilled blocks)."""
     import yaml
 
     config = directory / "prometheus.yml"
     document: dict = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+        "global": {"scrape_interval": "1s", "evaluation_interval": evaluation_interval, "scrape_timeout": "900ms"},
         "rule_files": [str(rules)],
         "scrape_configs": scrape_configs,
     }
