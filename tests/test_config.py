@@ -557,3 +557,23 @@ def test_a_default_is_declared_once_and_read_from_its_record():
     assert CLIENTS.default(CLIENTS.setting("top")) == ClientsConfig().top
     concurrency = next(flag for flag in serve_flags() if flag.name == "scrape.concurrency")
     assert "(default 16)" in concurrency.help
+
+
+@pytest.mark.unit
+def test_a_targets_default_timeout_is_its_share_of_the_scrape():
+    """A target's scrape gets scrape.target_timeout (2 s) of the scrape's scrape.timeout (5 s): never more than the
+    scrape, and a target's own timeout wins, for configured, discovered and /scrape targets alike."""
+
+    def timeouts(scrape: dict) -> tuple[float, float, float]:
+        raw = {"targets": [{"addr": "a"}, {"addr": "b", "timeout": "4s"}], "scrape": scrape, "aws": {"regions": ["eu-west-1"]}}
+        raw["scrape"] = {**scrape, "allow": [{"hosts": ["10.0.0.0/8"]}]}
+        config = build_config(raw, environ={})
+        first, second = config.targets
+        assert config.allow[0].credentials.timeout == first.credentials.timeout
+        assert config.discovered_credentials.timeout == first.credentials.timeout
+        return first.credentials.timeout, second.credentials.timeout, config.scrape_timeout
+
+    assert timeouts({}) == (2, 4, 5)
+    assert timeouts({"timeout": "1s"}) == (1, 4, 1)  # a target's own timeout is still capped by the scrape's deadline
+    assert timeouts({"target_timeout": "500ms"}) == (0.5, 4, 5)
+    assert timeouts({"target_timeout": "30s", "timeout": "10s"}) == (10, 4, 10)

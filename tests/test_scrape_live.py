@@ -232,6 +232,26 @@ def test_down_hung_and_healthy_targets_in_one_scrape(plain_redis, fresh_redis, a
         time.sleep(0.1)
 
 
+def test_a_hung_target_costs_a_fleets_metrics_its_share_not_the_scrape_timeout(plain_redis, fresh_redis, app_for):
+    """With the defaults (a scrape of 5 s, a target's share 2 s), a node that accepts and never answers is served as
+    timed out after its share, three scrapes in a row, and the healthy node is in each of those pages."""
+    app = app_for({"targets": [{"name": "healthy", "addr": plain_redis.addr}, {"name": "hung", "addr": fresh_redis.addr}]})
+    assert sample(call(app, "/metrics").samples(), "redis_up", instance="hung") == 1
+    fresh_redis.pause()
+    took = []
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            samples = call(app, "/metrics").samples()
+            took.append(time.monotonic() - started)
+            assert sample(samples, "redis_up", instance="healthy") == 1
+            assert sample(samples, "redis_up", instance="hung") == 0
+            assert sample(samples, "elasticache_exporter_target_last_error", instance="hung", kind="timeout") == 1
+    finally:
+        fresh_redis.resume()
+    assert all(1.9 <= seconds < 3.5 for seconds in took), took
+
+
 def test_prometheus_scrape_timeout_header_bounds_the_scrape(fresh_redis, app_for):
     app = app_for({"redis": {"addr": fresh_redis.addr, "timeout": "10s"}})
     call(app, "/metrics")

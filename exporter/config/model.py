@@ -10,7 +10,7 @@ from exporter.redis.clients import ClientsConfig
 from exporter.redis.keys import KeyProbes
 from exporter.redis.keyspace import KeyspaceConfig
 from exporter.redis.resp import DEFAULT_MAX_REPLY_BYTES
-from exporter.redis.settings import DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
+from exporter.redis.settings import DEFAULT_TARGET_TIMEOUT, DEFAULT_TIMEOUT, AllowRule, Credentials, HeartbeatConfig, TargetConfig
 from exporter.redis.slot_stats import SlotStatsConfig
 
 DEFAULT_LISTEN_ADDRESS = ":9769"
@@ -25,6 +25,7 @@ class Config:
     log_level: str = "info"
     log_format: str = "text"
     scrape_timeout: float = DEFAULT_TIMEOUT
+    scrape_target_timeout: float = DEFAULT_TARGET_TIMEOUT  # a target's default, at most scrape_timeout
     scrape_concurrency: int = 16
     shard: Shard | None = None  # this process scrapes only the targets of its shard on /metrics
     # with shard INDEX/auto: the StatefulSet whose replicas are the count, how often they are read, with which token

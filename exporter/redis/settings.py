@@ -8,7 +8,9 @@ from exporter.common.secrets import Secret
 from .addresses import Endpoint, HostPattern
 from .keys import KeyProbes
 
-DEFAULT_TIMEOUT = 5.0
+DEFAULT_TIMEOUT = 5.0  # a scrape's: one /metrics or /scrape
+# one target's share of it: a node that takes longer is reported timed out, and the others are served without waiting
+DEFAULT_TARGET_TIMEOUT = 2.0
 
 
 @record(frozen=True)
@@ -25,7 +27,7 @@ class Credentials:
     username: str | None = None
     password: Secret | None = None
     tls: TlsOptions = field(factory=TlsOptions)
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TARGET_TIMEOUT
     max_connection_age: float | None = None  # renew a connection this old before using it (IAM: the server cuts at 12 h)
 
 
