@@ -118,6 +118,42 @@ def test_one_endpoint_finds_every_node_and_follows_a_failover(engine):
             node.stop()
 
 
+def test_discovery_tells_the_roles_the_last_scrape_saw_not_the_last_refresh():
+    """The cluster's nodes are read again every 10 minutes only: after a failover, and after a primary is killed, the
+    next /metrics serves the new roles, and /discovery tells the same at once (a down node with no role, as /metrics)."""
+    engine = "redis-8.2"
+    if ENGINES.get(engine) is None:
+        missing(engine)
+    nodes = start_cluster(engine, node_timeout_ms=3000)
+    app = make_app({"targets": [{"name": "orders", "addr": nodes[0].addr, "discover": "cluster"}], "cluster": {"refresh": "10m"}})
+    try:
+        names = {f"127.0.0.1:{node.port}": node for node in nodes}
+        wait_until(lambda: set(_discovered(app)) == set(names), timeout=30, what="six nodes found")
+
+        def same_roles() -> bool:
+            samples = call(app, "/metrics").samples()
+            scraped = {dict(labels)["instance"]: dict(labels)["role"] for name, labels in samples if name == "redis_instance_info"}
+            down = {name for name in names if sample(samples, "redis_up", instance=name) == 0}
+            told = {name: labels["__meta_elasticache_role"] for name, labels in _discovered(app).items()}
+            wanted = {name: "" if name in down else {"master": "primary", "slave": "replica"}[scraped[name]] for name in names}
+            return told == wanted
+
+        wait_until(lambda: same_roles() and sorted(n.info()["role"] for n in nodes) == ["master"] * 3 + ["slave"] * 3, timeout=30)
+        replica = next(node for node in nodes if node.info()["role"] == "slave")
+        fail_over(replica)
+        wait_until(lambda: replica.info()["role"] == "master", timeout=30, what="the failover")
+        assert same_roles()
+        assert _discovered(app)[f"127.0.0.1:{replica.port}"]["__meta_elasticache_role"] == "primary"
+        killed = next(node for node in nodes if node is not replica and node.info()["role"] == "master")
+        killed.stop()
+        assert same_roles()
+        assert _discovered(app)[f"127.0.0.1:{killed.port}"]["__meta_elasticache_role"] == ""
+    finally:
+        app.close()
+        for node in nodes:
+            node.stop()
+
+
 @pytest.mark.unit
 def test_a_node_that_leaves_is_dropped_with_its_connection_and_the_flag_sets_discovery():
     from exporter.cli.config_flags import load_config

@@ -364,16 +364,29 @@ def _as_configs(targets: list[Target]) -> list[Any]:
     return [TargetConfig(t.name, t.node.endpoint, t.node.credentials, t.node_type, t.replication_group, t.shard) for t in targets]
 
 
+def _scraped_role(target: Target, listed: str) -> str:
+    """A target's role as /metrics serves it, where its last scrape is newer than the last change the cluster or discovery
+    told (``listed``, which lag a failover by their refresh): "primary" or "replica" from INFO, "" while it is down."""
+    with target.lock:
+        state = target.state
+        scraped, up, role, at = state.scraped, state.up, state.role, state.scraped_at
+    if not scraped or at < target.role_listed_at:
+        return listed
+    if not up:
+        return ""
+    return {"master": "primary", "slave": "replica"}.get(role, listed)
+
+
 def _discovery_labels(target: Target) -> dict[str, str]:
     """A listed target's ``__meta_elasticache_`` labels: a discovered node's as AWS knows it, a cluster member's as its
-    cluster says."""
+    cluster says, but its role as its last scrape saw it."""
     node = target.aws_node
     if node is None:
         return {
             "__meta_elasticache_node": target.name,
             "__meta_elasticache_replication_group": target.replication_group,
             "__meta_elasticache_shard": target.shard,
-            "__meta_elasticache_role": target.member_role,
+            "__meta_elasticache_role": _scraped_role(target, target.member_role),
             "__meta_elasticache_node_type": target.node_type,
         }
     return {
@@ -383,7 +396,7 @@ def _discovery_labels(target: Target) -> dict[str, str]:
         "__meta_elasticache_cluster": node.cluster_id,
         "__meta_elasticache_replication_group": node.replication_group,
         "__meta_elasticache_shard": node.shard,
-        "__meta_elasticache_role": node.role,
+        "__meta_elasticache_role": _scraped_role(target, node.role),
         "__meta_elasticache_node_type": node.node_type,
         "__meta_elasticache_engine": node.engine,
         "__meta_elasticache_engine_version": node.engine_version,

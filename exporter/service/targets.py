@@ -81,6 +81,7 @@ class TargetState:
     shard: tuple[str, str, str] | None = None  # the shard it last answered in: served while it is down
     version: str = ""
     scraped: bool = False
+    scraped_at: float = 0.0  # monotonic: when its last scrape ended, in success or failure
 
 
 @record
@@ -104,6 +105,7 @@ class Target:
     seed: str = ""  # a cluster member: the name of the configured endpoint it was found from
     member_role: str = ""  # a cluster member: "primary" or "replica", as the cluster last said
     aws_node: Node | None = None  # a discovered node: what discovery knows of it
+    role_listed_at: float = 0.0  # monotonic: when the cluster or discovery last told a new role (the last scrape's, if newer, wins)
 
     def __post_init__(self) -> None:
         self.rendering = TargetRendering(self.name, self.replay)
@@ -352,6 +354,8 @@ class TargetSet:
                     self._remove(target)
                     changed = True
                 else:
+                    if node.role != target.aws_node.role:
+                        target.role_listed_at = time.monotonic()
                     target.aws_node = node  # its other facts (role, engine version, ...) as discovery now says
             for name, node in wanted.items():
                 if name in self._targets:
@@ -383,6 +387,8 @@ class TargetSet:
                     changed = True
                 elif member.answering:
                     target.shard = member.shard  # a resharding renames its shard; a replica moved to another shard moves
+                    if member.role != target.member_role:
+                        target.role_listed_at = time.monotonic()
                     target.member_role = member.role
             for name, member in wanted.items():
                 if name in self._targets:

@@ -225,6 +225,7 @@ def _record_state(
     with target.lock:
         failed_before = state.scraped and not state.up
         state.scraped = True
+        state.scraped_at = time.monotonic()
         if isinstance(outcome, ScrapeResult):
             info = outcome.parsed
             if failed_before:  # the other side of the failure's line: said once, when it ends
