@@ -11,7 +11,7 @@ import subprocess
 import yaml
 from servers import start_exporter, start_prometheus, start_redis, wait_until
 from test_e2e_scrape_examples import active_targets, query
-from test_helm import CHART, objects
+from test_helm import CHART, OPERATOR_V1, objects
 from tools import helm
 
 LATENCY = "redis_commands_latencies_usec"
@@ -30,7 +30,7 @@ RELABEL_FIELDS = {
 
 def rendered(release: str, *values: str) -> dict[str, list[dict]]:
     done = subprocess.run(
-        [helm(), "template", release, str(CHART), "--namespace", "monitoring", *values],
+        [helm(), "template", release, str(CHART), "--namespace", "monitoring", *OPERATOR_V1, *values],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,6 +1,8 @@
 """The Helm chart, with the real helm and checkov: it lints and renders with each value set of its ci/ directory, every
 rendered object fits the others (selectors, ports, names, mounts), the exporter accepts the configuration and
-arguments it is given and starts with them and its files as the pod mounts them, checkov finds nothing to fail in the
+arguments it is given and starts with them and its files as the pod mounts them, the Prometheus Operator's objects
+follow the cluster's API (helm install against a fake API server's discovery, and its notes), values.schema.json
+types every value as the exporter reads it and refuses wrong ones by name, checkov finds nothing to fail in the
 chart's output, the Dockerfile or the CloudFormation template, and the plain manifests of deploy/kubernetes are the
 chart's output."""
 
@@ -13,7 +15,9 @@ import re
 import ssl
 import subprocess
 import sys
+import threading
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,23 +29,32 @@ from exporter.cli.main import build_parser
 ROOT = Path(__file__).parent.parent
 CHART = ROOT / "deploy" / "helm" / "elasticache-exporter"
 VALUE_SETS = sorted(path.name for path in (CHART / "ci").glob("*-values.yaml"))
+SCHEMA = CHART / "values.schema.json"
+# helm template asks no cluster: these say the Prometheus Operator's API is served, as a cluster's discovery would
+OPERATOR_V1 = ["--api-versions", "monitoring.coreos.com/v1"]  # ServiceMonitor, PrometheusRule
+OPERATOR = [*OPERATOR_V1, "--api-versions", "monitoring.coreos.com/v1alpha1"]  # and AlertmanagerConfig
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
 PLAIN = {
-    "elasticache-exporter.yaml": [],
-    "elasticache-exporter-sharded.yaml": ["--set", "shards=3"],
-    "elasticache-exporter-autosharded.yaml": ["--set", "autosharding.enabled=true", "--set", "shards=3"],
+    "elasticache-exporter.yaml": [*OPERATOR_V1],
+    "elasticache-exporter-sharded.yaml": [*OPERATOR_V1, "--set", "shards=3"],
+    "elasticache-exporter-autosharded.yaml": [*OPERATOR_V1, "--set", "autosharding.enabled=true", "--set", "shards=3"],
 }
 
 
 def template(*args: str) -> str:
-    result = subprocess.run(
+    result = render(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def render(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [helm(), "template", "elasticache-exporter", str(CHART), "--namespace", "monitoring", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def objects(text: str) -> dict[str, list[dict]]:
@@ -58,11 +71,12 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 @pytest.fixture(scope="module", params=VALUE_SETS)
 def rendered(request) -> tuple[str, str, dict[str, list[dict]]]:
-    text = template("-f", str(CHART / "ci" / request.param))
+    text = template(*OPERATOR, "-f", str(CHART / "ci" / request.param))
     return request.param, text, objects(text)
 
 
 def test_helm_lint_passes_with_every_value_set():
+    """helm lint validates the values against values.schema.json too: the defaults and every value set meet it."""
     for values in [None, *VALUE_SETS]:
         args = [] if values is None else ["-f", str(CHART / "ci" / values)]
         result = subprocess.run([helm(), "lint", "--strict", str(CHART), *args], capture_output=True, text=True, timeout=120, check=False)
@@ -344,7 +358,7 @@ def test_the_alert_values_set_what_render_s_options_set():
 
     base = "https://wiki.example/cache/runbooks.md"
     values = ["--set", "alerts.source=cache-team", "--set", f"alerts.runbookBaseUrl={base}", "--set", "alerts.exporterJob=ecx|cache-mon"]
-    by_kind = objects(template(*values, "--set", "alertmanagerConfig.enabled=true"))
+    by_kind = objects(template(*OPERATOR, *values, "--set", "alertmanagerConfig.enabled=true"))
     (rule,) = by_kind["PrometheusRule"]
     assert rule["spec"] == yaml.safe_load(rendered_rules(runbook_base=base, source="cache-team", exporter_job="ecx|cache-mon"))
     (config,) = by_kind["AlertmanagerConfig"]
@@ -353,14 +367,155 @@ def test_the_alert_values_set_what_render_s_options_set():
     assert config["spec"]["inhibitRules"] == expected["inhibitRules"]
     assert config["spec"]["route"]["matchers"] == [{"name": "alert_source", "value": "cache-team", "matchType": "="}]
     refused = subprocess.run(
-        [helm(), "template", "x", str(CHART), "--set", "alerts.source=a b"], capture_output=True, text=True, timeout=120, check=False
+        [helm(), "template", "x", str(CHART), *OPERATOR, "--set", "alerts.source=a b"], capture_output=True, text=True, timeout=120, check=False
     )
     assert refused.returncode != 0
     assert 'alerts.source "a b": use letters, digits and _.:/-' in refused.stderr
 
 
 def test_the_alertmanager_config_is_off_by_default():
-    assert "kind: AlertmanagerConfig" not in template()
+    assert "kind: AlertmanagerConfig" not in template(*OPERATOR)
+
+
+def test_the_operators_objects_are_rendered_only_where_its_api_is_served():
+    """helm template asks no cluster: without --api-versions it renders no ServiceMonitor, PrometheusRule or
+    AlertmanagerConfig (enabled or not) and everything else the same; monitoring.coreos.com/v1 brings the first two,
+    v1alpha1 the AlertmanagerConfig."""
+    enabled = ["--set", "alertmanagerConfig.enabled=true"]
+    without = objects(template(*enabled))
+    assert not OPERATOR_KINDS & set(without)
+    assert OPERATOR_KINDS & set(objects(template(*OPERATOR_V1, *enabled))) == {"ServiceMonitor", "PrometheusRule"}
+    with_all = objects(template(*OPERATOR, *enabled))
+    assert set(with_all) >= OPERATOR_KINDS
+    assert {kind: items for kind, items in with_all.items() if kind not in OPERATOR_KINDS} == without
+
+
+# the kinds the chart renders, by the group version a cluster serves them in, as its discovery lists them
+CLUSTER_RESOURCES = {
+    "v1": {"ServiceAccount": "serviceaccounts", "Secret": "secrets", "ConfigMap": "configmaps", "Service": "services"},
+    "apps/v1": {"Deployment": "deployments", "StatefulSet": "statefulsets"},
+    "rbac.authorization.k8s.io/v1": {"Role": "roles", "RoleBinding": "rolebindings"},
+    "networking.k8s.io/v1": {"NetworkPolicy": "networkpolicies"},
+}
+OPERATOR_RESOURCES = {
+    "monitoring.coreos.com/v1": {"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"},
+    "monitoring.coreos.com/v1alpha1": {"AlertmanagerConfig": "alertmanagerconfigs"},
+}
+
+
+@pytest.fixture(params=[False, True], ids=["without-the-operator", "with-the-operator"])
+def cluster(request, tmp_path):
+    """A kubeconfig of a fake API server that answers what `helm install --dry-run=client` asks (its version and the
+    discovery of its groups and kinds), serving the Prometheus Operator's CRDs or not. A kind it does not list fails
+    the install as a real cluster's would ("no matches for kind ... ensure CRDs are installed first")."""
+    resources = CLUSTER_RESOURCES | (OPERATOR_RESOURCES if request.param else {})
+
+    class Api(BaseHTTPRequestHandler):
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            group_versions = {f"/api{'s' if '/' in gv else ''}/{gv}": gv for gv in resources}
+            groups: dict[str, list[str]] = {}
+            for gv in resources:
+                if "/" in gv:
+                    groups.setdefault(gv.split("/")[0], []).append(gv)
+            if path == "/version":
+                body = {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}
+            elif path == "/api":
+                body = {"kind": "APIVersions", "versions": ["v1"]}
+            elif path == "/apis":
+                body = {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [
+                        {
+                            "name": name,
+                            "versions": [{"groupVersion": gv, "version": gv.split("/")[1]} for gv in versions],
+                            "preferredVersion": {"groupVersion": versions[0], "version": versions[0].split("/")[1]},
+                        }
+                        for name, versions in groups.items()
+                    ],
+                }
+            elif path in group_versions:
+                gv = group_versions[path]
+                kinds = [{"name": name, "namespaced": True, "kind": kind, "verbs": ["get"]} for kind, name in resources[gv].items()]
+                body = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": kinds}
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+                "users": [{"name": "fake", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    yield request.param, kubeconfig
+    server.shutdown()
+    server.server_close()
+
+
+RUNBOOKS = "https://github.com/example-org/elasticache-exporter/blob/main/docs/runbooks.md"
+KUBE_PROMETHEUS_STACK = [
+    "--set",
+    "serviceMonitor.additionalLabels.release=kube-prometheus-stack",
+    "--set",
+    "prometheusRule.additionalLabels.release=kube-prometheus-stack",
+    "--set",
+    f"alerts.runbookBaseUrl={RUNBOOKS}",
+]
+
+
+@pytest.mark.parametrize("values", [KUBE_PROMETHEUS_STACK, []], ids=["labels-and-runbooks", "defaults"])
+def test_helm_install_creates_what_the_cluster_serves_and_its_notes_say_so(cluster, values):
+    """`helm install` (--dry-run=client: the cluster's API and discovery, nothing created) succeeds on a cluster
+    without the Prometheus Operator, leaving its objects out, and its notes warn that nothing was created for them;
+    with the operator, they are created and the notes name the labels a Prometheus selects them by (or say there is
+    none of the user's) and the runbook links (or warn that they are relative)."""
+    operator, kubeconfig = cluster
+    install = [helm(), "install", "elasticache-exporter", str(CHART), "--namespace", "monitoring", "--kubeconfig", str(kubeconfig)]
+    dry_run = ["--dry-run=client", "--disable-openapi-validation", "--output", "json"]
+    result = subprocess.run(
+        [*install, *dry_run, "--set", "alertmanagerConfig.enabled=true", *values], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    release = json.loads(result.stdout)
+    created, notes = set(objects(release["manifest"])), release["info"]["notes"]
+    assert {"Deployment", "Service", "ConfigMap", "NetworkPolicy"} <= created
+    if not operator:
+        assert not OPERATOR_KINDS & created
+        assert "WARNING: no ServiceMonitor or PrometheusRule was created: the cluster serves no monitoring.coreos.com/v1" in notes
+        assert "WARNING: no AlertmanagerConfig was created: the cluster serves no monitoring.coreos.com/v1alpha1" in notes
+        assert "labelled" not in notes
+        return
+    assert created >= OPERATOR_KINDS
+    assert "was created" not in notes
+    for kind, key, selector in [("ServiceMonitor", "serviceMonitor", "serviceMonitorSelector"), ("PrometheusRule", "prometheusRule", "ruleSelector")]:
+        if values:
+            assert f"{kind} elasticache-exporter, labelled release=kube-prometheus-stack\n({key}.additionalLabels): its {selector}" in notes
+        else:
+            assert f"{kind} elasticache-exporter, which has no label of yours\n({key}.additionalLabels)" in notes
+            assert f"kube-prometheus-stack's {selector} wants release=<its release name>" in notes
+    if values:
+        assert f"links its runbook (runbook_url):\n  {RUNBOOKS}#<its section>\n" in notes
+        assert "WARNING" not in notes
+    else:
+        assert "WARNING: alerts.runbookBaseUrl is not set" in notes
 
 
 @pytest.mark.unit
@@ -383,6 +538,162 @@ def test_the_charts_copies_are_up_to_date():
 def test_the_plain_manifests_are_the_charts_output(plain, args):
     command = f"helm template elasticache-exporter deploy/helm/elasticache-exporter --namespace monitoring {' '.join(args)}"
     assert (ROOT / "deploy" / "kubernetes" / plain).read_text() == template(*args), f"stale: {command} > deploy/kubernetes/{plain}"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("config.scrape.timeout=5", "at '/config/scrape/timeout': got number, want null or string"),  # a duration takes its unit
+        ("config.scrape.timeout=5x", "at '/config/scrape/timeout': '5x' does not match pattern"),
+        ("config.heartbeat.read=maybe", "at '/config/heartbeat/read': 'maybe' does not match pattern"),
+        ("config.scrape.concurency=8", "at '/config/scrape': additional properties 'concurency' not allowed"),
+        ("shards=three", "at '/shards': got string, want integer"),
+        ("serviceMonitor.interval=30", "at '/serviceMonitor/interval': got number, want string"),
+        ("serviceMonitor.additionalLabels.release=1", "at '/serviceMonitor/additionalLabels/release': got number, want string"),
+        ("replicas=2", "at '': additional properties 'replicas' not allowed"),
+    ],
+)
+def test_the_schema_refuses_a_wrong_value_by_name(value, named):
+    """helm refuses, before rendering anything, a value of the wrong type or a key the chart (or the exporter) does not
+    know, naming it; install and lint validate the same way as template."""
+    result = render("--set", value)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert named in result.stderr, result.stderr
+
+
+def documented_configurations() -> list[tuple[str, dict]]:
+    """The exporter's configurations the README and docs/ show: each YAML block whose keys are all configuration keys."""
+    from exporter.config.declared import TOP
+
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for match in re.finditer(r"^```ya?ml\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL):
+            block = yaml.safe_load(match.group(1))
+            if isinstance(block, dict) and block and set(block) <= TOP.keys():
+                found.append((f"{page.name}:{page.read_text()[: match.start()].count(chr(10)) + 1}", block))
+    return found
+
+
+def test_the_schema_takes_every_documented_configuration_and_refuses_the_bad_inputs_it_can_tell(tmp_path):
+    """Loose enough: every configuration the docs show is a valid `config` value. Strict enough: of the configurations
+    the exporter refuses (tests/bad_inputs/config), the schema refuses those whose problem is a type or a key: a
+    duration without its unit, a list for a duration, a misspelt key of a target or of redis."""
+    documented = documented_configurations()
+    assert len(documented) >= 10
+    for name, config in documented:
+        values = tmp_path / "values.yaml"
+        values.write_text(yaml.safe_dump({"config": config}))
+        result = render("-f", str(values), "--show-only", "templates/configmap.yaml")
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+    bad = {
+        "bare_duration": "/config/scrape/timeout",
+        "wrong_type": "/config/scrape/timeout",
+        "typo": "/config/targets/0",
+        "wrong_name": "/config/redis",
+    }
+    for name, at in bad.items():
+        values = tmp_path / "values.yaml"
+        values.write_text(yaml.safe_dump({"config": yaml.safe_load((ROOT / "tests" / "bad_inputs" / "config" / f"{name}.yml").read_text())}))
+        result = render("-f", str(values))
+        assert result.returncode != 0, name
+        assert f"at '{at}'" in result.stderr, (name, result.stderr)
+
+
+def config_schema_at(schema: dict, path: str) -> dict:
+    """The schema of the configuration's mapping at ``path`` (``scrape``, ``targets[].iam_auth``...), references followed
+    (and of a mapping or a scalar, the mapping)."""
+
+    def follow(node: dict) -> dict:
+        while "$ref" in node or "anyOf" in node:
+            if "$ref" in node:
+                node = schema["definitions"][node["$ref"].removeprefix("#/definitions/")]
+            else:
+                (node,) = [choice for choice in node["anyOf"] if "properties" in choice]
+        return node
+
+    node = follow(schema["properties"]["config"])
+    for part in filter(None, path.split(".")):
+        node = follow(node["properties"][part.removesuffix("[]")])
+        if part.endswith("[]"):
+            node = follow(node["items"])
+    return node
+
+
+def config_definition(kind: str) -> str:
+    """The schema's definition for a reader's kind, as the settings table names it."""
+    if kind.startswith(("integer ", "size ")):
+        return {"integer": "configInteger", "size": "configSize"}[kind.split(maxsplit=1)[0]]
+    named = {"duration": "duration", "boolean": "configBoolean", "key list": "configKeyList", "list of groups": "configList"}
+    return named.get(kind, "configNumber" if kind == "USD a month" else "configString")
+
+
+@pytest.mark.unit
+def test_the_schema_of_config_is_the_exporters_keys_typed_by_their_readers():
+    """Every mapping of the configuration file has in the schema exactly the keys the exporter reads (it refuses any
+    other, so the schema refusing one refuses nothing valid), each read by a setting with the definition of its
+    reader's kind: a new key or a changed type fails here until values.schema.json follows."""
+    from exporter.config.declared import CLUSTER, CREDENTIALS, GROUPS, KEYS, TARGET, TOP
+
+    schema = json.loads(SCHEMA.read_text())
+    mappings: dict[str, dict] = {"": {s.key: s for s in TOP.settings}, "targets[].keys": {s.key: s for s in KEYS.settings}}
+    for group in (*GROUPS, CLUSTER):
+        mappings.setdefault(group.path, {}).update({s.key: s for s in group.settings})
+        if group.more_keys:  # a target's and an allow rule's credentials
+            mappings[group.path].update({s.key: s for s in CREDENTIALS.settings})
+    # as build_config reads them: the flags' single target (a target without name, group, shard and keys), and the
+    # discovered nodes' credentials with iam_auth: true
+    mappings["redis"] = {s.key: s for s in (*TARGET.settings, *CREDENTIALS.settings) if s.key not in ("name", "replication_group", "shard", "keys")}
+    mappings["aws.discovered"] = {s.key: s for s in CREDENTIALS.settings}
+    for path, settings in mappings.items():
+        node = config_schema_at(schema, path)
+        expected = set(settings) | ({"iam_auth"} if path == "aws.discovered" else set())
+        assert set(node["properties"]) == expected, (path, set(node["properties"]) ^ expected)
+        assert node["additionalProperties"] is False, path
+        for key, setting in settings.items():
+            if setting.reader is not None:
+                assert node["properties"][key] == {"$ref": f"#/definitions/{config_definition(setting.kind)}"}, (path, key, setting.kind)
+    assert config_schema_at(schema, "aws.discovered")["properties"]["iam_auth"] == {"$ref": "#/definitions/configBoolean"}
+
+
+def schema_accepts(definition: dict, value: object) -> bool:
+    """JSON Schema's type and pattern, the two keywords of the configuration's leaf definitions."""
+    types = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "null": type(None), "array": list, "object": dict}
+    kinds = definition["type"] if isinstance(definition["type"], list) else [definition["type"]]
+    typed = any(isinstance(value, types[kind]) and not (isinstance(value, bool) and kind in ("integer", "number")) for kind in kinds)
+    return typed and not (isinstance(value, str) and "pattern" in definition and not re.search(definition["pattern"], value))
+
+
+@pytest.mark.unit
+def test_the_schemas_leaf_types_take_what_the_exporters_readers_take():
+    """Whatever a reader accepts, its definition accepts (so no valid configuration is refused); a bare number for a
+    duration, a word for a boolean or an integer, a mapping for a string, it refuses, as the reader does."""
+    from exporter.common.errors import ConfigError
+    from exporter.config.declared import BOOL, KEY_LIST, duration, integer, size
+    from exporter.config.readers import as_string
+
+    definitions = json.loads(SCHEMA.read_text())["definitions"]
+    readers = {
+        "duration": duration().read,
+        "configBoolean": BOOL.read,
+        "configInteger": integer(-(10**9), 10**9).read,
+        "configSize": size(1, 2**40).read,
+        "configString": as_string,
+        "configKeyList": KEY_LIST.read,
+    }
+    samples = [5, 5.5, -3, "5", " 7 ", "5s", " 5s ", "500ms", "1.5m", "2h", "4MiB", "512 KiB", "1.5gb", "10b", "true", "False", "YES"]
+    samples += ["no", "0", "1", "maybe", "five", "db0=queue:*", True, False, [], ["db0=a", "db1=b"], [1, 2], {}, {"a": 1}]
+    for name, read in readers.items():
+        for value in samples:
+            try:
+                read(value, "key")
+            except ConfigError:
+                continue
+            assert schema_accepts(definitions[name], value), (name, value)
+    refused = {"duration": [5, "5", [1, 2]], "configBoolean": ["maybe", 1, []], "configInteger": ["five", True], "configString": [True, {}, []]}
+    for name, values in refused.items():
+        for value in values:
+            assert not schema_accepts(definitions[name], value), (name, value)
 
 
 def run_checkov(path: Path, framework: str) -> str:

@@ -89,3 +89,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- $source }}
 {{- end }}
+
+{{- /* labels as key=value, comma-separated, for NOTES.txt */}}
+{{- define "ecx.labelList" -}}
+{{- $pairs := list }}
+{{- range $key, $value := . }}
+{{- $pairs = append $pairs (printf "%s=%v" $key $value) }}
+{{- end }}
+{{- join ", " $pairs }}
+{{- end }}
