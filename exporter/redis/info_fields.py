@@ -11,6 +11,8 @@ from __future__ import annotations
 from exporter.common.families import COUNTER, GAUGE
 from exporter.common.records import record
 
+from .command import Doc, T
+
 PERCENT = 0.01  # scale marker: a "12.5%" value becomes the ratio 0.125
 
 
@@ -105,6 +107,10 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
         "memory_max_fragmentation_reservation_desired_bytes", "ElastiCache desired fragmentation reservation."
     ),
     "allocator_muzzy": _g("allocator_muzzy_bytes", "Allocator muzzy bytes."),
+    "used_memory_hash_templates": _g("memory_used_hash_templates_bytes", "Memory held by the registry of compact hash templates (Redis 8.10+)."),
+    "mem_replicas_repl_buffer": _g(
+        "mem_replicas_repl_buffer_bytes", "Memory of a replica's replication buffer during dual-channel replication (Valkey 9.1+)."
+    ),
     # Persistence
     "loading": _g("loading_dump_file", "Whether a dump file is being loaded."),
     "async_loading": _g("async_loading", "Whether data is being loaded asynchronously."),
@@ -136,6 +142,7 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "aof_delayed_fsync": _g("aof_delayed_fsync", "Delayed fsync count."),
     "module_fork_in_progress": _g("module_fork_in_progress", "Whether a module fork runs."),
     "module_fork_last_cow_size": _g("module_fork_last_cow_size", "Copy-on-write memory of the last module fork."),
+    "backup_in_progress": _g("backup_in_progress", "Whether a BACKUP runs (Redis 8.10+)."),
     # Stats
     "total_connections_received": _c("connections_received_total", "Connections accepted."),
     "total_commands_processed": _c("commands_processed_total", "Commands processed."),
@@ -179,6 +186,13 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "reply_buffer_expands": _c("reply_buffer_expands_total", "Output buffer expansions."),
     "evicted_scripts": _c("evicted_scripts_total", "Scripts evicted from the script cache."),
     "expired_subkeys": _c("expired_subkeys_total", "Hash fields expired."),
+    "expired_fields": _c("expired_fields_total", "Hash fields expired (Valkey 9+)."),
+    "expired_keys_with_volatile_items_stale_perc": _g(
+        "expired_keys_with_volatile_items_stale_percentage",
+        "Estimated percentage of keys with expiring items whose expired items are not yet reclaimed (Valkey 9+).",
+    ),
+    "hash_templates": _g("hash_templates", "Compact hash templates in the shared registry (Redis 8.10+)."),
+    "hash_template_keys": _g("hash_template_keys", "Keys whose hash is backed by a compact hash template (Redis 8.10+)."),
     "instantaneous_eventloop_cycles_per_sec": _g("instantaneous_eventloop_cycles_per_sec", "Event loop cycles per second."),
     "instantaneous_eventloop_duration_usec": _g("instantaneous_eventloop_duration_usec", "Average event loop cycle duration."),
     "eventloop_cycles": _c("eventloop_cycles_total", "Event loop cycles."),
@@ -201,6 +215,8 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "acl_access_denied_cmd": _c("acl_access_denied_cmd_total", "Commands denied by ACL."),
     "acl_access_denied_key": _c("acl_access_denied_key_total", "Key accesses denied by ACL."),
     "acl_access_denied_channel": _c("acl_access_denied_channel_total", "Channel accesses denied by ACL."),
+    "acl_access_denied_tls_cert": _c("acl_access_denied_tls_cert_total", "Failed authentications by TLS client certificate."),
+    "acl_access_denied_db": _c("acl_access_denied_db_total", "Database accesses denied by ACL (Valkey 9.1+)."),
     # Replication
     "connected_slaves": _g("connected_slaves", "Connected replicas."),
     "master_repl_offset": _g("master_repl_offset", "The server's replication offset in bytes."),
@@ -216,6 +232,9 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "master_sync_read_bytes": _g("master_sync_read_bytes", "Bytes already read in the running sync."),
     "master_sync_left_bytes": _g("master_sync_left_bytes", "Bytes left in the running sync."),
     "master_sync_last_io_seconds_ago": _g("master_sync_last_io_seconds_ago", "Seconds since the last I/O of the running sync."),
+    "replicas_waiting_psync": _g("replicas_waiting_psync", "Replicas waiting for a partial resync during dual-channel replication."),
+    "replicas_repl_buffer_size": _g("replicas_repl_buffer_size_bytes", "Replication stream buffered on the replica during dual-channel replication."),
+    "replicas_repl_buffer_peak": _g("replicas_repl_buffer_peak_bytes", "Peak of the replication stream buffered on the replica."),
     # CPU
     "used_cpu_sys": _c("cpu_sys_seconds_total", "System CPU used by the server."),
     "used_cpu_user": _c("cpu_user_seconds_total", "User CPU used by the server."),
@@ -223,7 +242,15 @@ KNOWN_FIELDS: dict[str, FieldMetric] = {
     "used_cpu_user_children": _c("cpu_user_children_seconds_total", "User CPU used by background processes."),
     "used_cpu_sys_main_thread": _c("cpu_sys_main_thread_seconds_total", "System CPU used by the main thread."),
     "used_cpu_user_main_thread": _c("cpu_user_main_thread_seconds_total", "User CPU used by the main thread."),
-    "used_active_time_main_thread": _c("active_time_main_thread_seconds_total", "Time the main thread was busy."),
+    "used_active_time_main_thread": _c("active_time_main_thread_seconds_total", "Time the main thread was busy (Valkey 9.1+)."),
+    # TLS (Valkey 9.1+; 0 where TLS is off)
+    "tls_server_cert_expires_in_seconds": _g("tls_server_cert_expires_in_seconds", "Seconds until the server's TLS certificate expires."),
+    "tls_client_cert_expires_in_seconds": _g("tls_client_cert_expires_in_seconds", "Seconds until the TLS client certificate expires."),
+    "tls_ca_cert_expires_in_seconds": _g("tls_ca_cert_expires_in_seconds", "Seconds until the earliest TLS CA certificate expires."),
+    # Scripting Engines (Valkey 9.1+)
+    "engines_count": _g("scripting_engines_count", "Scripting engines loaded."),
+    "engines_total_used_memory": _g("scripting_engines_memory_used_bytes", "Memory used by all scripting engines."),
+    "engines_total_memory_overhead": _g("scripting_engines_memory_overhead_bytes", "Memory overhead of all scripting engines."),
     # Cluster
     "cluster_enabled": _g("cluster_enabled", "Whether cluster mode is enabled."),
 }
@@ -258,3 +285,46 @@ CLUSTER_INFO_FIELDS: dict[str, FieldMetric] = {
         "cluster_messages_received_total", "Messages received on the cluster bus (typed gauge as redis_exporter does)."
     ),
 }
+
+# Sections not served from INFO: Valkey 9.1's INFO ALL repeats CLUSTER INFO in a section of its own, which the scrape
+# reads with CLUSTER INFO itself (as redis_exporter skips it: the same series twice otherwise)
+SKIPPED_SECTIONS = frozenset({"cluster info", "cluster_info"})
+
+# Fields served with a label of their own beside the instance's, as redis_exporter serves them.
+# used_active_time_io_thread_<N> (Valkey 9.1+): one series per I/O thread, labelled thread="<N>"
+IO_THREAD_ACTIVE_TIME_PREFIX = "used_active_time_io_thread_"
+IO_THREAD_ACTIVE_TIME = _c("active_time_io_thread_seconds_total", "Time each I/O thread was busy (Valkey 9.1+).")
+# the certificates' serials of INFO tls (Valkey 9.1+): redis_tls_certificate_info{certificate, serial} 1
+TLS_SECTION = "tls"
+TLS_CERT_SERIALS = {"tls_server_cert_serial": "server", "tls_client_cert_serial": "client", "tls_ca_cert_serial": "ca"}
+TLS_CERTIFICATE_INFO = _g("tls_certificate_info", "A TLS certificate of the server and its serial (none without TLS); always 1.")
+# engine_<N>:name=LUA,module=built-in,abi_version=1,used_memory=..,memory_overhead=.. of INFO scripting engines
+# (Valkey 9.1+): three families labelled engine, module and abi_version
+SCRIPTING_ENGINES_SECTION = "scripting engines"
+SCRIPTING_ENGINE_PREFIX = "engine_"
+SCRIPTING_ENGINE_INFO = _g("scripting_engine_info", "A loaded scripting engine; always 1.")
+SCRIPTING_ENGINE_MEMORY_USED = _g("scripting_engine_memory_used_bytes", "Memory used by a scripting engine.")
+SCRIPTING_ENGINE_MEMORY_OVERHEAD = _g("scripting_engine_memory_overhead_bytes", "Memory overhead of a scripting engine.")
+LABELLED_FIELDS = (IO_THREAD_ACTIVE_TIME, TLS_CERTIFICATE_INFO, SCRIPTING_ENGINE_INFO, SCRIPTING_ENGINE_MEMORY_USED, SCRIPTING_ENGINE_MEMORY_OVERHEAD)
+
+# INFO keyspace: db<N>:keys=..,expires=..,avg_ttl=..[,subexpiry=..|,keys_with_volatile_items=..], each by its name
+DB_KEYS_WITH_EXPIRING_ITEMS = _g(
+    "db_keys_with_expiring_items", "Keys with items that expire (hash fields): Redis' subexpiry, Valkey's keys_with_volatile_items."
+)
+DB_KEYS_CACHED = _g("db_keys_cached", "Cached keys in the database (INFO keyspace cached_keys).")
+
+# the rows of docs/metrics.md of the families above (the INFO fields' rows are made from the tables)
+INFO_DOCS = (
+    Doc("redis_db_keys_with_expiring_items", "gauge", f"{T}, `db`",
+        "INFO keyspace `subexpiry=` (Redis 7.4+) or `keys_with_volatile_items=` (Valkey 9+)", "keys with hash fields that expire"),
+    Doc("redis_active_time_io_thread_seconds_total", "counter", f"{T}, `thread`", "INFO `used_active_time_io_thread_<N>` (Valkey 9.1+)",
+        "time each I/O thread was busy; `thread` is N"),
+    Doc("redis_tls_certificate_info", "gauge", f"{T}, `certificate` (`server`, `client`, `ca`), `serial`",
+        "INFO tls `tls_<certificate>_cert_serial` (Valkey 9.1+)", "always 1; `serial` is `none` without TLS"),
+    Doc("redis_scripting_engine_info", "gauge", f"{T}, `engine`, `module`, `abi_version`",
+        "INFO scripting engines `engine_<N>:name=,module=,abi_version=` (Valkey 9.1+)", "always 1, one per loaded engine"),
+    Doc("redis_scripting_engine_memory_used_bytes", "gauge", f"{T}, `engine`, `module`, `abi_version`",
+        "INFO scripting engines `engine_<N>:…used_memory=`"),
+    Doc("redis_scripting_engine_memory_overhead_bytes", "gauge", f"{T}, `engine`, `module`, `abi_version`",
+        "INFO scripting engines `engine_<N>:…memory_overhead=`"),
+)  # fmt: skip

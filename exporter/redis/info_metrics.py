@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from exporter.common.families import COUNTER, GAUGE, FamilySet
 from exporter.common.labels import with_label
@@ -33,21 +33,38 @@ from .info import (
 from .info_fields import (
     CLUSTER_INFO_FIELDS,
     CONSUMED_FIELDS,
+    DB_KEYS_CACHED,
+    DB_KEYS_WITH_EXPIRING_ITEMS,
     INSTANCE_INFO_LABELS,
     INSTANCE_INFO_OPTIONAL_LABELS,
+    IO_THREAD_ACTIVE_TIME,
+    IO_THREAD_ACTIVE_TIME_PREFIX,
     KNOWN_FIELDS,
+    LABELLED_FIELDS,
     MASTER_LABELLED_FIELDS,
     PERCENT,
+    SCRIPTING_ENGINE_INFO,
+    SCRIPTING_ENGINE_MEMORY_OVERHEAD,
+    SCRIPTING_ENGINE_MEMORY_USED,
+    SCRIPTING_ENGINE_PREFIX,
+    SCRIPTING_ENGINES_SECTION,
+    SKIPPED_SECTIONS,
+    TLS_CERT_SERIALS,
+    TLS_CERTIFICATE_INFO,
+    TLS_SECTION,
 )
 
 KNOWN_METRIC_NAMES = frozenset(
     [spec.name for spec in KNOWN_FIELDS.values()]
     + [spec.name for spec in MASTER_LABELLED_FIELDS.values()]
     + [spec.name for spec in CLUSTER_INFO_FIELDS.values()]
+    + [spec.name for spec in LABELLED_FIELDS]
 )
 # Sections whose lines carry sub-fields and get metrics of their own shape.
 STRUCTURED_SECTIONS = frozenset({"keyspace", "commandstats", "errorstats", "latencystats", "modules"})
+_NOT_PLAIN = STRUCTURED_SECTIONS | SKIPPED_SECTIONS  # and those not served from INFO at all
 _REPLICA_LINE = re.compile(r"slave\d+$")
+_THREAD_NUMBER = re.compile(r"[0-9]+$")
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -57,7 +74,8 @@ def metric_name_for_unknown(field: str) -> str:
 
 # What to do with a field of a plain section, decided once per section and field name and kept: a scrape of many
 # targets meets the same few hundred names again and again. Bounded, as a hostile server can make up names.
-_KNOWN, _SKIP, _REPLICA, _UNKNOWN = 0, 1, 2, 3
+# A number (as _KNOWN or _UNKNOWN) is what nearly every field is: those two are the lowest.
+_KNOWN, _UNKNOWN, _SKIP, _REPLICA, _IO_THREAD, _CERTIFICATE, _ENGINE = 0, 1, 2, 3, 4, 5, 6
 _PLANS: dict[str, dict[str, tuple]] = {}  # section -> field -> plan
 _MAX_PLANS = 8192
 _planned = [0]
@@ -71,6 +89,12 @@ def _plan(section: str, name: str) -> tuple:
         plan = (_SKIP,)
     elif section == "replication" and _REPLICA_LINE.match(name):
         plan = (_REPLICA,)
+    elif name.startswith(IO_THREAD_ACTIVE_TIME_PREFIX) and _THREAD_NUMBER.match(name, len(IO_THREAD_ACTIVE_TIME_PREFIX)):
+        plan = (_IO_THREAD, name[len(IO_THREAD_ACTIVE_TIME_PREFIX) :])
+    elif name in TLS_CERT_SERIALS:  # a serial (hexadecimal, or "none"): a label, never a number
+        plan = (_CERTIFICATE, TLS_CERT_SERIALS[name]) if section == TLS_SECTION else (_SKIP,)
+    elif section == SCRIPTING_ENGINES_SECTION and name.startswith(SCRIPTING_ENGINE_PREFIX):
+        plan = (_ENGINE,)
     else:
         metric = metric_name_for_unknown(name)
         plan = (_SKIP,) if metric in KNOWN_METRIC_NAMES else (_UNKNOWN, metric, GAUGE, f"INFO field {name} ({section}), exported as found.", 1.0)
@@ -90,7 +114,7 @@ def add_info_metrics(
     ``stats``: INFO commandstats' lines and command stats where the scrape parsed them already."""
     no_plans: dict[str, tuple] = {}
     for section, fields in info.sections.items():
-        if section in STRUCTURED_SECTIONS:
+        if section in _NOT_PLAIN:
             continue
         plans = _PLANS.get(section, no_plans)
         memo = out.memo(section)
@@ -123,7 +147,7 @@ def _add_fields(section: str, fields: dict[str, str], plans: dict[str, tuple], b
         action = plan[0]
         if action == _SKIP:
             continue
-        if action != _REPLICA and raw:
+        if action <= _UNKNOWN and raw:
             scale = plan[4]
             if scale == 1.0 and raw.isdigit() and raw.isascii() and len(raw) < 16 and (raw[0] != "0" or len(raw) == 1):
                 numbers.append((plan[1], plan[2], plan[3], raw + ".0"))  # an integer below 10^15, as repr writes its float
@@ -174,6 +198,45 @@ def _add_field(section: str, name: str, raw: str, plan: tuple, base: dict[str, s
             out.add(plan[1], plan[2], plan[3], base, value)
     elif action == _REPLICA:
         _add_replica_line(raw, base, out)
+    else:
+        _add_labelled(action, plan, raw, base, out)
+
+
+def _add_labelled(action: int, plan: tuple, raw: str, base: dict[str, str], out: FamilySet) -> None:
+    """A field served with a label of its own (Valkey 9.1's I/O threads, TLS certificates and scripting engines)."""
+    if action == _IO_THREAD:
+        value = parse_number(raw)
+        if value is not None:
+            spec = IO_THREAD_ACTIVE_TIME
+            out.add(spec.name, spec.kind, spec.help, with_label(base, "thread", plan[1]), value)
+    elif action == _CERTIFICATE:
+        spec = TLS_CERTIFICATE_INFO
+        out.add(spec.name, spec.kind, spec.help, with_label(with_label(base, "certificate", plan[1]), "serial", raw), 1.0)
+    elif action == _ENGINE:
+        _add_scripting_engine(raw, base, out)
+
+
+def _add_scripting_engine(raw: str, base: dict[str, str], out: FamilySet) -> None:
+    """``engine_<N>:name=LUA,module=built-in,abi_version=1,used_memory=..,memory_overhead=..``: an engine's info and
+    memory, labelled engine, module and abi_version; left out, as redis_exporter leaves it, unless every part is
+    ``key=value``, the five are there and both memory figures are whole numbers."""
+    if not all("=" in part for part in raw.split(",")):
+        return
+    sub = parse_subfields(raw)
+    name, module, abi, used, overhead = (sub.get(key) for key in _ENGINE_PARTS)
+    if name is None or module is None or abi is None or not _is_whole(used) or not _is_whole(overhead):
+        return
+    labels = with_label(with_label(with_label(base, "engine", name), "module", module), "abi_version", abi)
+    for spec, value in ((SCRIPTING_ENGINE_INFO, 1.0), (SCRIPTING_ENGINE_MEMORY_USED, used), (SCRIPTING_ENGINE_MEMORY_OVERHEAD, overhead)):
+        out.add(spec.name, spec.kind, spec.help, labels, float(value))
+
+
+_ENGINE_PARTS = ("name", "module", "abi_version", "used_memory", "memory_overhead")
+
+
+def _is_whole(value: str | None) -> TypeGuard[str]:
+    """A whole number of bytes as the server writes one (digits only, as Go's ParseUint takes)."""
+    return value is not None and 0 < len(value) <= 20 and value.isdigit() and value.isascii()
 
 
 def _add_instance_info(info: InfoReply, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:
@@ -238,7 +301,8 @@ def _add_keyspace(fields: dict[str, str], base: dict[str, str], out: FamilySet, 
 
 def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> None:
     labels = with_label(base, "db", db)
-    for key, value_raw in parse_subfields(raw).items():
+    sub = parse_subfields(raw)
+    for key, value_raw in sub.items():
         value = parse_number(value_raw)
         if value is None:
             continue
@@ -248,10 +312,22 @@ def _add_database(db: str, raw: str, base: dict[str, str], out: FamilySet) -> No
             out.add("redis_db_keys_expiring", GAUGE, "Keys with an expiry in the database.", labels, value)
         elif key == "avg_ttl":
             out.add("redis_db_avg_ttl_seconds", GAUGE, "Average TTL of keys with an expiry.", labels, value / 1000.0)
-        elif key == "subexpiry":  # Redis 7.4+; redis_exporter serves keyspace's fourth field under this name
-            out.add("redis_db_keys_cached", GAUGE, "Keys with hash fields that expire (INFO keyspace subexpiry).", labels, value)
+        elif key in _EXPIRING_ITEMS:  # Redis 7.4+, Valkey 9+: one count, two names
+            if key == "subexpiry" or "subexpiry" not in sub:
+                spec = DB_KEYS_WITH_EXPIRING_ITEMS
+                out.add(spec.name, spec.kind, spec.help, labels, value)
+        elif key == "cached_keys":
+            out.add(DB_KEYS_CACHED.name, DB_KEYS_CACHED.kind, DB_KEYS_CACHED.help, labels, value)
         else:
-            out.add(metric_name_for_unknown("db_" + key), GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
+            metric = metric_name_for_unknown("db_" + key)
+            if metric not in _KEYSPACE_NAMES:
+                out.add(metric, GAUGE, f"Keyspace field {key}, exported as found.", labels, value)
+
+
+_EXPIRING_ITEMS = frozenset({"subexpiry", "keys_with_volatile_items"})
+_KEYSPACE_NAMES = frozenset(
+    {"redis_db_keys", "redis_db_keys_expiring", "redis_db_avg_ttl_seconds", DB_KEYS_WITH_EXPIRING_ITEMS.name, DB_KEYS_CACHED.name}
+)
 
 
 def _add_commandstats(lines: CommandLines, base: dict[str, str], out: FamilySet, memo: dict[Any, Any] | None) -> None:

@@ -17,10 +17,11 @@ from .command import Args, NodeView, ScrapeCommand, always, text
 from .failures import NOT_AUTHENTICATED, kind_of, looks_like_info, reply_failure
 from .heartbeat_read import HEARTBEAT_COMMANDS, heartbeat_values
 from .info import CommandLines, CommandStats, InfoReply
+from .info_fields import INFO_DOCS
 from .keys import KeyProbeResult
 from .resp import ErrorReply, RespFailure
 
-INFO = ScrapeCommand("info", lambda node: [("INFO", "ALL")] if node.info_all else [("INFO",)], (bytes,))
+INFO = ScrapeCommand("info", lambda node: [("INFO", "ALL")] if node.info_all else [("INFO",)], (bytes,), docs=INFO_DOCS)
 # a server without INFO ALL (before Redis 6): INFO, plus the sections it leaves out
 INFO_EXTRA = ScrapeCommand("info_extra", lambda node: [] if node.info_all else [("INFO", "commandstats")], (bytes,))
 
