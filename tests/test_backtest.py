@@ -69,7 +69,8 @@ def test_grouping_waits_updates_repeats_and_resolves_as_alertmanager_does():
     down = {"alertname": "Down", "instance": "a", "severity": "critical"}
     moments = [(60.0 * m, [down] if 10 <= m < 100 else []) for m in range(200)]
     sent = notifications(moments, config, 200 * 60.0)
-    assert [(n.kind, n.at) for n in sent][:2] == [("first", 630.0), ("repeat", 630.0 + 3600)]
+    # a repeat due at a flush goes at the next one: Alertmanager wants the last strictly before now - repeat_interval
+    assert [(n.kind, n.at) for n in sent][:2] == [("first", 630.0), ("repeat", 630.0 + 3600 + 300)]
     assert sent[-1].kind == "resolved"
     lag = {"alertname": "Lag", "instance": "a", "severity": "warning"}
     other = {"alertname": "Lag", "instance": "b", "severity": "warning"}
@@ -327,41 +328,87 @@ class _Webhook:
         self.server.server_close()
 
 
-def test_the_notifications_counted_are_a_real_alertmanagers_with_its_timers_shortened(tmp_path):
-    """Alerts replayed into a real Alertmanager a second at a time, its timers in seconds (state changes half a second
-    from any flush, no repeat due at a flush): it sends the notifications the model counts, of each kind, when it says."""
+# each scenario: its route's timers (in seconds), its inhibit rules, and who fires each second
+REPLAYS = {
+    # A for 0-9 s, B 3-26 s with a gap at 14-16 s, A again 20-23 s; state changes half a second from any flush
+    "groups": (
+        {"group_by": ["alertname"], "group_wait": "2500ms", "group_interval": "4s", "repeat_interval": "10s"},
+        [],
+        [({"A"} if s < 10 or 20 <= s < 24 else set()) | ({"B"} if 3 <= s < 27 and not 14 <= s < 17 else set()) for s in range(36)],
+    ),
+    # T paged, then muted by S for 9 s: it is still the notified alert when S ends, so it does not page again
+    "inhibited": (
+        {"group_by": ["alertname"], "group_wait": "1500ms", "group_interval": "3s", "repeat_interval": "1h"},
+        [{"source_matchers": ['alertname="S"'], "target_matchers": ['alertname="T"'], "equal": ["instance"]}],
+        [{"T"} | ({"S"} if 8 <= s < 17 else set()) for s in range(30)],
+    ),
+    # B fires and resolves between two flushes of a group that told of A: the next flush tells of its resolution
+    "between flushes": (
+        {"group_by": ["instance"], "group_wait": "1500ms", "group_interval": "3s", "repeat_interval": "1h"},
+        [],
+        [{"A"} | ({"B"} if s == 5 else set()) for s in range(14)],
+    ),
+    # repeat_interval a multiple of group_interval: a repeat due at a flush goes at the next one
+    "repeat at a flush": (
+        {"group_by": ["instance"], "group_wait": "1s", "group_interval": "2s", "repeat_interval": "4s"},
+        [],
+        [{"A"} for _ in range(20)],
+    ),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(REPLAYS))
+def test_the_notifications_counted_are_a_real_alertmanagers_with_its_timers_shortened(tmp_path, scenario):
+    """Alerts replayed into a real Alertmanager a second at a time, its timers in seconds: it sends the notifications
+    the model counts, of each kind, when it says (grouping, inhibition, a resolution between flushes, repeats)."""
     import yaml
     from servers import start_alertmanager, wait_until
 
+    timers, inhibit, plan = REPLAYS[scenario]
     hook = _Webhook()
-    route = {"receiver": "hook", "group_by": ["alertname"], "group_wait": "2500ms", "group_interval": "4s", "repeat_interval": "10s"}
-    config = {"route": route, "receivers": [{"name": "hook", "webhook_configs": [{"url": f"http://127.0.0.1:{hook.port}/", "send_resolved": True}]}]}
+    route = {"receiver": "hook", **timers}
+    receivers = [{"name": "hook", "webhook_configs": [{"url": f"http://127.0.0.1:{hook.port}/", "send_resolved": True}]}]
+    config = {"route": route, "inhibit_rules": inhibit, "receivers": receivers}
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config))
     manager = start_alertmanager(path)
-    # each second: who fires (A for 0-9 s, B 3-26 s with a gap at 14-16 s, A again 20-23 s)
-    plan = [({"A"} if s < 10 or 20 <= s < 24 else set()) | ({"B"} if 3 <= s < 27 and not 14 <= s < 17 else set()) for s in range(36)]
     try:
         hook.zero = time.monotonic()
         for second, firing in enumerate(plan):
             wait_until(lambda second=second: time.monotonic() - hook.zero >= second, timeout=5, interval=0.01, what="the next second")
             now = datetime_now()
-            alerts = [{"labels": {"alertname": name}, "startsAt": now, "endsAt": later(now, 60)} for name in sorted(firing)]
+            alerts = [{"labels": {"alertname": name, "instance": "a"}, "startsAt": now, "endsAt": later(now, 60)} for name in sorted(firing)]
             # as Prometheus does, an alert that stops firing is sent once resolved; one that never fired is never sent
             stopped = plan[second - 1] - firing if second > 0 else set()
-            alerts += [{"labels": {"alertname": name}, "startsAt": now, "endsAt": now} for name in sorted(stopped)]
+            alerts += [{"labels": {"alertname": name, "instance": "a"}, "startsAt": now, "endsAt": now} for name in sorted(stopped)]
             manager.api("/alerts", alerts)
         wait_until(lambda: time.monotonic() - hook.zero >= len(plan) + 1, timeout=10, interval=0.1, what="the last flush")
     finally:
         manager.stop()
         hook.stop()
-    moments = [(float(s), [{"alertname": name} for name in sorted(firing)]) for s, firing in enumerate(plan)]
-    modelled = notifications(moments, {"route": {**route, "group_wait": "2500ms"}}, float(len(plan)))
+    moments = [(float(s), [{"alertname": name, "instance": "a"} for name in sorted(firing)]) for s, firing in enumerate(plan)]
+    modelled = notifications(moments, {"route": route, "inhibit_rules": inhibit, "receivers": receivers}, float(len(plan)))
     got = sorted((status, firing) for _, status, firing in hook.received)
     wanted = sorted(("resolved" if n.kind == "resolved" else "firing", tuple(sorted(dict(a)["alertname"] for a in n.alerts))) for n in modelled)
     assert got == wanted, (hook.received, [(n.at, n.kind) for n in modelled])
     # and at the moments the model says, within the replay's jitter
     assert all(abs(at - n.at) < 0.4 for (at, _, _), n in zip(sorted(hook.received), modelled, strict=True)), hook.received
+
+
+@pytest.mark.unit
+def test_each_rule_holds_its_alerts_between_its_own_evaluations():
+    """A 5-minute group's alert fires for an hour beside a 1-minute group's: the first stays firing between its own
+    evaluations (as Alertmanager holds it), so each pages once."""
+    from exporter.alerts.backtest import AlertHistory, moments
+
+    slow = AlertRule("Slow", "x", 0, 0, (("severity", "critical"),), 300.0, "slow")
+    fast = AlertRule("Fast", "y", 0, 0, (("severity", "critical"),), 60.0, "fast")
+    histories = [
+        AlertHistory(slow, {(("alertname", "Slow"), ("severity", "critical")): [300.0 * k for k in range(1, 13)]}),
+        AlertHistory(fast, {(("alertname", "Fast"), ("severity", "critical")): [60.0 * k for k in range(10, 70)]}),
+    ]
+    sent = notifications(moments(histories), {"route": {"group_by": ["alertname"]}}, 7200.0)
+    assert sorted(dict(n.alerts[0])["alertname"] for n in sent if n.kind == "first") == ["Fast", "Slow"]
 
 
 def datetime_now() -> str:
@@ -442,3 +489,103 @@ def test_the_html_report_plots_pages_a_day_beside_the_alerts_table(history, caps
     down = page[page.index("<td>RedisDown</td>") :].split("</tr>", 1)[0]  # its row: a bar a day, the page on its day
     day = time.strftime("%Y-%m-%d", time.gmtime(START + 60 * 60))
     assert re.search(rf"<title>{day}: [12] notifications, 1 pages, 0 warnings</title>", down), down
+
+
+def _serve(handler: type) -> int:
+    import http.server
+    import threading
+
+    from servers import free_port
+
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return port
+
+
+@pytest.mark.unit
+def test_a_redirect_to_another_host_carries_no_credential_and_a_cut_answer_fails_one_alert():
+    import http.server
+
+    from exporter.alerts.backtest import RuleSet, backtest
+    from exporter.alerts.history import Access, PrometheusHistory
+
+    seen: list[str | None] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            body = json.dumps({"status": "success", "data": ["up"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = _serve(Elsewhere)
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{other}{self.path}")  # another host: a name, not the address
+            self.end_headers()
+
+        def do_POST(self) -> None:  # an answer cut short: 1,000 bytes said, 15 sent
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"status":"succ')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    first = _serve(Redirecting)
+    assert PrometheusHistory(Access(f"http://127.0.0.1:{first}", bearer_token="SECRET")).metric_names(0, 60) == {"up"}
+    assert PrometheusHistory(Access(f"http://user:hunter2@127.0.0.1:{first}")).metric_names(0, 60) == {"up"}
+    assert seen == [None, None]
+    rules = RuleSet("r", (AlertRule("A", "up == 0", 0, 0, (), 60.0, "g"), AlertRule("B", "up == 2", 0, 0, (), 60.0, "g")))
+    histories = backtest(rules, PrometheusHistory(Access(f"http://127.0.0.1:{first}")).query_range, 0.0, 3600.0)
+    assert [("broken response" in h.error, h.evaluable) for h in histories] == [(True, False), (True, False)]
+
+
+@pytest.mark.unit
+def test_an_expression_is_asked_once_a_chunk_by_parallel_alerts_and_by_both_rule_sets():
+    import threading
+
+    from exporter.alerts.backtest import Cache, RuleSet, backtest, warm_up
+
+    asked: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def query(expr: str, start: float, end: float, step: float):
+        with lock:
+            asked.append((expr, start))
+        time.sleep(0.05)  # long enough for the other alerts of the expression to arrive meanwhile
+        return [({"instance": "a"}, [(start, 1.0)])], []
+
+    ours = RuleSet("ours", tuple(AlertRule(f"A{i}", "shared", 300 * i, 0, (), 60.0, "g") for i in range(4)))
+    theirs = RuleSet("theirs", (AlertRule("B", "shared", 0, 0, (), 60.0, "g"),))
+    cache, warm = Cache(), warm_up(ours, theirs)
+    for rules in (ours, theirs):
+        backtest(rules, query, 7200.0, 10_800.0, None, cache, 4, warm)
+    assert asked == [("shared", 7200.0 - 900)]
+
+
+@pytest.mark.unit
+def test_literals_are_no_series_and_for_0_is_a_duration_and_labels_that_collide_fail_as_in_prometheus():
+    from exporter.alerts.backtest import RuleSet, backtest
+
+    assert selectors("x > -Inf and y < NaN") == {"x", "y"}
+    rules = load_rules("r", "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up == 0\n    for: 0\n", 60.0)
+    assert rules.alerts[0].hold == 0
+
+    def query(expr: str, start: float, end: float, step: float):  # two names, one label set once __name__ is dropped
+        return [({"__name__": name, "instance": "a"}, [(start, 1.0)]) for name in ("m1", "m2")], []
+
+    collide = RuleSet("r", (AlertRule("Collide", '{__name__=~"m1|m2"} > 0', 0, 0, (), 60.0, "g"),))
+    history = backtest(collide, query, 0.0, 600.0)[0]
+    assert not history.evaluable
+    assert "same labelset" in history.error

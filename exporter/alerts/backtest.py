@@ -8,7 +8,9 @@ with warnings (partial data) is marked."""
 
 from __future__ import annotations
 
+import bisect
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -138,7 +140,7 @@ def selectors(expr: str) -> set[str]:
         if part is None or part.startswith(('"', "{", "[")):
             continue
         for name in re.findall(rf"(?<![a-zA-Z0-9_:.]){NAME}", part):
-            if name not in KEYWORDS and name not in AGGREGATIONS and name not in functions and not re.fullmatch(r"\d+[smhdwy]", name):
+            if name.lower() not in KEYWORDS and name not in AGGREGATIONS and name not in functions and not re.fullmatch(r"\d+[smhdwy]", name):
                 names.add(name)
     return names
 
@@ -224,7 +226,42 @@ def evaluate(rule: AlertRule, steps: list[float], present: dict[float, set[Label
     return fired
 
 
-Cache = dict[tuple[str, float, float, float], tuple[list[Series], list[str]]]
+Answer = tuple[list[Series], list[str]]
+
+
+class Cache:
+    """The answers of one backtest (both rule sets'), by expression and chunk: a key is asked once, however many alerts
+    read it at once (the others wait for its answer; a failure is each one's own)."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, float, float, float], Answer] = {}
+        self._asking: dict[tuple[str, float, float, float], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def answer(self, key: tuple[str, float, float, float], ask: Callable[[], Answer]) -> Answer:
+        with self._lock:
+            found = self._answers.get(key)
+            if found is not None:
+                return found
+            asking = self._asking.setdefault(key, threading.Lock())
+        with asking:
+            with self._lock:
+                found = self._answers.get(key)
+            if found is not None:
+                return found
+            answer = ask()
+            with self._lock:
+                self._answers[key] = answer
+                self._asking.pop(key, None)
+            return answer
+
+
+def warm_up(*rule_sets: RuleSet) -> float:
+    """How long before a range its evaluations begin: the longest ``for`` and ``keep_firing_for`` of the rule sets (one
+    for all, so that an expression two of them hold is asked over the same chunks)."""
+    return max((rule.hold + rule.keep_firing for rules in rule_sets for rule in rules.alerts), default=0.0)
+
+
 MIN_SPLIT_SECONDS = 3600.0  # a chunk a server refuses as too many samples is halved down to an hour
 TOO_MANY_SAMPLES = ("too many samples", "would load too many samples", "query processing would load")
 AT_RANGE_ENDS = re.compile(r"@\s*(start|end)\s*\(\s*\)")
@@ -239,24 +276,26 @@ def backtest(
     progress: Callable[[int, int], None] | None = None,
     cache: Cache | None = None,
     parallel: int = 4,
+    warm: float | None = None,
 ) -> list[AlertHistory]:
     """Every alert of ``rules`` evaluated from ``start`` to ``end`` at its group's interval, ``parallel`` at once; each
     distinct expression asked once a chunk (``cache``: shared with another rule set's run). An alert whose queries fail
     is marked with the error, and the others go on. The evaluations begin the longest ``for`` and ``keep_firing_for``
-    before ``start`` (one warm-up for all, so the chunks of one expression stay one), so that an alert already firing
-    then fires at ``start``, as a Prometheus that restored its alerts' state would have it; none before counts."""
+    before ``start`` (``warm``: :func:`warm_up`, one for all, so the chunks of one expression stay one), so that an alert
+    already firing then fires at ``start``, as a Prometheus that restored its alerts' state would have it; none before
+    counts."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    cache = {} if cache is None else cache
+    cache = Cache() if cache is None else cache
     total = len(rules.alerts)
-    warm_up = max((rule.hold + rule.keep_firing for rule in rules.alerts), default=0.0)
+    before = warm_up(rules) if warm is None else warm
 
     def one(rule: AlertRule) -> AlertHistory:
         if AT_RANGE_ENDS.search(rule.expr):
             # in a range query @ start() and @ end() are the range's; in a rule's evaluation, the evaluation's time
             return AlertHistory(rule, evaluable=False, error="uses @ start() or @ end(), which a range query reads otherwise")
         try:
-            return _backtest_one(rule, query, start - warm_up, start, end, cache)
+            return _backtest_one(rule, query, start - before, start, end, cache)
         except BacktestError as err:
             return AlertHistory(rule, evaluable=False, error=str(err))
 
@@ -273,19 +312,18 @@ def backtest(
 
 def _answer(query: Query, expr: str, start: float, end: float, step: float, cache: Cache) -> tuple[list[Series], list[str]]:
     """A chunk's answer, the chunk halved (down to MIN_SPLIT_SECONDS) where the server refuses it as too many samples."""
-    key = (expr, start, end, step)
-    if key in cache:
-        return cache[key]
-    try:
-        answer = query(expr, start, end, step)
-    except BacktestError as err:
-        if not any(text in str(err) for text in TOO_MANY_SAMPLES) or end - start < 2 * MIN_SPLIT_SECONDS:
-            raise
-        middle = start + ((end - start) / step // 2) * step
-        first, second = _answer(query, expr, start, middle, step, {}), _answer(query, expr, middle + step, end, step, {})
-        answer = (_joined(first[0], second[0]), first[1] + second[1])
-    cache[key] = answer
-    return answer
+
+    def ask() -> Answer:
+        try:
+            return query(expr, start, end, step)
+        except BacktestError as err:
+            if not any(text in str(err) for text in TOO_MANY_SAMPLES) or end - start < 2 * MIN_SPLIT_SECONDS:
+                raise
+            middle = start + ((end - start) / step // 2) * step
+            first, second = _answer(query, expr, start, middle, step, Cache()), _answer(query, expr, middle + step, end, step, Cache())
+            return _joined(first[0], second[0]), first[1] + second[1]
+
+    return cache.answer((expr, start, end, step), ask)
 
 
 def _joined(first: list[Series], second: list[Series]) -> list[Series]:
@@ -325,7 +363,10 @@ def _backtest_one(rule: AlertRule, query: Query, warm: float, start: float, end:
             merged["alertname"] = rule.name
             labelled = tuple(sorted(merged.items()))
             for at, _ in points:
-                present.setdefault(round(at, 3), set()).add(labelled)
+                now = present.setdefault(round(at, 3), set())
+                if labelled in now:  # Prometheus' evaluation fails there, and the alert never fires
+                    return AlertHistory(rule, evaluable=False, error="vector contains metrics with the same labelset after applying alert labels")
+                now.add(labelled)
     fired = {labels: kept for labels, times in evaluate(rule, steps, present).items() if (kept := [at for at in times if at >= start])}
     return AlertHistory(rule, fired, warnings=tuple(dict.fromkeys(warnings)), notes=tuple(notes))
 
@@ -356,21 +397,18 @@ class Outcome:
 
 
 def moments(histories: list[AlertHistory]) -> list[tuple[float, list[dict[str, str]]]]:
-    """Each evaluation time with the alerts firing then (every alert's evaluations, merged in time order)."""
-    at_time: dict[float, list[dict[str, str]]] = {}
-    for history in histories:
-        for labels, times in history.firing.items():
-            for at in times:
-                at_time.setdefault(at, []).append(dict(labels))
-        for at in _evaluations(history):
-            at_time.setdefault(at, [])
-    return sorted(at_time.items())
-
-
-def _evaluations(history: AlertHistory) -> list[float]:
-    return sorted(
-        {at for times in history.firing.values() for at in times} | {at + history.rule.interval for times in history.firing.values() for at in times}
-    )
+    """Each time the firing alerts change, with every alert firing then: an alert fires from its first firing
+    evaluation until its rule's next evaluation that does not fire it (each rule at its own interval, so between two of
+    its evaluations an alert holds as Alertmanager holds it)."""
+    runs = [(first, last + history.rule.interval, dict(labels)) for history in histories for labels, first, last in history.intervals()]
+    ordered = sorted({at for first, until, _ in runs for at in (first, until)})
+    at_time: list[list[dict[str, str]]] = [[] for _ in ordered]
+    for first, until, alert in runs:
+        index = bisect.bisect_left(ordered, first)
+        while index < len(ordered) and ordered[index] < until:
+            at_time[index].append(alert)
+            index += 1
+    return list(zip(ordered, at_time, strict=True))
 
 
 def outcome(rules: RuleSet, histories: list[AlertHistory], alertmanager: dict[str, Any], start: float, end: float) -> Outcome:

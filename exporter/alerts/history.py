@@ -5,6 +5,7 @@ with basic auth, a bearer token or a CA of one's own, or signed with SigV4 (Amaz
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import ssl
 import threading
@@ -43,10 +44,23 @@ def _parts(url: str) -> tuple[str, str, tuple[str, str] | None, str]:
     return base, parts.query, user, base
 
 
+class _NoCredentialsElsewhere(urllib.request.HTTPRedirectHandler):
+    """A redirect is followed, but a credential (a bearer token, basic auth, a SigV4 signature) goes to no other host
+    than the one it was given for, as Prometheus' own HTTP client has it."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
+        made = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if made is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            for name in [name for name in made.headers if name.lower() in ("authorization", "x-amz-date", "x-amz-security-token")]:
+                del made.headers[name]
+        return made
+
+
 class PrometheusHistory:
     def __init__(self, access: Access) -> None:
         self.access = access
         self._context = ssl.create_default_context(cafile=access.ca_file) if access.ca_file else None
+        self._opener = urllib.request.build_opener(_NoCredentialsElsewhere(), urllib.request.HTTPSHandler(context=self._context))
         self._base, self._query, user, self.shown = _parts(access.url)
         self._basic_auth = access.basic_auth or user
         self.requests = 0
@@ -73,8 +87,8 @@ class PrometheusHistory:
         try:
             reply = self._call("/api/v1/label/__name__/values", {"start": f"{start:.3f}", "end": f"{end:.3f}"}, "GET")
         except BacktestError as err:
-            if str(err).startswith("cannot reach"):
-                raise
+            if str(err).startswith("cannot reach") or " answered HTTP 401" in str(err) or " answered HTTP 403" in str(err):
+                raise  # no history at all, or none for these credentials: one line, exit 1
             return None
         return {str(name) for name in reply.get("data") or []}
 
@@ -97,13 +111,15 @@ class PrometheusHistory:
         with self._lock:
             self.requests += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.access.timeout, context=self._context) as answer:  # noqa: S310
+            with self._opener.open(request, timeout=self.access.timeout) as answer:
                 reply: dict[str, Any] = json.loads(answer.read())
         except urllib.error.HTTPError as err:
             detail = err.read()[:300].decode("utf-8", errors="replace").strip()
             raise BacktestError(f"{self.shown} answered HTTP {err.code}: {detail}") from err
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             raise BacktestError(f"cannot reach {self.shown}: {getattr(err, 'reason', err)}") from err
+        except http.client.HTTPException as err:  # an answer cut short, a status line that is none
+            raise BacktestError(f"{self.shown} answered a broken response: {type(err).__name__}") from err
         except ValueError as err:
             raise BacktestError(f"{self.shown} answered no JSON: {err}") from err
         if reply.get("status") != "success":

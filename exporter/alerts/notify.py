@@ -14,6 +14,7 @@ new one."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,7 +37,9 @@ class ConfigError(ValueError):
 
 
 def seconds(duration: str) -> float:
-    """A Prometheus duration (``1h30m``, ``30s``) in seconds."""
+    """A Prometheus duration (``1h30m``, ``30s``; ``0`` alone takes no unit) in seconds."""
+    if duration.strip() == "0":
+        return 0.0
     parts = DURATION.findall(duration)
     if not parts or "".join(f"{amount}{unit}" for amount, unit in parts) != duration.strip():
         raise ValueError(f"not a duration: {duration!r}")
@@ -179,18 +182,59 @@ class Notification:
         return "critical" if "critical" in found else (found.pop() if len(found) == 1 else "")
 
 
+def muter(config: dict[str, Any]) -> Callable[[list[Alert]], Callable[[Alert], bool]]:
+    """For the firing alerts of one moment, whether an alert (firing or resolved) is muted by the inhibit rules of
+    ``config``: a firing source whose ``equal`` labels are the same silences it, never the alert itself; of a rule whose
+    source also matches its target, only the sources that are no targets count (as :func:`inhibited`)."""
+    rules = [(_matching(r, "source_"), _matching(r, "target_"), tuple(r.get("equal") or ())) for r in config.get("inhibit_rules") or []]
+
+    def at(firing: list[Alert]) -> Callable[[Alert], bool]:
+        indexed = []
+        for source, target, equal in rules:
+            sources: dict[tuple[str, ...], list[Alert]] = {}
+            for alert in firing:
+                if source(alert):
+                    sources.setdefault(tuple(alert.get(k, "") for k in equal), []).append(alert)
+            if sources:
+                indexed.append((source, target, equal, sources))
+
+        def muted(alert: Alert) -> bool:
+            for source, target, equal, sources in indexed:
+                if not target(alert):
+                    continue
+                two_sided = source(alert)
+                for other in sources.get(tuple(alert.get(k, "") for k in equal), []):
+                    if other != alert and not (two_sided and target(other)):
+                        return True
+            return False
+
+        return muted
+
+    return at
+
+
 def notifications(moments: list[tuple[float, list[Alert]]], config: dict[str, Any], end: float) -> list[Notification]:
-    """The notifications Alertmanager sends for ``moments`` (each evaluation's time and firing alerts, in time order),
-    up to ``end``."""
-    leave = inhibited(config)
+    """The notifications Alertmanager sends for ``moments`` (the times the firing alerts change, each with every alert
+    firing then, in time order), up to ``end``."""
     tree = route_tree(config)
     resolved = sends_resolved(config)
+    mutes_at = muter(config)
+    times = [at for at, _ in moments]
+    muted_by_moment: dict[int, Callable[[Alert], bool]] = {}
+
+    def muted(at: float) -> Callable[[Alert], bool]:
+        index = bisect.bisect_right(times, at) - 1
+        found = muted_by_moment.get(index)
+        if found is None:
+            found = muted_by_moment[index] = mutes_at(moments[index][1] if index >= 0 else [])
+        return found
+
     # each group's firing alerts, where they change: (route, group labels) -> [(time, alerts)]
     by_group: dict[tuple[int, Labels], list[tuple[float, frozenset[Labels]]]] = {}
     routes: dict[int, Route] = {}
     for at, alerts in moments:
         now: dict[tuple[int, Labels], set[Labels]] = {}
-        for alert in leave(alerts):
+        for alert in alerts:
             for route in routes_of(tree, alert):
                 routes[id(route)] = route
                 names = sorted(alert) if route.group_by == ("...",) else route.group_by
@@ -203,45 +247,75 @@ def notifications(moments: list[tuple[float, list[Alert]]], config: dict[str, An
     sent: list[Notification] = []
     for (route_id, group), states in by_group.items():
         route = routes[route_id]
-        sent += _group_notifications(route, group, states, end, resolved.get(route.receiver, True))
+        sent += _group_notifications(route, group, states, end, resolved.get(route.receiver, True), muted)
     return sorted(sent, key=lambda n: (n.at, n.receiver, n.group))
 
 
-def _kind(alerts: frozenset[Labels], last: frozenset[Labels], since: float, repeat: float, send_resolved: bool) -> str:
-    """What a flush sends, as Alertmanager's deduplication decides (``last``: the firing alerts last sent)."""
-    if not last:
-        return "first"
-    if not alerts <= last or (send_resolved and alerts != last):
+@record
+class _Logged:
+    """A group's entry in Alertmanager's notification log: what its last notification held, and when. It outlives the
+    group (a group that ends and comes back is told against it)."""
+
+    firing: frozenset[Labels] = frozenset()
+    resolved: frozenset[Labels] = frozenset()
+    at: float | None = None
+
+
+def _needs_update(log: _Logged, firing: frozenset[Labels], resolved: frozenset[Labels], now: float, repeat: float, send_resolved: bool) -> str:
+    """What a flush sends, as Alertmanager's deduplication decides it (``needsUpdate``): "" for nothing."""
+    if log.at is None:
+        return "first" if firing else ""
+    if not firing <= log.firing:
+        return "first" if not log.firing else "update"
+    if not firing:
+        return "resolved" if log.firing else ""  # all resolved: logged even where the receiver is not told
+    if send_resolved and not resolved <= log.resolved:
         return "update"
-    return "repeat" if since >= repeat else ""
+    return "repeat" if log.at < now - repeat else ""  # strictly: a repeat due at a flush goes at the next one
 
 
 def _group_notifications(
-    route: Route, group: Labels, states: list[tuple[float, frozenset[Labels]]], end: float, send_resolved: bool
+    route: Route,
+    group: Labels,
+    states: list[tuple[float, frozenset[Labels]]],
+    end: float,
+    send_resolved: bool,
+    muted: Callable[[float], Callable[[Alert], bool]],
 ) -> list[Notification]:
-    """One group's notifications from its alerts where they change (a state holds until the next), as Alertmanager's
-    deduplication decides them: new firing alerts; all resolved; some resolved where resolved notifications are sent;
-    else a repeat once repeat_interval passed."""
+    """One group's notifications from its firing alerts where they change (a state holds until the next), as
+    Alertmanager's aggregation group and deduplication make them: the group starts with its first alert and flushes
+    ``group_wait`` later, then every ``group_interval``; each flush holds the alerts firing then and those resolved since
+    the last flush (then let go), less those the inhibit rules mute at that moment (a flush of muted alerts only sends
+    and logs nothing); the group ends at a flush that leaves it empty, and its log entry stays."""
     sent: list[Notification] = []
+    log = _Logged()
     position = 0
     while position < len(states):
         while position < len(states) and not states[position][1]:
             position += 1
         if position == len(states):
             break
-        flush, last, last_at = states[position][0] + route.group_wait, frozenset[Labels](), 0.0
+        held: dict[Labels, bool] = dict.fromkeys(states[position][1], True)  # alert -> firing
+        flush = states[position][0] + route.group_wait
         while flush <= end:
             while position + 1 < len(states) and states[position + 1][0] <= flush:
                 position += 1
-            alerts = states[position][1]
-            if not alerts:
-                if last and send_resolved:
-                    sent.append(Notification(flush, route.receiver, group, "resolved", ()))
+                firing = states[position][1]
+                for alert in held.keys() | firing:
+                    held[alert] = alert in firing
+            mutes = muted(flush)
+            shown = {alert: firing for alert, firing in held.items() if not mutes(dict(alert))}
+            if shown:
+                now_firing = frozenset(alert for alert, firing in shown.items() if firing)
+                now_resolved = frozenset(alert for alert, firing in shown.items() if not firing)
+                kind = _needs_update(log, now_firing, now_resolved, flush, route.repeat_interval, send_resolved)
+                if kind:
+                    if kind != "resolved" or send_resolved:
+                        sent.append(Notification(flush, route.receiver, group, kind, tuple(sorted(now_firing))))
+                    log = _Logged(now_firing, now_resolved, flush)
+            held = {alert: firing for alert, firing in held.items() if firing}
+            if not held:
                 break
-            kind = _kind(alerts, last, flush - last_at, route.repeat_interval, send_resolved)
-            if kind:
-                sent.append(Notification(flush, route.receiver, group, kind, tuple(sorted(alerts))))
-                last, last_at = alerts, flush
             flush += route.group_interval
         else:
             break

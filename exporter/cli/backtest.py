@@ -83,7 +83,7 @@ def _default_rules() -> tuple[str, dict[str, Any]]:
 
 
 def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
-    from exporter.alerts.backtest import BacktestError, backtest, load_rules, mark_missing, outcome, summary
+    from exporter.alerts.backtest import BacktestError, Cache, backtest, load_rules, mark_missing, outcome, summary, warm_up
     from exporter.alerts.backtest_report import html_report, text_report
     from exporter.alerts.history import PrometheusHistory
     from exporter.alerts.notify import ConfigError
@@ -109,9 +109,10 @@ def run_backtest(args: argparse.Namespace, clock: Any = None) -> int:
     except BacktestError as err:
         raise UsageError(str(err)) from err
     results = []
-    cache: dict = {}  # an expression both rule sets hold is asked once
+    cache = Cache()  # an expression both rule sets hold is asked once, over the same chunks
+    warm = warm_up(ours, *((theirs,) if theirs else ()))
     for rules, routing in ((ours, given or default_routing), *(((theirs, given or {"route": {"group_by": ["alertname"]}}),) if theirs else ())):
-        histories = backtest(rules, history.query_range, start, end, _progress(rules.path), cache, max(1, args.parallel))
+        histories = backtest(rules, history.query_range, start, end, _progress(rules.path), cache, max(1, args.parallel), warm)
         if names is not None:
             mark_missing(histories, names.__contains__)
         try:
