@@ -1,16 +1,16 @@
 """What Alertmanager makes of what fired (pure): its inhibit rules, and its routing tree and grouping with
 ``group_wait``, ``group_interval`` and ``repeat_interval``, as notifications.
 
-The model: alerts change only at the rules' evaluations, and Alertmanager has each evaluation's firing alerts at once.
-A firing source silences a target whose ``equal`` labels are the same (a missing label is the empty one), never itself;
+The model: alerts change only at the rules' evaluations (each holds until its own rule's next), and Alertmanager has
+each evaluation's firing alerts at once. A firing source silences (mutes at a flush) a target whose ``equal`` labels are the same (a missing label is the empty one), never itself;
 of a rule whose source also matches its target, only the sources that are no targets count. An alert walks the routing
 tree as Alertmanager's does (``matchers``, ``match``, ``match_re``; the first matching child, the next ones too where
 it says ``continue``; a route with no matching child takes it itself), and joins the group of its route and
 ``group_by`` labels (``...``: all of them). A group's first notification goes out ``group_wait`` after its first alert;
 then at each ``group_interval`` one goes out where a new alert fires, where alerts resolved and the receiver sends
-resolved notifications, or, nothing new, once ``repeat_interval`` has passed since the last; a group whose alerts all
-resolved ends (with a notification where the receiver sends resolved ones), and the next alert of its labels starts a
-new one."""
+resolved notifications, or, nothing new, once more than ``repeat_interval`` has passed since the last, as its
+notification log decides; a group whose alerts all resolved ends (with a notification where the receiver sends resolved
+ones), and the next alert of its labels starts a new one, told against the same log."""
 
 from __future__ import annotations
 
