@@ -2,8 +2,9 @@
 ``group_wait``, ``group_interval`` and ``repeat_interval``, as notifications.
 
 The model: alerts change only at the rules' evaluations (each holds until its own rule's next), and Alertmanager has
-each evaluation's firing alerts at once. A firing source silences (mutes at a flush) a target whose ``equal`` labels are the same (a missing label is the empty one), never itself;
-of a rule whose source also matches its target, only the sources that are no targets count. An alert walks the routing
+each evaluation's firing alerts at once. A firing source silences (mutes at a flush) a target whose ``equal`` labels
+are the same (a missing label is the empty one), never itself; of a rule whose source also matches its target, only
+the sources that are no targets count. An alert walks the routing
 tree as Alertmanager's does (``matchers``, ``match``, ``match_re``; the first matching child, the next ones too where
 it says ``continue``; a route with no matching child takes it itself), and joins the group of its route and
 ``group_by`` labels (``...``: all of them). A group's first notification goes out ``group_wait`` after its first alert;
