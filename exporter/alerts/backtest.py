@@ -101,7 +101,8 @@ def load_rules(path: str, text: str, default_interval: float, held: Callable[[st
 
 def _with_labels(expr: str, labels: dict[str, str]) -> str:
     for name, value in sorted(labels.items()):
-        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        # label_replace expands $1 and $name in its replacement: a literal $ is written $$
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
         expr = f'label_replace({expr}, "{name}", "{quoted}", "", "")'
     return expr
 

@@ -63,6 +63,7 @@ class PrometheusHistory:
         self._opener = urllib.request.build_opener(_NoCredentialsElsewhere(), urllib.request.HTTPSHandler(context=self._context))
         self._base, self._query, user, self.shown = _parts(access.url)
         self._basic_auth = access.basic_auth or user
+        self._signer: Any = None  # with SigV4: the credentials and region, found once (on EC2 a metadata call each)
         self.requests = 0
         self._lock = threading.Lock()  # the backtest's queries come from a few threads
 
@@ -131,8 +132,11 @@ class PrometheusHistory:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
-        region = self.access.sigv4_region or boto3.session.Session().region_name
-        credentials = boto3.session.Session().get_credentials()
+        with self._lock:
+            if self._signer is None:
+                session = boto3.session.Session()
+                self._signer = (self.access.sigv4_region or session.region_name, session.get_credentials())
+            region, credentials = self._signer
         if not region or credentials is None:
             raise BacktestError("SigV4 needs AWS credentials and a region (--sigv4-region)")
         headers = {"Content-Type": "application/x-www-form-urlencoded"} if body is not None else {}
