@@ -151,3 +151,25 @@ def recording_api(*apis: str) -> Any:
             return super().call(client, api, deadline=deadline, **kwargs)
 
     return RecordingApi()
+
+
+def rendered_three_ways(info: Any) -> tuple[bytes, bytes, bytes, bytes]:
+    """An INFO reply's metrics encoded sample by sample, rendered without a memo, and rendered with one twice (the
+    second time replayed): a target serves the same bytes whichever way it takes."""
+    from exporter.common.exposition import TargetRendering, TextFamilySet, encode_text
+    from exporter.common.families import FamilySet
+    from exporter.common.labels import instance_labels
+    from exporter.redis.info_metrics import add_info_metrics
+
+    by_sample = FamilySet()
+    add_info_metrics(info, instance_labels("t"), by_sample)
+    fresh = TextFamilySet()
+    add_info_metrics(info, instance_labels("t"), fresh)
+    rendering = TargetRendering("t")
+    served = []
+    for _ in range(2):
+        out = TextFamilySet()
+        with out.rendering(rendering):
+            add_info_metrics(info, rendering.labels, out)
+        served.append(out.encode())
+    return encode_text(by_sample.families()), fresh.encode(), served[0], served[1]

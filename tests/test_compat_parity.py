@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import exact_samples, exposition_types, sample
 
-from exporter.common.exposition import TargetRendering, TextFamilySet
+from exporter.common.exposition import TextFamilySet
 from exporter.common.labels import instance_labels
 from exporter.redis.cluster import add_cluster_info
 from exporter.redis.compat import OURS_ONLY
@@ -335,17 +335,10 @@ def test_every_family_of_these_replies_is_redis_exporters_alike():
 
 def test_a_reply_with_the_new_families_renders_alike_with_and_without_a_memo():
     """A target with a memo replays the labelled families' lines as it renders them."""
-    info = parse_info(VALKEY_9_1)
-    fresh = TextFamilySet()
-    add_info_metrics(info, instance_labels("t"), fresh)
-    rendering = TargetRendering("t")
-    encoded = []
-    for _ in range(2):
-        out = TextFamilySet()
-        with out.rendering(rendering):
-            add_info_metrics(info, rendering.labels, out)
-        encoded.append(out.encode())
-    assert fresh.encode() == encoded[0] == encoded[1]
+    from helpers import rendered_three_ways
+
+    by_sample, fresh, first, replayed = rendered_three_ways(parse_info(VALKEY_9_1))
+    assert fresh == by_sample == first == replayed
 
 
 def test_the_new_fields_are_planned_once():

@@ -317,21 +317,10 @@ def test_a_reply_renders_alike_with_a_memo_without_one_and_sample_by_sample(name
     """A fleet's targets without a memo take their own paths for plain fields, commandstats and latencystats; what
     they serve is, byte for byte, what a target with a memo serves (twice: rendered, then replayed) and what the
     sample-by-sample set encodes."""
-    from exporter.common.exposition import TargetRendering, TextFamilySet, encode_text
+    from helpers import rendered_three_ways
 
-    info = parse_info((DATA / name).read_text())
-    by_sample = FamilySet()
-    add_info_metrics(info, instance_labels("t"), by_sample)
-    fresh = TextFamilySet()
-    add_info_metrics(info, instance_labels("t"), fresh)
-    rendering = TargetRendering("t")
-    served = []
-    for _ in range(2):
-        out = TextFamilySet()
-        with out.rendering(rendering):
-            add_info_metrics(info, rendering.labels, out)
-        served.append(out.encode())
-    assert fresh.encode() == encode_text(by_sample.families()) == served[0] == served[1]
+    by_sample, fresh, *served = rendered_three_ways(parse_info((DATA / name).read_text()))
+    assert fresh == by_sample == served[0] == served[1]
     if name == "info_redis_7_0.txt":
         assert b"redis_commands_total{" in served[0]
         assert b'quantile="99.9"' in served[0]
