@@ -1,7 +1,7 @@
 """The backtest's cost: a week of a fleet's redis_exporter history at a 1-minute evaluation interval, through the
 rendered rules (89 alerts) and Alertmanager routing.
 
-    python bench/backtest_bench.py [--nodes 200] [--days 7]
+    python bench/backtest_bench.py [--nodes 200] [--days 7] [--parallel 4]
 
 Writes the history (redis_up, memory used and max, connected clients, evictions, and each replica's link) as OpenMetrics
 with an incident now and then, backfills it into a real Prometheus 3 (promtool tsdb create-blocks-from openmetrics),
@@ -101,6 +101,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--seed", type=int, default=67)
+    parser.add_argument("--parallel", type=int, default=4, help="the backtest's --parallel")
     args = parser.parse_args()
     minutes = args.days * 1440
     start = int(time.time()) // 3600 * 3600 - minutes * 60
@@ -112,7 +113,7 @@ def main() -> int:
         loaded = time.monotonic()
         try:
             end = start + 60 * (minutes - 1)
-            argv = ["backtest", "--prometheus", f"http://127.0.0.1:{prometheus.port}", "--start", str(start), "--end", str(end), "--format", "json"]
+            argv = ["backtest", "--prometheus", f"http://127.0.0.1:{prometheus.port}", "--start", str(start), "--end", str(end), "--format", "json", "--parallel", str(args.parallel)]
             before = time.monotonic()
             # its own process, so its peak memory is its own
             run = subprocess.run([sys.executable, "-c", MEASURED, *argv], capture_output=True, text=True, check=False)
