@@ -113,7 +113,8 @@ def main() -> int:
         loaded = time.monotonic()
         try:
             end = start + 60 * (minutes - 1)
-            argv = ["backtest", "--prometheus", f"http://127.0.0.1:{prometheus.port}", "--start", str(start), "--end", str(end), "--format", "json", "--parallel", str(args.parallel)]
+            argv = ["backtest", "--prometheus", f"http://127.0.0.1:{prometheus.port}", "--start", str(start), "--end", str(end)]
+            argv += ["--format", "json", "--parallel", str(args.parallel)]
             before = time.monotonic()
             # its own process, so its peak memory is its own
             run = subprocess.run([sys.executable, "-c", MEASURED, *argv], capture_output=True, text=True, check=False)
