@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
 from .families import HISTOGRAM, NOT_RECORDING, SUMMARY, Family, FamilySet
-from .labels import LabelSet
+from .labels import LabelSet, static_labels
 from .recent import RecentCache
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -147,15 +147,16 @@ class RenderMemo:
 
 
 class TargetRendering:
-    """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}``, whose
-    children keep their rendered text) and, where its owner grants it (``replay``), a :class:`RenderMemo` per way of
+    """A target's own render state, made with it and dropped with it: its root label set (``{"instance": name}`` and its
+    static labels, whose children keep their rendered text) and, where its owner grants it (``replay``), a :class:`RenderMemo` per way of
     rendering that the target is scraped in (about 90 KiB each); without one, every sample is rendered afresh (but the
     lines every target with the same settings shares, see :meth:`TextFamilySet.add_shared`)."""
 
     __slots__ = ("labels", "memos")
 
-    def __init__(self, instance: str, replay: bool = True) -> None:
-        self.labels = LabelSet({"instance": instance})
+    def __init__(self, instance: str, replay: bool = True, static: Iterable[tuple[str, str]] = ()) -> None:
+        # ``static``: the target's own labels (targets[].labels), after the instance: its every child carries them
+        self.labels = LabelSet({"instance": instance, **dict(static)})
         # by the way of rendering (text or protobuf, with or without the instance label, which histograms are native)
         self.memos: dict[Hashable, RenderMemo] | None = {} if replay else None
 
@@ -552,6 +553,43 @@ class TextFamilySet(RenderingFamilySet):
         if openmetrics:
             body += b"# EOF\n"
         return body
+
+
+class StaticLabels(RenderingFamilySet):
+    """A rendering set for a page where some targets have static labels (``targets[].labels``): ``static`` holds them by
+    target name. A target's root set carries them already; every other sample whose labels name that ``instance`` (the
+    replication and heartbeat series, the profilers', the baselines') gets them after it, as the root's children have
+    them. Made only where some target has labels: a page without any renders with the plain sets, at no cost. Mixed in
+    before the set it labels (:class:`LabelledTextFamilySet`, ``protobuf.LabelledProtobufFamilySet``)."""
+
+    def __init__(self, static: Mapping[str, Mapping[str, str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._static = static
+
+    def add(self, name: str, kind: str, help_: str, labels: dict[str, str], value: float) -> None:
+        super().add(name, kind, help_, static_labels(self._static, labels), value)
+
+    def add_numbers(self, labels: dict[str, str], samples: list[tuple[str, str, str, float | str]]) -> None:
+        super().add_numbers(static_labels(self._static, labels), samples)
+
+    def add_sample(self, family: str, kind: str, help_: str, sample: str, labels: dict[str, str], value: float) -> None:
+        super().add_sample(family, kind, help_, sample, static_labels(self._static, labels), value)
+
+    def add_histogram(self, name: str, help_: str, labels: dict[str, str], buckets: list[tuple[str, float]], count: float, total: float) -> None:
+        super().add_histogram(name, help_, static_labels(self._static, labels), buckets, count, total)
+
+    def add_summary(
+        self, name: str, help_: str, labels: dict[str, str], quantiles: list[tuple[str, float]], count: float | None, total: float | None
+    ) -> None:
+        super().add_summary(name, help_, static_labels(self._static, labels), quantiles, count, total)
+
+    def add_shared(self, part: str, source: Hashable, base: dict[str, str], render: Callable[[dict[str, str], FamilySet], None]) -> None:
+        # a labelled target's root has more than its instance: TextFamilySet renders it afresh, not from the shared lines
+        super().add_shared(part, source, static_labels(self._static, base), render)
+
+
+class LabelledTextFamilySet(StaticLabels, TextFamilySet):
+    """:class:`TextFamilySet` with targets' static labels (:class:`StaticLabels`)."""
 
 
 def encode_text(families: Iterable[Any], *, drop_instance: bool = False) -> bytes:

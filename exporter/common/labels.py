@@ -12,9 +12,50 @@ which costs what plain dicts cost.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 MAX_CHILDREN = 4096
+
+# The label names the exporter's own series carry (every family of docs/metrics.md, and what Prometheus adds to a
+# scrape): a target's static labels (``targets[].labels``) may not take one, nor a name of the families that make their
+# label names (``tag_<key>``, ``dimension_<name>``), nor one Prometheus reserves (``__``).
+SERVED_LABELS = frozenset(
+    """
+    instance job le quantile db cmd err role replication_group shard shard_source node_type cluster prefix source
+    direction level kind reason name ver version python_version index count primary replica master_host master_port
+    slave_ip slave_port slave_state read_only redis_version redis_build_id redis_mode os maxmemory_policy tcp_port
+    run_id process_id master_replid valkey_version valkey_release_stage abi_version account_id api az cache category
+    certificate class client_name consumer engine engine_version event_name field flags global_replication_group group
+    host id idle key limit log metric module node option pattern phase port region resource resp serial service_update
+    severity slot source_id source_type status stream thread tier type update_type upgrade_to user val within
+    """.split()  # noqa: SIM905 - a list of names, read as one
+)
+SERVED_LABEL_PREFIXES = ("__", "tag_", "dimension_")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def static_label_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a target's static label, or None."""
+    if not _LABEL_NAME.match(name):
+        return f"{name!r} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+    if name.startswith(SERVED_LABEL_PREFIXES):
+        prefix = next(prefix for prefix in SERVED_LABEL_PREFIXES if name.startswith(prefix))
+        reason = "is reserved by Prometheus" if prefix == "__" else "names labels the exporter serves"
+        return f"{name!r}: the prefix {prefix} {reason}"
+    if name in SERVED_LABELS:
+        return f"{name!r} is a label the exporter serves itself"
+    return None
+
+
+def static_labels(by_instance: Mapping[str, Mapping[str, str]], labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` with the static labels of its ``instance`` after that label, where ``by_instance`` has some and
+    ``labels`` lacks them (a target's root set and its children carry them already); else ``labels`` itself."""
+    static = by_instance.get(labels.get("instance", ""))
+    if not static or next(iter(static)) in labels:
+        return labels
+    return {"instance": labels["instance"], **static, **labels}
 
 
 class LabelSet(dict):

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Hashable
 from typing import Any
 
-from .exposition import RELEASE_LINES, RenderingFamilySet, _keep_rendered
+from .exposition import RELEASE_LINES, RenderingFamilySet, StaticLabels, _keep_rendered
 from .families import COUNTER, GAUGE, HISTOGRAM, SUMMARY
 from .labels import LabelSet
 
@@ -425,3 +425,7 @@ class ProtobufFamilySet(RenderingFamilySet):
             body += family
             block.clear()
         return body
+
+
+class LabelledProtobufFamilySet(StaticLabels, ProtobufFamilySet):
+    """:class:`ProtobufFamilySet` with targets' static labels (``exposition.StaticLabels``)."""

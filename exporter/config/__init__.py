@@ -28,7 +28,7 @@ from .declared import BASELINES, CLUSTER, CREDENTIALS, KEYSPACE, LOG, SCRAPE, SL
 from .keys_section import key_probes_config
 from .model import DEFAULT_LISTEN_ADDRESS, DEFAULT_REDIS_ADDR, Config
 from .readers import as_mapping, check_keys, listen_host_port, parse_duration
-from .redis_section import allow_rule, clients_config, credentials_config, heartbeat_config, target_config
+from .redis_section import allow_rule, clients_config, credentials_config, heartbeat_config, static_labels_config, target_config
 from .sources import env_values, flag_to_env, load_yaml, overlay
 
 __all__ = [
@@ -69,7 +69,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
     # alone would otherwise page for a localhost nobody configured
     names_regions = aws_settings.accounts if aws_settings is not None else any(aws.get(k) for k in ("region", "regions", "accounts"))
     targets = _targets(raw, timeout, environ, problems, default_addr=not (names_regions or allow))
-    discovered = take(lambda: _discovered_credentials(aws, timeout, environ), (Credentials(), False))
+    discovered = take(lambda: _discovered_credentials(aws, timeout, environ), (Credentials(), False, ()))
     cluster = take(lambda: as_mapping(raw, "cluster"), {})
     sections = {
         "baselines": take(lambda: BaselineConfig(**BASELINES.fields(as_mapping(raw, "baselines"), "baselines")), None),
@@ -87,6 +87,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         aws=aws_settings,
         discovered_credentials=discovered[0],
         discovered_iam=discovered[1],
+        discovered_labels=discovered[2],
         targets=targets,
         allow=allow,
         source_file=source_file,
@@ -136,9 +137,11 @@ def _targets(
     return tuple(targets)
 
 
-def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> tuple[Credentials, bool]:
-    """The credentials of discovered nodes, and whether they authenticate with IAM (each signs for its own cache)."""
+def _discovered_credentials(aws: dict[str, Any], timeout: float, environ: Mapping[str, str]) -> tuple[Credentials, bool, tuple[tuple[str, str], ...]]:
+    """The credentials of discovered nodes, whether they authenticate with IAM (each signs for its own cache), and the
+    static labels of each."""
     discovered = as_mapping(aws, "discovered")
-    check_keys(discovered, "aws.discovered", {*CREDENTIALS.keys(), "iam_auth"})
+    check_keys(discovered, "aws.discovered", {*CREDENTIALS.keys(), "iam_auth", "labels"})
     credentials = credentials_config(discovered, "aws.discovered", timeout, environ, None, None)
-    return credentials, discovered_iam(discovered, "aws.discovered", credentials.username)
+    labels = static_labels_config(discovered.get("labels"), "aws.discovered.labels")
+    return credentials, discovered_iam(discovered, "aws.discovered", credentials.username), labels

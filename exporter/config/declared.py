@@ -396,6 +396,9 @@ TARGET = Group(
         Setting("iam_auth", None, "ElastiCache IAM authentication: cache, region, serverless, max_connection_age"),
         Setting("discover", optional_choice("cluster"), "cluster: the address is a cluster's (configuration) endpoint, and every node "
                 "of the cluster is a target instead, found with CLUSTER SHARDS (CLUSTER NODES before 7.0)", flag="redis.discover"),
+        Setting("labels", None, "static labels on every series of the target's instance (its cluster's nodes too), as Prometheus' "
+                "relabelling adds a target's labels: label name to value, e.g. {team: payments}; not a label the exporter "
+                "serves (instance, job, db, cmd, role, shard, ...)", shown_default="none"),
     ),
     flag_path="redis",
     more_keys=tuple(setting.key for setting in CREDENTIALS.settings),
@@ -570,7 +573,8 @@ AWS = Group(
         Setting("discovery_interval", duration(), "how often clusters are discovered", field="discovery_interval"),
         Setting("cloudwatch", None, "CloudWatch polling: the aws.cloudwatch keys"),
         Setting("scrape_discovered", BOOL, "scrape the Redis of the discovered nodes too", field="scrape_discovered"),
-        Setting("discovered", None, "credentials (and iam_auth: true) of the discovered nodes, as a target's"),
+        Setting("discovered", None, "credentials (and iam_auth: true) of the discovered nodes, as a target's, and labels: "
+                "static labels of every discovered node, as a target's labels"),
         Setting("export_tags", None, "tag keys served as tag_<key> labels of elasticache_node_info, as YACE names them",
                 shown_default="none", shape="list"),
         Setting("events", BOOL, "poll DescribeEvents and the service updates", field="events"),

@@ -44,5 +44,6 @@ class Config:
     aws: AwsConfig = field(factory=AwsConfig)
     discovered_credentials: Credentials = field(factory=Credentials)  # the config file's aws.discovered
     discovered_iam: bool = False  # aws.discovered.iam_auth: each discovered node signs an IAM token for its own cache
+    discovered_labels: tuple[tuple[str, str], ...] = ()  # aws.discovered.labels: static labels of every discovered node
     baselines: BaselineConfig = field(factory=BaselineConfig)
     source_file: str | None = None

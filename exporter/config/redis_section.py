@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from exporter.common.errors import ConfigError
+from exporter.common.labels import static_label_problem
 from exporter.common.records import replace
 from exporter.common.secrets import Secret
 from exporter.redis.addresses import AddressError, Endpoint, HostPattern
@@ -63,7 +64,26 @@ def target_config(item: Any, key: str, timeout: float, environ: Mapping[str, str
     keys = key_probes_config(item["keys"], f"{key}.keys") if item.get("keys") is not None else None
     node_type = TARGET.value(item, "node_type", key) or ""
     discover = TARGET.value(item, "discover", key) or ""
-    return TargetConfig(name, endpoint, credentials, node_type, replication_group=group, shard=shard, keys=keys, discover=discover)
+    labels = static_labels_config(item.get("labels"), f"{key}.labels")
+    return TargetConfig(name, endpoint, credentials, node_type, replication_group=group, shard=shard, keys=keys, discover=discover, labels=labels)
+
+
+def static_labels_config(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """``labels``: a mapping of label name to value, added to every series of the target's instance (as Prometheus'
+    relabelling adds a target's labels to its scrape); names the exporter's own series carry are refused. In name order."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise ConfigError(key, "must be a mapping of label name to value, such as {team: payments}")
+    labels = {}
+    for name, value in raw.items():
+        problem = static_label_problem(name) if isinstance(name, str) else f"{name!r} is not a label name"
+        if problem is not None:
+            raise ConfigError(f"{key}.{name}", problem)
+        if value is None or value == "":
+            raise ConfigError(f"{key}.{name}", "must be a non-empty string (an empty label is no label to Prometheus)")
+        labels[name] = as_string(value, f"{key}.{name}")
+    return tuple(sorted(labels.items()))
 
 
 def allow_rule(item: Any, key: str, timeout: float, environ: Mapping[str, str]) -> AllowRule:

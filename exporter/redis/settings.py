@@ -41,6 +41,7 @@ class TargetConfig:
     shard: str = ""
     keys: KeyProbes | None = None  # watched keys and streams of this target; None: the config's top-level keys
     discover: str = ""  # cluster: the address is a cluster's endpoint; every node of the cluster is a target instead
+    labels: tuple[tuple[str, str], ...] = ()  # static labels on every series of its instance (its cluster's nodes too)
 
     @property
     def display(self) -> str:

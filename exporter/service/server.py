@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from exporter import __version__
 from exporter.baselines.table import BaselineTable, load_table
-from exporter.common.exposition import RenderingFamilySet, TextFamilySet
+from exporter.common.exposition import LabelledTextFamilySet, RenderingFamilySet, TextFamilySet
 from exporter.common.families import FamilyCollector
 from exporter.common.urltext import query_values
 from exporter.config import Config, listen_host_port
@@ -221,8 +221,9 @@ class ExporterApp:
                 ]
                 collectors += [*self._extra_collectors, self._build_info, self._limits, self._process]
                 # many nodes on one page: each node's series carry instance=<target name>, the label a scrape of
-                # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true)
-                return self._metrics(request, [c for c in collectors if c is not None])
+                # that node alone would get from Prometheus (the documented job keeps it with honor_labels: true),
+                # and the target's static labels, as its relabelling would add them
+                return self._metrics(request, [c for c in collectors if c is not None], static=self._static_labels())
             if path == "/scrape":
                 return self._scrape(request)
             if path == "/discovery":
@@ -278,7 +279,20 @@ class ExporterApp:
             return _plain(400, f"target refused: {err}\n")
         collectors = [self._redis_collector([target], request), self._baseline_collector([target]), self._build_info]
         # one node: its instance is the one Prometheus' relabelling gives the scrape, as with redis_exporter
-        return self._metrics(request, [c for c in collectors if c is not None], drop_instance=True)
+        static = {target.name: dict(target.labels)} if target.labels else None
+        return self._metrics(request, [c for c in collectors if c is not None], drop_instance=True, static=static)
+
+    def _static_labels(self) -> dict[str, dict[str, str]] | None:
+        """The static labels of /metrics, by instance: the targets' and, with aws.discovered.labels, those of the
+        discovered nodes no target reads (their CloudWatch-side series); None where none has any."""
+        static = self.targets.static_labels
+        labels = self.config.discovered_labels
+        monitor = self.aws_monitor
+        if labels and monitor is not None:
+            missing = {name: dict(labels) for name, _ in monitor.named_nodes() if name not in static}
+            if missing:
+                static = {**static, **missing}
+        return static or None
 
     def _profiled_targets(self) -> list[Any]:
         """What the profilers read: the targets of /metrics (the configured ones and, with aws.scrape_discovered, the
@@ -333,15 +347,22 @@ class ExporterApp:
             address_names=self.targets.address_names,
         )
 
-    def _metrics(self, request: Request, collectors: list[FamilyCollector], *, drop_instance: bool = False) -> Reply:
+    def _metrics(
+        self, request: Request, collectors: list[FamilyCollector], *, drop_instance: bool = False, static: dict[str, dict[str, str]] | None = None
+    ) -> Reply:
+        """``static``: the targets' static labels by instance, where some have any."""
         choice = self.formats.choose(request.headers.get("accept"))
         out: RenderingFamilySet
         if choice.format is PROTOBUF_DELIMITED:
-            from exporter.common.protobuf import ProtobufFamilySet  # only a client that asks for protobuf loads it
+            # only a client that asks for protobuf loads it
+            from exporter.common.protobuf import LabelledProtobufFamilySet, ProtobufFamilySet
 
-            out = ProtobufFamilySet(drop_instance=drop_instance, native=NATIVE_HISTOGRAMS)
+            if static:
+                out = LabelledProtobufFamilySet(static, drop_instance=drop_instance, native=NATIVE_HISTOGRAMS)
+            else:
+                out = ProtobufFamilySet(drop_instance=drop_instance, native=NATIVE_HISTOGRAMS)
         else:
-            out = TextFamilySet(drop_instance=drop_instance)
+            out = LabelledTextFamilySet(static, drop_instance=drop_instance) if static else TextFamilySet(drop_instance=drop_instance)
         for collector in collectors:
             collector.write(out)
         # text 1.0.0 writes legacy-valid names exactly as 0.0.4 does, and OpenMetrics differs only in each family's

@@ -106,9 +106,10 @@ class Target:
     member_role: str = ""  # a cluster member: "primary" or "replica", as the cluster last said
     aws_node: Node | None = None  # a discovered node: what discovery knows of it
     role_listed_at: float = 0.0  # monotonic: when the cluster or discovery last told a new role (the last scrape's, if newer, wins)
+    labels: tuple[tuple[str, str], ...] = ()  # its static labels (targets[].labels), on every series of its instance
 
     def __post_init__(self) -> None:
-        self.rendering = TargetRendering(self.name, self.replay)
+        self.rendering = TargetRendering(self.name, self.replay, self.labels)
 
     @property
     def display(self) -> str:
@@ -141,6 +142,10 @@ class TargetSet:
         # (host, port) -> the name of the target there (ad hoc ones left out): a replica's or primary's label in the
         # replication series; replaced, never changed, so a scrape reads it without the lock
         self.address_names: dict[tuple[str, int], str] = {}
+        # target name -> its static labels, for the targets that have some (empty: none has, the common case); replaced,
+        # never changed, as address_names
+        self.static_labels: dict[str, dict[str, str]] = {}
+        self._discovered_labels = config.discovered_labels
         self._replaying = 0  # targets granted a render memo (MAX_REPLAYING_TARGETS)
         self.heartbeat_sources: tuple[tuple[str, str], ...] = (
             ((SOURCE_ELASTICACHE, ELASTICACHE_KEY), (SOURCE_EXPORTER, config.heartbeat.key)) if config.heartbeat.read else ()
@@ -162,7 +167,9 @@ class TargetSet:
         for item in config.targets:
             if item.discover != "cluster" and item.name not in self._targets:
                 node = self._node(item.endpoint, item.credentials, item.keys)
-                self._add(Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay()))
+                self._add(
+                    Target(item.name, node, item.node_type, item.replication_group, item.shard, replay=self._grant_replay(), labels=item.labels)
+                )
         self._reindex()
 
     def prepare_passwords(self) -> None:
@@ -364,7 +371,15 @@ class TargetSet:
                 redis_node = self._node(endpoint, self._discovered_node_credentials(name, node))
                 node_type = "" if node.serverless else node.node_type  # no node-type baseline applies
                 target = Target(
-                    name, redis_node, node_type, node.replication_group, node.shard, replay=self._grant_replay(), kind=DISCOVERED, aws_node=node
+                    name,
+                    redis_node,
+                    node_type,
+                    node.replication_group,
+                    node.shard,
+                    replay=self._grant_replay(),
+                    kind=DISCOVERED,
+                    aws_node=node,
+                    labels=self._discovered_labels,
                 )
                 self._add(target)
                 changed = True
@@ -405,6 +420,7 @@ class TargetSet:
                     kind=MEMBER,
                     seed=seed.name,
                     member_role=member.role,
+                    labels=seed.labels,
                 )
                 self._add(target)
                 changed = True
@@ -440,6 +456,7 @@ class TargetSet:
         by_text: dict[str, Target] = {}
         by_address: dict[tuple[str, int, int, bool], Target] = {}
         address_names: dict[tuple[str, int], str] = {}
+        static_labels: dict[str, dict[str, str]] = {}
         for target in sorted(self._targets.values(), key=lambda target: _RANK[target.kind]):  # stable: configured in order
             for text in target.names:
                 by_text.setdefault(text, target)
@@ -447,7 +464,10 @@ class TargetSet:
             by_address.setdefault(_address_key(endpoint), target)
             if target.kind is not AD_HOC:
                 address_names.setdefault((endpoint.host, endpoint.port), target.name)
+            if target.labels:
+                static_labels[target.name] = dict(target.labels)
         self._by_text, self._by_address, self.address_names = by_text, by_address, address_names
+        self.static_labels = static_labels
         self._aliases = {}  # a text may now name another target
 
     def _grant_replay(self) -> bool:
