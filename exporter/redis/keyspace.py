@@ -2,15 +2,23 @@
 the keyspace read in the background every ``keyspace.interval`` under a key budget (RANDOMKEY, then TYPE, PTTL and
 MEMORY USAGE with a small sample count, pipelined), scaled to each database's key count. Never inside a scrape.
 
-``RANDOMKEY`` draws uniformly enough from the hash table for shares of a few percent; the estimates carry the
-sample's size and age beside them. A database of no more keys than the sample is read whole with ``SCAN`` instead:
-random draws would miss some of its keys, a walk of the table misses none (where the walk cannot finish, the draws
-stand in). In cluster mode only primaries are profiled, so that each key counts once.
+``RANDOMKEY`` draws fairly enough: Redis and Valkey take a few neighbouring entries of the table and pick one of them,
+so a long chain does not hide its keys, and a key's chance of being drawn does not depend on its prefix (the hash is
+seeded at random). It does depend on where the key sits: on Redis 7.0 and 8.2 the chances of a table's keys vary by
+26 % (their coefficient of variation; Valkey 8.1 draws evenly), which gives each table layout an error of its own, as
+likely up as down: up to about a fifth of the sampling error (2,000 draws of 2,200 keys), a twentieth at 2,000 draws
+of 50,000. Measured there, with the table sparse, dense (three keys a bucket, a fork child keeping it from growing)
+and the prefixes written in blocks or mixed, the spread of the estimates was within 5 % of the binomial one. Each
+prefix's key count is served with its 95 % bounds (:func:`count_bounds`: the sampling error and the layout's), with
+the sample's size and age. A database of no more keys than the sample is read whole with ``SCAN`` instead: random
+draws would miss some of its keys, a walk of the table misses none (where the walk cannot finish, the draws stand in).
+In cluster mode only primaries are profiled, so that each key counts once.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import re
 import time
 from typing import Any
@@ -25,6 +33,8 @@ NO_PREFIX, OTHER = "(none)", "(other)"
 EXPIRY_WINDOWS = (("1m", 60_000), ("5m", 300_000), ("1h", 3_600_000))  # keys whose TTL ends within each
 BIG_KEYS = 10
 MAX_KEY_LABEL = 100
+Z95 = 1.959963984540054  # the standard normal quantile of 0.975: two-sided 95 % bounds
+DRAW_SPREAD = 0.26  # how much RANDOMKEY's chance of drawing a key varies with its place in the table (Redis 7.0, 8.2)
 
 
 @record(frozen=True)
@@ -50,6 +60,35 @@ def key_prefix(key: str, delimiters: str, depth: int) -> str:
     return key[: end - 1]
 
 
+def count_bounds(hits: int, sampled: int, population: int, spread: float = DRAW_SPREAD, z: float = Z95) -> tuple[float, float]:
+    """The 95 % confidence bounds of how many of ``population`` keys share a property (a prefix), ``hits`` of ``sampled``
+    distinct keys drawn at random having it; the estimate is ``population * hits / sampled``.
+
+    The distinct keys of uniform draws are a simple random sample without replacement, and the share p's variance is
+    p(1-p)/n times the finite-population correction (N-n)/(N-1). Draws whose chances vary by ``spread`` from key to key
+    add a variance of their own, fixed for a table layout: p(1-p)/N times the square of ``spread`` times λ(1-s)/s,
+    where s = n/N is the share of the keys sampled and λ = -ln(1-s) the draws per key that took them (a key drawn
+    twice counts once, which evens the chances out). Wilson's score interval is taken for the sample size of that
+    variance (the plain ±z·sqrt(p(1-p)/n) would give a prefix seen once or never a bound below zero, or none at all),
+    and then held to what the sample proves: at least ``hits`` keys have the property and ``sampled - hits`` do not.
+    A database read whole (no fewer keys sampled than it holds) is known exactly."""
+    if sampled <= 0:
+        return 0.0, float(population)
+    estimate = population * hits / sampled
+    if population <= sampled:
+        return estimate, estimate
+    seen = sampled / population
+    repeats = -math.log1p(-seen) * (1 - seen) / seen  # 1 for a sample of few keys, down to 0 as it takes them all
+    draws = 1 / ((population - sampled) / ((population - 1) * sampled) + (spread * repeats) ** 2 / population)
+    share = hits / sampled
+    squared = z * z / draws
+    centre = (share + squared / 2) / (1 + squared)
+    half = z / (1 + squared) * math.sqrt(share * (1 - share) / draws + squared / (4 * draws))
+    low = max(population * (centre - half), float(hits))
+    high = min(population * (centre + half), float(population - (sampled - hits)))
+    return min(low, estimate), max(high, estimate)
+
+
 @record(frozen=True)
 class DbProfile:
     keys: int  # the database's key count when sampled
@@ -61,6 +100,7 @@ class DbProfile:
     big_keys: list[tuple[int, str, str]] = field(factory=list)  # (bytes, key, type) of the largest sampled keys
     read_at: float = 0.0
     hot_keys: list[tuple[int, str, str]] = field(factory=list)  # (LFU counter, key, type) of the most used sampled keys (LFU policies)
+    prefix_keys_bounds: dict[str, tuple[float, float]] = field(factory=dict)  # 95 % confidence bounds of ``prefix_keys``
 
 
 def profile_db(
@@ -91,12 +131,15 @@ def profile_db(
     ranked = sorted(count, key=lambda p: (-memory[p], -count[p], p))
     kept = set(ranked[: config.top])
 
-    def folded(values: dict[str, int]) -> dict[str, float]:
-        out: dict[str, float] = {}
+    def totals(values: dict[str, int]) -> dict[str, int]:
+        out: dict[str, int] = {}
         for prefix in count:
             name = prefix if prefix in kept else OTHER
-            out[name] = out.get(name, 0.0) + values.get(prefix, 0) * scale
+            out[name] = out.get(name, 0) + values.get(prefix, 0)
         return out
+
+    def folded(values: dict[str, int]) -> dict[str, float]:
+        return {name: total * scale for name, total in totals(values).items()}
 
     big = heapq.nlargest(BIG_KEYS, ((used, key[:MAX_KEY_LABEL], kind) for key, kind, _, used in sampled if used))
     measured = any(used is not None for _, _, _, used in sampled)  # MEMORY USAGE renamed away or refused: no memory figures
@@ -112,6 +155,7 @@ def profile_db(
         big,
         read_at,
         hot,
+        {name: count_bounds(hits, len(sampled), keys) for name, hits in totals(count).items()},
     )
 
 

@@ -231,6 +231,11 @@ CLIENTS = [
 KEYSPACE = [
     Doc("elasticache_keyspace_prefix_keys", "gauge", f"{T}, `db`, `prefix` (the top `keyspace.top` by memory, `(other)`, `(none)`)",
         "`RANDOMKEY`, `TYPE` (background, `keyspace.enabled`)", "keys of the prefix, estimated from the sample"),
+    Doc("elasticache_keyspace_prefix_keys_lower", "gauge", f"{T}, `db`, `prefix`", "the sample",
+        "95 % confidence bounds of `elasticache_keyspace_prefix_keys` (Wilson, for a finite keyspace and RANDOMKEY's uneven "
+        "draws): the true count lies outside them in about one sample of 20; both equal the estimate where the database "
+        "was read whole"),
+    Doc("elasticache_keyspace_prefix_keys_upper", "gauge", f"{T}, `db`, `prefix`", "the sample", "as `elasticache_keyspace_prefix_keys_lower`"),
     Doc("elasticache_keyspace_prefix_memory_bytes", "gauge", f"{T}, `db`, `prefix`", "`MEMORY USAGE ... SAMPLES 5`",
         "memory of the prefix, estimated; absent where MEMORY is renamed away"),
     Doc("elasticache_keyspace_prefix_keys_without_ttl", "gauge", f"{T}, `db`, `prefix`", "`PTTL`", "keys of the prefix without a TTL, estimated"),

@@ -11,6 +11,7 @@ from exporter.redis.keyspace import KeyspaceProfiler
 from .profiles import add_failures
 
 ESTIMATE = "estimated from the latest sample, scaled to the database's key count"
+BOUND = "95 % confidence bound of elasticache_keyspace_prefix_keys: the true count lies outside [lower, upper] in about one sample of 20"
 
 
 class KeyspaceCollector(FamilyCollector):
@@ -26,6 +27,9 @@ class KeyspaceCollector(FamilyCollector):
                 labels = {**base, "db": db}
                 for prefix, keys in sorted(result.prefix_keys.items()):
                     out.add("elasticache_keyspace_prefix_keys", GAUGE, f"Keys by prefix, {ESTIMATE}.", {**labels, "prefix": prefix}, keys)
+                for prefix, (lower, upper) in sorted(result.prefix_keys_bounds.items()):
+                    out.add("elasticache_keyspace_prefix_keys_lower", GAUGE, f"Lower {BOUND}.", {**labels, "prefix": prefix}, lower)
+                    out.add("elasticache_keyspace_prefix_keys_upper", GAUGE, f"Upper {BOUND}.", {**labels, "prefix": prefix}, upper)
                 for prefix, used in sorted(result.prefix_memory.items()):
                     out.add(
                         "elasticache_keyspace_prefix_memory_bytes",
