@@ -560,20 +560,15 @@ def test_a_default_is_declared_once_and_read_from_its_record():
 
 
 @pytest.mark.unit
-def test_a_targets_default_timeout_is_its_share_of_the_scrape():
-    """A target's scrape gets scrape.target_timeout (2 s) of the scrape's scrape.timeout (5 s): never more than the
-    scrape, and a target's own timeout wins, for configured, discovered and /scrape targets alike."""
-
-    def timeouts(scrape: dict) -> tuple[float, float, float]:
-        raw = {"targets": [{"addr": "a"}, {"addr": "b", "timeout": "4s"}], "scrape": scrape, "aws": {"regions": ["eu-west-1"]}}
-        raw["scrape"] = {**scrape, "allow": [{"hosts": ["10.0.0.0/8"]}]}
-        config = build_config(raw, environ={})
-        first, second = config.targets
-        assert config.allow[0].credentials.timeout == first.credentials.timeout
-        assert config.discovered_credentials.timeout == first.credentials.timeout
-        return first.credentials.timeout, second.credentials.timeout, config.scrape_timeout
-
-    assert timeouts({}) == (2, 4, 5)
-    assert timeouts({"timeout": "1s"}) == (1, 4, 1)  # a target's own timeout is still capped by the scrape's deadline
-    assert timeouts({"target_timeout": "500ms"}) == (0.5, 4, 5)
-    assert timeouts({"target_timeout": "30s", "timeout": "10s"}) == (10, 4, 10)
+def test_a_target_keeps_the_scrape_timeout_and_says_whether_it_set_its_own():
+    """A target's timeout is scrape.timeout (or REDIS_EXPORTER_CONNECTION_TIMEOUT, as redis_exporter's per-target one)
+    unless it sets its own; only on a page of many is one without its own cut to scrape.target_timeout."""
+    raw = {"targets": [{"addr": "a"}, {"addr": "b", "timeout": "4s"}], "scrape": {"timeout": "15s", "allow": [{"hosts": ["10.0.0.0/8"]}]}}
+    config = build_config({**raw, "aws": {"regions": ["eu-west-1"]}}, environ={})
+    first, second = config.targets
+    assert (first.credentials.timeout, first.credentials.own_timeout) == (15, False)
+    assert (second.credentials.timeout, second.credentials.own_timeout) == (4, True)
+    assert config.allow[0].credentials.timeout == config.discovered_credentials.timeout == 15
+    assert config.scrape_target_timeout == 2
+    migrated = config_from([], {"REDIS_ADDR": "redis://a:6379", "REDIS_EXPORTER_CONNECTION_TIMEOUT": "15s"})
+    assert migrated.targets[0].credentials.timeout == 15

@@ -647,13 +647,15 @@ def test_the_schema_of_config_is_the_exporters_keys_typed_by_their_readers():
     mappings["aws.discovered"] = {s.key: s for s in CREDENTIALS.settings}
     for path, settings in mappings.items():
         node = config_schema_at(schema, path)
-        expected = set(settings) | ({"iam_auth"} if path == "aws.discovered" else set())
+        expected = set(settings) | ({"iam_auth", "labels"} if path == "aws.discovered" else set())
         assert set(node["properties"]) == expected, (path, set(node["properties"]) ^ expected)
         assert node["additionalProperties"] is False, path
         for key, setting in settings.items():
             if setting.reader is not None:
                 assert node["properties"][key] == {"$ref": f"#/definitions/{config_definition(setting.kind)}"}, (path, key, setting.kind)
     assert config_schema_at(schema, "aws.discovered")["properties"]["iam_auth"] == {"$ref": "#/definitions/configBoolean"}
+    for path in ("targets[]", "redis", "aws.discovered"):  # a target's static labels: a mapping of strings
+        assert config_schema_at(schema, path)["properties"]["labels"] == {"$ref": "#/definitions/configLabels"}, path
 
 
 def schema_accepts(definition: dict, value: object) -> bool:

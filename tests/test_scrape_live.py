@@ -252,6 +252,26 @@ def test_a_hung_target_costs_a_fleets_metrics_its_share_not_the_scrape_timeout(p
     assert all(1.9 <= seconds < 3.5 for seconds in took), took
 
 
+def test_a_lone_slow_target_gets_the_whole_scrape_timeout(fresh_redis, app_for):
+    """One target on the page: a node that answers after 2.5 s, within scrape.timeout (10 s), is up; the share of a
+    page of many is not its timeout."""
+    import threading
+
+    app = app_for({"targets": [{"name": "slow", "addr": fresh_redis.addr}], "scrape": {"timeout": "10s"}})
+    assert sample(call(app, "/metrics").samples(), "redis_up", instance="slow") == 1
+    fresh_redis.pause()
+    waking = threading.Timer(2.5, fresh_redis.resume)
+    waking.start()
+    try:
+        started = time.monotonic()
+        samples = call(app, "/metrics").samples()
+        took = time.monotonic() - started
+    finally:
+        waking.join()
+    assert sample(samples, "redis_up", instance="slow") == 1
+    assert took >= 2.4, took
+
+
 def test_prometheus_scrape_timeout_header_bounds_the_scrape(fresh_redis, app_for):
     app = app_for({"redis": {"addr": fresh_redis.addr, "timeout": "10s"}})
     call(app, "/metrics")

@@ -60,8 +60,7 @@ def build_config(raw: Mapping[str, Any], *, source_file: str | None = None, envi
         problems.errors.append(
             ConfigError("scrape.shard_statefulset", f"is required with scrape.shard {shard}: NAMESPACE/NAME of the pod's StatefulSet")
         )
-    # a target's timeout unless it names its own (the other sections' errors are wanted too, so a default if unread)
-    timeout = min(fields.get("scrape_timeout") or Config.scrape_timeout, fields.get("scrape_target_timeout") or Config.scrape_target_timeout)
+    timeout = fields.get("scrape_timeout") or Config.scrape_timeout  # the other sections' errors are wanted too
     allow = take(lambda: _allow_rules(raw, timeout, environ), ())
     aws = take(lambda: as_mapping(raw, "aws"), {})
     aws_settings = take(lambda: aws_config(aws), None)

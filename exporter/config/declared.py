@@ -325,10 +325,10 @@ SCRAPE = Group(
         Setting("timeout", duration(), "the time one /metrics or /scrape may take (Prometheus' own scrape timeout, "
                 "sent in its request, also applies)", field="scrape_timeout", flag="scrape.timeout",
                 upstream_env="REDIS_EXPORTER_CONNECTION_TIMEOUT"),
-        Setting("target_timeout", duration(), "a target's share of scrape.timeout: a node that has not answered by then is served as "
-                "down (redis_up 0, error kind timeout) and the other targets without waiting for it (at most "
-                "scrape.timeout; a target's own timeout overrides it)", field="scrape_target_timeout",
-                flag="scrape.target-timeout"),
+        Setting("target_timeout", duration(), "on a /metrics of many targets, a target's share of scrape.timeout: a node "
+                "that has not answered by then is served as down (redis_up 0, error kind timeout) and the others "
+                "without waiting for it (a target's own timeout overrides it; a lone target and /scrape get the whole "
+                "scrape.timeout)", field="scrape_target_timeout", flag="scrape.target-timeout"),
         Setting("concurrency", integer(1, 256), "scrape workers: targets scraped at once", field="scrape_concurrency",
                 flag="scrape.concurrency"),
         Setting("max_reply_size", size(64 * 1024, 1024**3), "largest reply read from a node; a larger one fails the scrape "
@@ -363,7 +363,7 @@ CREDENTIALS = Group(
         Setting("password_env", optional_string(), "name of an environment variable holding the password"),
         Setting("password_secret", optional_string(), "AWS Secrets Manager secret (ARN or name) holding the password"),
         Setting("password_secret_key", optional_string(), "with password_secret: the key of a JSON secret"),
-        Setting("timeout", duration(), "this target's scrape timeout", shown_default="scrape.target_timeout"),
+        Setting("timeout", duration(), "this target's scrape timeout", shown_default="scrape.timeout"),
         Setting("tls_ca_file", PATH, "CA bundle to verify the server", field="ca_file", flag="redis.tls-ca-file",
                 shown_default="system CAs", upstream_env="REDIS_EXPORTER_TLS_CA_CERT_FILE"),
         Setting("tls_cert_file", PATH, "client certificate (with tls_key_file)", field="cert_file", flag="redis.tls-cert-file",

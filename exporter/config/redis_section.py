@@ -130,4 +130,5 @@ def credentials_config(
         password=password,
         tls=tls,
         timeout=target_timeout,
+        own_timeout="timeout" in item,
     )

@@ -66,9 +66,10 @@ def count_bounds(hits: int, sampled: int, population: int, spread: float = DRAW_
 
     The distinct keys of uniform draws are a simple random sample without replacement, and the share p's variance is
     p(1-p)/n times the finite-population correction (N-n)/(N-1). Draws whose chances vary by ``spread`` from key to key
-    add a variance of their own, fixed for a table layout: p(1-p)/N times the square of ``spread`` times λ(1-s)/s,
-    where s = n/N is the share of the keys sampled and λ = -ln(1-s) the draws per key that took them (a key drawn
-    twice counts once, which evens the chances out). Wilson's score interval is taken for the sample size of that
+    add a variance of their own, fixed for a table layout: p(1-p)/N times the square of (``spread`` times λ(1-s)/s),
+    where s = n/N is the share of the keys sampled and λ = -ln(1-s) the draws per key that took them: a key's chance of
+    being in the sample, 1 - exp(-λw) for a weight w, varies by λ(1-s)/s times w's variation (a key drawn twice counts
+    once, which evens the chances out). Wilson's score interval is taken for the sample size of that
     variance (the plain ±z·sqrt(p(1-p)/n) would give a prefix seen once or never a bound below zero, or none at all),
     and then held to what the sample proves: at least ``hits`` keys have the property and ``sampled - hits`` do not.
     A database read whole (no fewer keys sampled than it holds) is known exactly."""

@@ -8,8 +8,9 @@ from exporter.common.secrets import Secret
 from .addresses import Endpoint, HostPattern
 from .keys import KeyProbes
 
-DEFAULT_TIMEOUT = 5.0  # a scrape's: one /metrics or /scrape
-# one target's share of it: a node that takes longer is reported timed out, and the others are served without waiting
+DEFAULT_TIMEOUT = 5.0  # a scrape's: one /metrics or /scrape, and a target's own
+# on a /metrics of many targets, one target's share of it: a node that takes longer is reported timed out, and the
+# others are served without waiting for it
 DEFAULT_TARGET_TIMEOUT = 2.0
 
 
@@ -27,7 +28,8 @@ class Credentials:
     username: str | None = None
     password: Secret | None = None
     tls: TlsOptions = field(factory=TlsOptions)
-    timeout: float = DEFAULT_TARGET_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT
+    own_timeout: bool = False  # its timeout was set for it (targets[].timeout): on a page of many, not cut to a share
     max_connection_age: float | None = None  # renew a connection this old before using it (IAM: the server cuts at 12 h)
 
 

@@ -345,6 +345,7 @@ class ExporterApp:
             self.deadline(request),
             heartbeat_sources=self.targets.heartbeat_sources,
             address_names=self.targets.address_names,
+            share=self.config.scrape_target_timeout,
         )
 
     def _metrics(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from queue import Empty, SimpleQueue
@@ -51,7 +51,11 @@ class RedisCollector(FamilyCollector):
         *,
         heartbeat_sources: tuple[tuple[str, str], ...] = (),
         address_names: AddressNames | None = None,
+        share: float | None = None,
     ) -> None:
+        """``share``: on a page of many targets, the most one without a timeout of its own may take of it, from its start
+        (scrape.target_timeout); the others are served without waiting longer for it."""
+        self._share = share
         self._targets = list(targets)
         self._pool = pool
         self._deadline = deadline
@@ -76,7 +80,7 @@ class RedisCollector(FamilyCollector):
             for target in self._targets:
                 self._record(target, late, 0.0, out)
             return
-        scrapes = _Scrapes(self._targets, self._pool, self._deadline)
+        scrapes = _Scrapes(self._targets, self._pool, self._deadline, self._share)
         for _ in range(self.window()):
             scrapes.start_next()
         release = started + (self._deadline - started) / 2
@@ -156,7 +160,8 @@ class _Scrapes:
     is scraping already (an HA pair's second /metrics joins the first's scrapes, which costs nothing), else the next in
     the list."""
 
-    def __init__(self, targets: list[Target], pool: ScrapePool, deadline: float) -> None:
+    def __init__(self, targets: list[Target], pool: ScrapePool, deadline: float, share: float | None = None) -> None:
+        self._share = share
         self._targets = targets
         self._pool = pool
         self._deadline = deadline
@@ -190,10 +195,18 @@ class _Scrapes:
     def _start(self, place: int) -> None:
         self._started[place] = 1
         target = self._targets[place]
-        future = self._pool.submit(target, target.node.scrape, self._deadline)
+        node = target.node
+        share = self._share
+        work = node.scrape if share is None or node.credentials.own_timeout else _within(node.scrape, share)
+        future = self._pool.submit(target, work, self._deadline)
         self.under_way[place] = target, future
         done = self.done  # the callback holds the queue only, never this record of the futures
         future.add_done_callback(lambda _: done.put(place))  # at once, here, if it is done already
+
+
+def _within(scrape: Callable[[float], ScrapeResult], share: float) -> Callable[[float], ScrapeResult]:
+    """``scrape`` by the page's deadline or ``share`` seconds after a worker starts it, the earlier."""
+    return lambda deadline: scrape(min(deadline, time.monotonic() + share))
 
 
 def _add_membership(target: Target, info: InfoReply | None, out: FamilySet) -> None:
