@@ -82,28 +82,13 @@ def _matching(node: dict[str, Any], prefix: str = "") -> Callable[[Alert], bool]
 
 
 def inhibited(config: dict[str, Any]) -> Callable[[list[Alert]], list[Alert]]:
-    """The alerts of one moment that the inhibit rules of ``config`` leave (each rule's firing sources indexed by their
+    """The alerts of one moment that the inhibit rules of ``config`` leave (:func:`muter`'s sources indexed by their
     ``equal`` labels: linear in the alerts)."""
-    rules = [(_matching(r, "source_"), _matching(r, "target_"), tuple(r.get("equal") or ())) for r in config.get("inhibit_rules") or []]
+    muter_at = muter(config)
 
     def leave(alerts: list[Alert]) -> list[Alert]:
-        silenced: set[int] = set()
-        for source, target, equal in rules:
-            sources: dict[tuple[str, ...], list[int]] = {}
-            for index, alert in enumerate(alerts):
-                if source(alert):
-                    sources.setdefault(tuple(alert.get(k, "") for k in equal), []).append(index)
-            if not sources:
-                continue
-            for index, alert in enumerate(alerts):
-                if index in silenced or not target(alert):
-                    continue
-                two_sided = source(alert)  # then only sources that are no targets of the rule count, never itself
-                for other in sources.get(tuple(alert.get(k, "") for k in equal), []):
-                    if other != index and not (two_sided and target(alerts[other])):
-                        silenced.add(index)
-                        break
-        return [alert for index, alert in enumerate(alerts) if index not in silenced]
+        muted = muter_at(alerts)
+        return [alert for alert in alerts if not muted(alert)]
 
     return leave
 
@@ -186,7 +171,7 @@ class Notification:
 def muter(config: dict[str, Any]) -> Callable[[list[Alert]], Callable[[Alert], bool]]:
     """For the firing alerts of one moment, whether an alert (firing or resolved) is muted by the inhibit rules of
     ``config``: a firing source whose ``equal`` labels are the same silences it, never the alert itself; of a rule whose
-    source also matches its target, only the sources that are no targets count (as :func:`inhibited`)."""
+    source also matches its target, only the sources that are no targets count."""
     rules = [(_matching(r, "source_"), _matching(r, "target_"), tuple(r.get("equal") or ())) for r in config.get("inhibit_rules") or []]
 
     def at(firing: list[Alert]) -> Callable[[Alert], bool]:
